@@ -1,0 +1,43 @@
+"""fevex: a small, durable runtime for LLM agents, extended by plugins."""
+
+from fevex.__about__ import __version__
+from fevex.agents import AgentDefinition, Limits, define_agent
+from fevex.app import Fevex, RunResult, create_fevex
+from fevex.errors import (
+    FevexConfigurationError,
+    FevexError,
+    FevexRunError,
+    RunCancelledError,
+    RunPausedError,
+)
+from fevex.events import RunEvent
+from fevex.messages import Message
+from fevex.models import ModelGateway
+from fevex.runtime import AgentRun, InMemoryRunStore, Session
+from fevex.schemas import Schema
+from fevex.tools import ToolContext, ToolDefinition, define_tool
+
+__all__ = [
+    "AgentDefinition",
+    "AgentRun",
+    "Fevex",
+    "FevexConfigurationError",
+    "FevexError",
+    "FevexRunError",
+    "InMemoryRunStore",
+    "Limits",
+    "Message",
+    "ModelGateway",
+    "RunCancelledError",
+    "RunEvent",
+    "RunPausedError",
+    "RunResult",
+    "Schema",
+    "Session",
+    "ToolContext",
+    "ToolDefinition",
+    "__version__",
+    "create_fevex",
+    "define_agent",
+    "define_tool",
+]

@@ -1,0 +1,174 @@
+"""Checking what ``create_fevex`` receives and freezing it into a composition.
+
+Every registered entity is checked here, including values built without ``define_*`` or
+changed after definition, and each problem raises ``FevexConfigurationError`` with the
+code of its entity. The app keeps shallow copies, so the caller's containers can change
+afterwards without reconfiguring it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fevex.agents import AgentDefinition
+from fevex.errors import FevexConfigurationError
+from fevex.models import ToolSpec
+from fevex.plugins.discovery import resolve_model
+from fevex.schemas.schema import CompiledSchema, compile_schema
+from fevex.tools import ToolDefinition
+
+DEFAULT_MODEL_KEY = "default"
+
+
+@dataclass(slots=True)
+class PreparedTool:
+    definition: ToolDefinition
+    input_schema: CompiledSchema
+    output_schema: CompiledSchema | None
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            self.definition.name, self.definition.description, self.input_schema.json_schema()
+        )
+
+
+@dataclass(slots=True)
+class PreparedAgent:
+    definition: AgentDefinition
+    model: Any
+    tools: dict[str, PreparedTool]
+    output_schema: CompiledSchema | None
+    _specs: tuple[ToolSpec, ...] | None = None
+    _output_json_schema: dict[str, Any] | None = None
+
+    def model_boundary(self) -> tuple[tuple[ToolSpec, ...], dict[str, Any] | None]:
+        """Tool specs and output JSON Schema; ``SCHEMA_NOT_TRANSPORTABLE`` when one of
+        them cannot be described. Built on the first run and kept."""
+        if self._specs is None:
+            specs = tuple(tool.spec() for tool in self.tools.values())
+            if self.output_schema is not None:
+                self._output_json_schema = self.output_schema.json_schema()
+            self._specs = specs
+        return self._specs, self._output_json_schema
+
+
+@dataclass(frozen=True, slots=True)
+class Composition:
+    agents: Mapping[str, PreparedAgent]
+    observers: tuple[Callable[..., Any], ...]
+
+
+def _config_error(message: str) -> FevexConfigurationError:
+    return FevexConfigurationError("INVALID_CONFIG", message)
+
+
+def _as_sequence(value: Any, what: str) -> Sequence[Any]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence | set):
+        raise _config_error(f"{what} must be a list, not {type(value).__name__}.")
+    return tuple(value)
+
+
+def _compile(source: Any, code: str, owner: str) -> CompiledSchema:
+    try:
+        return compile_schema(source)
+    except Exception as error:
+        raise FevexConfigurationError(code, f"{owner}: invalid schema: {error}") from error
+
+
+def compose(
+    *,
+    models: Any,
+    agents: Any,
+    tools: Any,
+    on_event: Any,
+) -> Composition:
+    if models is None:
+        models = {}
+    if not isinstance(models, Mapping):
+        raise _config_error(f"models must be a mapping of names to models, not {models!r}.")
+    model_table: dict[str, Any] = {}
+    for key, model in models.items():
+        if not isinstance(key, str) or not key:
+            raise FevexConfigurationError("INVALID_MODEL", f"Model key {key!r} must be a string.")
+        if not callable(getattr(model, "stream", None)):
+            raise FevexConfigurationError(
+                "INVALID_MODEL", f"Model {key!r} has no stream(input) method."
+            )
+        model_table[key] = model
+
+    tool_table: dict[str, PreparedTool] = {}
+    for tool in _as_sequence(tools, "tools"):
+        if not isinstance(tool, ToolDefinition):
+            raise FevexConfigurationError(
+                "INVALID_TOOL", f"{tool!r} is not a tool; define it with define_tool."
+            )
+        tool.check()
+        if tool.name in tool_table:
+            raise FevexConfigurationError("DUPLICATE_TOOL", f"Tool {tool.name!r} is defined twice.")
+        tool_table[tool.name] = PreparedTool(
+            tool,
+            _compile(tool.input_schema, "INVALID_TOOL", f"Tool {tool.name}"),
+            None
+            if tool.output_schema is None
+            else _compile(tool.output_schema, "INVALID_TOOL", f"Tool {tool.name}"),
+        )
+
+    agent_table: dict[str, PreparedAgent] = {}
+    for agent in _as_sequence(agents, "agents"):
+        if not isinstance(agent, AgentDefinition):
+            raise FevexConfigurationError(
+                "INVALID_AGENT", f"{agent!r} is not an agent; define it with define_agent."
+            )
+        agent.check()
+        if agent.name in agent_table:
+            raise FevexConfigurationError(
+                "DUPLICATE_AGENT", f"Agent {agent.name!r} is defined twice."
+            )
+        agent_tools = {}
+        for name in agent.tools:
+            if name not in tool_table:
+                raise FevexConfigurationError(
+                    "MISSING_TOOL", f"Agent {agent.name} uses tool {name!r}, which is not defined."
+                )
+            agent_tools[name] = tool_table[name]
+        agent_table[agent.name] = PreparedAgent(
+            agent,
+            _model_for(agent, model_table),
+            agent_tools,
+            None
+            if agent.output_schema is None
+            else _compile(agent.output_schema, "INVALID_AGENT", f"Agent {agent.name}"),
+        )
+
+    if on_event is None:
+        observers: tuple[Callable[..., Any], ...] = ()
+    elif callable(on_event):
+        observers = (on_event,)
+    else:
+        observers = tuple(_as_sequence(on_event, "on_event"))
+        if not all(callable(observer) for observer in observers):
+            raise _config_error("on_event must be a callable or a list of callables.")
+    return Composition(agent_table, observers)
+
+
+def _model_for(agent: AgentDefinition, models: dict[str, Any]) -> Any:
+    reference = agent.model or DEFAULT_MODEL_KEY
+    if reference in models:
+        return models[reference]
+    if ":" in reference:
+        model = resolve_model(reference)
+        if not callable(getattr(model, "stream", None)):
+            raise FevexConfigurationError(
+                "INVALID_MODEL", f"The plugin model {reference!r} has no stream(input) method."
+            )
+        models[reference] = model
+        return model
+    raise FevexConfigurationError(
+        "MISSING_MODEL",
+        f"Agent {agent.name} uses model {reference!r}, which is not in models "
+        "(pass models={...} or name a plugin model as 'provider:model').",
+    )

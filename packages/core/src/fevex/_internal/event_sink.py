@@ -1,0 +1,90 @@
+"""The one path every run event takes: numbered, committed to the store, then observed.
+
+The engine yields each committed event to its consumer before observers see it, so the
+order is store, consumer, observers. Observers are best-effort: their exceptions and
+failed coroutines are logged and never reach the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fevex._internal.clock import new_id, utc_now
+from fevex.events import RunEvent
+from fevex.runtime.records import AgentRun
+from fevex.runtime.run_store import ExecutionCommit, RunStore
+
+logger = logging.getLogger("fevex")
+
+EventObserver = Callable[[RunEvent], Any]
+
+
+class EventSink:
+    __slots__ = ("_background", "observers", "run", "sequence", "store")
+
+    def __init__(
+        self,
+        store: RunStore,
+        run: AgentRun,
+        observers: Sequence[EventObserver],
+        sequence: int = 0,
+    ) -> None:
+        self.store = store
+        self.run = run
+        self.observers = observers
+        self.sequence = sequence
+        self._background: set[asyncio.Future[Any]] = set()
+
+    def event(self, type: str, payload: dict[str, Any], occurred_at: str | None = None) -> RunEvent:
+        self.sequence += 1
+        return RunEvent(
+            new_id("evt"),
+            self.run.id,
+            self.sequence,
+            type,
+            occurred_at or utc_now(),
+            payload,
+        )
+
+    async def emit(
+        self,
+        type: str,
+        payload: dict[str, Any],
+        *,
+        history: tuple[dict[str, Any], ...] | None = None,
+        release_session: bool = False,
+        **run_changes: Any,
+    ) -> RunEvent:
+        """Commit one event with the run's next revision (and any run field changes)."""
+        now = utc_now()
+        event = self.event(type, payload, now)
+        run = dataclasses.replace(
+            self.run, revision=self.run.revision + 1, updated_at=now, **run_changes
+        )
+        await self.store.commit_execution(
+            ExecutionCommit(run, (event,), history, release_session)
+        )
+        self.run = run
+        return event
+
+    def observe(self, event: RunEvent) -> None:
+        for observer in self.observers:
+            try:
+                result = observer(event)
+            except Exception:
+                logger.warning("on_event observer %r failed", observer, exc_info=True)
+                continue
+            if inspect.isawaitable(result):
+                task = asyncio.ensure_future(result)
+                self._background.add(task)
+                task.add_done_callback(self._settled)
+
+    def _settled(self, task: asyncio.Future[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("on_event observer failed", exc_info=task.exception())

@@ -1,0 +1,119 @@
+"""Agent definitions: what an agent is, independent of any app that runs it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fevex._internal.names import is_valid_name
+from fevex.errors import FevexConfigurationError
+
+__all__ = ["AgentDefinition", "Limits", "define_agent"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds of one agent run; ``None`` leaves a bound unlimited.
+
+    Token budgets are cumulative over the run and checked from the usage models report;
+    the remaining output budget is also sent to the model as a preventive cap.
+    """
+
+    max_steps: int | None = 8
+    max_tool_calls: int | None = 16
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+
+    def check(self) -> None:
+        for name in Limits.__slots__:
+            value = getattr(self, name)
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 1
+            ):
+                raise FevexConfigurationError(
+                    "INVALID_AGENT", f"Limit {name} must be a positive integer or None."
+                )
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDefinition:
+    """An agent: its name, instructions, model reference, tool names, output schema,
+    limits and model options. ``model`` is a key of the app's ``models`` mapping or a
+    ``provider:model`` string resolved through plugins; ``None`` means ``"default"``."""
+
+    name: str
+    instructions: str
+    model: str | None = None
+    tools: tuple[str, ...] = ()
+    output_schema: Any = None
+    limits: Limits = DEFAULT_LIMITS
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    description: str | None = None
+
+    def check(self) -> None:
+        """Raise ``INVALID_AGENT`` when a field holds a value its type does not allow."""
+        if not is_valid_name(self.name):
+            raise _invalid(f"Agent name {self.name!r} must match [A-Za-z0-9_-]{{1,64}}.")
+        if not isinstance(self.instructions, str):
+            raise _invalid(f"Agent {self.name}: instructions must be a string.")
+        if self.model is not None and (not isinstance(self.model, str) or not self.model):
+            raise _invalid(f"Agent {self.name}: model must be a non-empty string or None.")
+        if not isinstance(self.tools, tuple) or not all(isinstance(t, str) for t in self.tools):
+            raise _invalid(f"Agent {self.name}: tools must be tool names.")
+        if not isinstance(self.limits, Limits):
+            raise _invalid(f"Agent {self.name}: limits must be a Limits value.")
+        self.limits.check()
+        if not isinstance(self.model_options, Mapping):
+            raise _invalid(f"Agent {self.name}: model_options must be a mapping.")
+
+
+def _invalid(message: str) -> FevexConfigurationError:
+    return FevexConfigurationError("INVALID_AGENT", message)
+
+
+def define_agent(
+    *,
+    name: str,
+    instructions: str,
+    model: str | None = None,
+    tools: Iterable[str] = (),
+    output_schema: Any = None,
+    limits: Limits | Mapping[str, int | None] | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    description: str | None = None,
+) -> AgentDefinition:
+    """Define an agent. Lists and mappings are copied, so later changes by the caller do
+    not change the definition."""
+    if isinstance(tools, str):
+        raise _invalid(f"Agent {name!r}: tools must be a list of tool names, not a string.")
+    if limits is None:
+        resolved_limits = DEFAULT_LIMITS
+    elif isinstance(limits, Limits):
+        resolved_limits = limits
+    elif isinstance(limits, Mapping):
+        try:
+            resolved_limits = Limits(**limits)
+        except TypeError as error:
+            raise _invalid(f"Agent {name!r}: {error}") from None
+    else:
+        raise _invalid(f"Agent {name!r}: limits must be Limits or a mapping.")
+    try:
+        tool_names = tuple(tools)
+    except TypeError:
+        raise _invalid(f"Agent {name!r}: tools must be a list of tool names.") from None
+    definition = AgentDefinition(
+        name=name,
+        instructions=instructions,
+        model=model,
+        tools=tool_names,
+        output_schema=output_schema,
+        limits=resolved_limits,
+        model_options=dict(model_options) if model_options else {},
+        description=description,
+    )
+    definition.check()
+    return definition

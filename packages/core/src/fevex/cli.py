@@ -1,0 +1,78 @@
+"""The ``fevex`` command. Plugins add subcommands through ``fevex_register_commands``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fevex.__about__ import __version__
+from fevex.errors import FevexError
+from fevex.plugins.discovery import get_plugin_manager, list_plugins, record_command
+
+__all__ = ["CommandRegistry", "main"]
+
+
+class CommandRegistry:
+    """What ``fevex_register_commands(cli)`` receives."""
+
+    def __init__(self, subparsers: Any) -> None:
+        self._subparsers = subparsers
+        self.plugin_name = "fevex"
+
+    def add_command(self, name: str, *, help: str) -> argparse.ArgumentParser:
+        """Add ``fevex NAME``; set ``handler`` on the returned parser with
+        ``parser.set_defaults(handler=function)``, where ``function(args) -> int``."""
+        parser: argparse.ArgumentParser = self._subparsers.add_parser(
+            name, help=help, description=help
+        )
+        record_command(self.plugin_name, name)
+        return parser
+
+
+def _plugins_command(args: argparse.Namespace) -> int:
+    print(json.dumps(list_plugins(), indent=2))
+    return 0
+
+
+def _version_command(args: argparse.Namespace) -> int:
+    print(__version__)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fevex", description="The fevex agent runtime.")
+    parser.add_argument("--version", action="version", version=f"fevex {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    registry = CommandRegistry(subparsers)
+    registry.add_command(
+        "plugins", help="List loaded plugins and what they registered, as JSON."
+    ).set_defaults(handler=_plugins_command)
+    registry.add_command("version", help="Print the fevex version.").set_defaults(
+        handler=_version_command
+    )
+    manager = get_plugin_manager()
+    for implementation in manager.hook.fevex_register_commands.get_hookimpls():
+        registry.plugin_name = implementation.plugin_name
+        implementation.function(cli=registry)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return handler(args)
+    except FevexError as error:
+        print(f"fevex: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""The error taxonomy: every error a user can meet carries a stable ``code``.
+
+``category`` says which part of the system raised it, ``severity`` how bad it is and
+``recoverable`` whether retrying the same operation later can succeed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+ErrorCategory = Literal["configuration", "validation", "model", "tool", "run", "store", "plugin"]
+ErrorSeverity = Literal["fatal", "error", "warning"]
+
+__all__ = [
+    "ErrorCategory",
+    "ErrorSeverity",
+    "FevexConfigurationError",
+    "FevexError",
+    "FevexRunError",
+    "RunCancelledError",
+    "RunPausedError",
+]
+
+
+class FevexError(Exception):
+    """Base of every error fevex raises on purpose."""
+
+    category: ErrorCategory = "run"
+    severity: ErrorSeverity = "error"
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        recoverable: bool = False,
+        details: dict[str, Any] | None = None,
+        category: ErrorCategory | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.recoverable = recoverable
+        self.details = dict(details or {})
+        if category is not None:
+            self.category = category
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        """A safe, JSON-ready description: code, message and classification only."""
+        return {
+            "code": self.code,
+            "message": self.message,
+            "category": self.category,
+            "severity": self.severity,
+            "recoverable": self.recoverable,
+        }
+
+
+class FevexConfigurationError(FevexError):
+    """The composition given to ``create_fevex`` or a ``define_*`` function is invalid."""
+
+    category: ErrorCategory = "configuration"
+    severity: ErrorSeverity = "fatal"
+
+
+class FevexRunError(FevexError):
+    """A run could not start, continue or finish."""
+
+    category: ErrorCategory = "run"
+
+
+class RunCancelledError(FevexRunError):
+    """The run was cancelled; ``reason`` is ``aborted`` or ``timeout``."""
+
+    def __init__(self, run_id: str, reason: Literal["aborted", "timeout"]) -> None:
+        super().__init__(
+            "RUN_TIMEOUT" if reason == "timeout" else "RUN_CANCELLED",
+            f"Run {run_id} was cancelled ({reason}).",
+            details={"run_id": run_id, "reason": reason},
+        )
+        self.run_id = run_id
+        self.reason = reason
+
+
+class RunPausedError(FevexRunError):
+    """The run paused, for example to wait for a human approval; ``pause`` says why."""
+
+    severity: ErrorSeverity = "warning"
+
+    def __init__(self, run_id: str, pause: Any) -> None:
+        super().__init__(
+            "RUN_PAUSED",
+            f"Run {run_id} is paused and waits to be resumed.",
+            recoverable=True,
+            details={"run_id": run_id},
+        )
+        self.run_id = run_id
+        self.pause = pause

@@ -1,0 +1,60 @@
+"""Run events: the durable, ordered record of everything a run did.
+
+Every event has a unique ``id``, the ``run_id`` it belongs to, a run-local ``sequence``
+starting at 1, a ``type``, an ISO 8601 UTC ``occurred_at`` and a JSON ``payload``.
+Events are serializable snapshots: treat them as read-only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["EVENT_TYPES", "RunEvent", "RunEventType"]
+
+RunEventType = Literal[
+    "run.started",
+    "model.started",
+    "model.output.delta",
+    "model.completed",
+    "tool.started",
+    "tool.completed",
+    "tool.failed",
+    "run.paused",
+    "run.completed",
+    "run.failed",
+    "run.cancelled",
+]
+
+EVENT_TYPES: tuple[str, ...] = RunEventType.__args__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    id: str
+    run_id: str
+    sequence: int
+    type: str
+    occurred_at: str
+    payload: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "run_id": self.run_id,
+            "sequence": self.sequence,
+            "type": self.type,
+            "occurred_at": self.occurred_at,
+            "payload": self.payload,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunEvent:
+        return cls(
+            id=str(data["id"]),
+            run_id=str(data["run_id"]),
+            sequence=int(data["sequence"]),
+            type=str(data["type"]),
+            occurred_at=str(data["occurred_at"]),
+            payload=dict(data["payload"]),
+        )

@@ -1,0 +1,138 @@
+"""The model contract: any object whose ``stream(input)`` yields these events is a model.
+
+A stream is zero or more :class:`OutputDelta` events with the visible text (or JSON) in
+fragments, then exactly one :class:`Completed` event. ``provider_state`` is opaque
+continuation data: the runtime hands it unchanged to the next model step of the same run
+and never puts it in messages, events, results or stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from fevex.messages import Message
+
+__all__ = [
+    "Completed",
+    "ModelGateway",
+    "ModelInput",
+    "ModelResult",
+    "ModelStreamEvent",
+    "OutputDelta",
+    "ToolCall",
+    "ToolSpec",
+    "Usage",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts as the provider reported them; ``None`` means not reported."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            _add(self.input_tokens, other.input_tokens),
+            _add(self.output_tokens, other.output_tokens),
+            _add(self.total_tokens, other.total_tokens),
+            _add(self.cached_input_tokens, other.cached_input_tokens),
+            _add(self.reasoning_tokens, other.reasoning_tokens),
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            name: value
+            for name in Usage.__slots__
+            if (value := getattr(self, name)) is not None
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Usage:
+        if not data:
+            return cls()
+        return cls(**{name: data.get(name) for name in cls.__slots__})
+
+
+def _add(left: int | None, right: int | None) -> int | None:
+    if left is None:
+        return right
+    if right is None:
+        return left
+    return left + right
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    input: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it: name, description and JSON Schema 2020-12 input."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResult:
+    """The terminal result of one model step.
+
+    ``output`` is the final text, or a JSON value when the step produced structured
+    output; it must match the accumulated deltas. ``reasoning`` is visible model thinking,
+    kept in the conversation as a thinking part.
+    """
+
+    output: Any = None
+    tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()
+    usage: Usage = field(default_factory=Usage)
+    provider_state: Any = None
+    reasoning: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputDelta:
+    delta: str
+    type: Literal["output.delta"] = "output.delta"
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    result: ModelResult
+    type: Literal["completed"] = "completed"
+
+
+ModelStreamEvent = OutputDelta | Completed
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInput:
+    """Everything one model step needs.
+
+    ``tools`` and ``output_schema`` are plain JSON Schema, never the application's
+    validators. ``max_output_tokens`` is the remaining output budget of the run.
+    """
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    output_schema: dict[str, Any] | None = None
+    max_output_tokens: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    provider_state: Any = None
+
+
+@runtime_checkable
+class ModelGateway(Protocol):
+    """A model: ``stream`` returns an async iterator of :data:`ModelStreamEvent`."""
+
+    def stream(self, input: ModelInput) -> AsyncIterator[ModelStreamEvent]: ...

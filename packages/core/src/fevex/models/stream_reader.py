@@ -1,0 +1,100 @@
+"""Reading a model stream against the contract, for the runtime and for adapter tests.
+
+A stream is ``output.delta`` events then exactly one ``completed``. The reader rejects a
+missing or duplicate terminal, events after the terminal, unknown events, and a final
+output that does not equal the accumulated deltas, each with its own stable code.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fevex.errors import FevexRunError
+from fevex.models.gateway import ModelResult, ToolCall, Usage
+
+__all__ = ["ModelStreamReader"]
+
+
+def _violation(code: str, message: str) -> FevexRunError:
+    return FevexRunError(code, message, category="model")
+
+
+class ModelStreamReader:
+    __slots__ = ("deltas", "result")
+
+    def __init__(self) -> None:
+        self.deltas: list[str] = []
+        self.result: ModelResult | None = None
+
+    def accept(self, event: Any) -> str | None:
+        """Take the next event; returns the delta text for ``output.delta`` events."""
+        kind = getattr(event, "type", None)
+        if self.result is not None:
+            if kind == "completed":
+                raise _violation(
+                    "MODEL_STREAM_DUPLICATE_TERMINAL",
+                    "The model stream sent more than one completed event.",
+                )
+            raise _violation(
+                "MODEL_STREAM_EVENT_AFTER_TERMINAL",
+                f"The model stream sent {kind!r} after its completed event.",
+            )
+        if kind == "output.delta":
+            delta = getattr(event, "delta", None)
+            if not isinstance(delta, str):
+                raise _violation("MODEL_STREAM_INVALID_EVENT", "An output.delta must carry a string.")
+            self.deltas.append(delta)
+            return delta
+        if kind == "completed":
+            self.result = _checked_result(getattr(event, "result", None))
+            return None
+        raise _violation(
+            "MODEL_STREAM_INVALID_EVENT", f"The model stream sent an unknown event {kind!r}."
+        )
+
+    @property
+    def text(self) -> str:
+        return "".join(self.deltas)
+
+    def finish(self) -> ModelResult:
+        """The terminal result, once the stream has ended."""
+        result = self.result
+        if result is None:
+            raise _violation(
+                "MODEL_STREAM_MISSING_TERMINAL", "The model stream ended without a completed event."
+            )
+        text = self.text
+        output = result.output
+        if output is None or isinstance(output, str):
+            matches = (output or "") == text
+        else:
+            try:
+                matches = json.loads(text) == output
+            except ValueError:
+                matches = False
+        if not matches:
+            raise _violation(
+                "MODEL_OUTPUT_MISMATCH",
+                "The model's final output does not equal the output deltas it streamed.",
+            )
+        return result
+
+
+def _checked_result(result: Any) -> ModelResult:
+    if not isinstance(result, ModelResult):
+        raise _violation("MODEL_STREAM_INVALID_EVENT", "A completed event must carry a ModelResult.")
+    for call in result.tool_calls:
+        if not (
+            isinstance(call, ToolCall)
+            and isinstance(call.id, str)
+            and call.id
+            and isinstance(call.name, str)
+            and call.name
+        ):
+            raise _violation(
+                "MODEL_STREAM_INVALID_EVENT", f"Invalid tool call in the model result: {call!r}"
+            )
+    if not isinstance(result.usage, Usage):
+        raise _violation("MODEL_STREAM_INVALID_EVENT", "ModelResult.usage must be a Usage value.")
+    return result

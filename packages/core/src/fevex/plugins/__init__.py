@@ -1,0 +1,22 @@
+from fevex.plugins.discovery import (
+    get_plugin_manager,
+    list_plugins,
+    open_run_store,
+    open_trace_exporter,
+    register_plugin,
+    reset_plugins,
+    resolve_model,
+)
+from fevex.plugins.hookspecs import hookimpl, hookspec
+
+__all__ = [
+    "get_plugin_manager",
+    "hookimpl",
+    "hookspec",
+    "list_plugins",
+    "open_run_store",
+    "open_trace_exporter",
+    "register_plugin",
+    "reset_plugins",
+    "resolve_model",
+]

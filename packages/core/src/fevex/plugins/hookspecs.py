@@ -1,0 +1,55 @@
+"""Hook specifications of the ``fevex`` plugin project.
+
+Every hook receives a ``register(name, factory)`` callback. Factories are called only
+when a user asks for what they registered, so they import their SDK lazily and plugin
+discovery never imports a provider SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+__all__ = ["Register", "hookimpl", "hookspec"]
+
+hookspec = pluggy.HookspecMarker("fevex")
+hookimpl = pluggy.HookimplMarker("fevex")
+
+Register = Callable[[str, Callable[..., Any]], None]
+
+
+@hookspec
+def fevex_register_models(register: Register) -> None:
+    """Called once when plugins load. Register model providers:
+    ``register("acme", create_acme_model)`` where ``create_acme_model(model_name: str,
+    **options)`` returns a :class:`~fevex.models.ModelGateway`; ``"acme:large"`` then names
+    a model. Returns nothing."""
+
+
+@hookspec
+def fevex_register_run_stores(register: Register) -> None:
+    """Called once when plugins load. Register run-store URL schemes:
+    ``register("acme", open_acme_store)`` where ``open_acme_store(url: str, **options)``
+    returns a :class:`~fevex.runtime.RunStore` for ``acme://...`` URLs. Returns nothing."""
+
+
+@hookspec
+def fevex_register_tool_providers(register: Register) -> None:
+    """Called once when plugins load. Register tool-provider factories by name.
+    Returns nothing."""
+
+
+@hookspec
+def fevex_register_trace_exporters(register: Register) -> None:
+    """Called once when plugins load. Register trace-exporter factories by name, as
+    ``FEVEX_TRACE_EXPORTERS`` refers to them. Returns nothing."""
+
+
+@hookspec
+def fevex_register_commands(cli: Any) -> None:
+    """Called when the ``fevex`` command starts. ``cli`` is a
+    :class:`fevex.cli.CommandRegistry`: call ``cli.add_command(name, help=...)`` and
+    configure the returned :class:`argparse.ArgumentParser`, setting its ``handler``
+    default to a function ``(args) -> int``. Returns nothing."""

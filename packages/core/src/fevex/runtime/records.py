@@ -1,0 +1,118 @@
+"""Run and session snapshots as stores keep them: every field is plain JSON or a scalar."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fevex.messages import Message, message_from_json
+from fevex.models import Usage
+
+__all__ = ["AgentRun", "RunStatus", "Session"]
+
+RunStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
+TERMINAL_STATUSES = frozenset(("completed", "failed", "cancelled"))
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRun:
+    """A consultable snapshot of one run.
+
+    ``output`` is the JSON form of the validated output, ``error`` the failure's safe JSON
+    description, ``revision`` the store-managed counter that fences concurrent writers.
+    """
+
+    id: str
+    session_id: str
+    agent_name: str
+    status: RunStatus
+    input: Any
+    created_at: str
+    updated_at: str
+    output: Any = None
+    usage: dict[str, int] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    pause: dict[str, Any] | None = None
+    revision: int = 0
+    kind: str = "agent"
+
+    @property
+    def usage_totals(self) -> Usage:
+        return Usage.from_json(self.usage)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "agent_name": self.agent_name,
+            "status": self.status,
+            "input": self.input,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "output": self.output,
+            "usage": self.usage,
+            "error": self.error,
+            "pause": self.pause,
+            "revision": self.revision,
+            "kind": self.kind,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AgentRun:
+        return cls(
+            id=str(data["id"]),
+            session_id=str(data["session_id"]),
+            agent_name=str(data["agent_name"]),
+            status=data["status"],
+            input=data.get("input"),
+            created_at=str(data["created_at"]),
+            updated_at=str(data["updated_at"]),
+            output=data.get("output"),
+            usage=dict(data.get("usage") or {}),
+            error=data.get("error"),
+            pause=data.get("pause"),
+            revision=int(data.get("revision", 0)),
+            kind=str(data.get("kind", "agent")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A conversation: completed runs' messages in ``history`` (JSON), an optional
+    ``summary`` that replaced older history, the run holding the session, if any, and
+    the store-managed ``revision`` checked on every change."""
+
+    id: str
+    created_at: str
+    updated_at: str
+    history: tuple[dict[str, Any], ...] = ()
+    summary: str | None = None
+    active_run_id: str | None = None
+    revision: int = 0
+
+    def messages(self) -> list[Message]:
+        """The history rebuilt as :class:`~fevex.messages.Message` values."""
+        return [message_from_json(item) for item in self.history]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "history": list(self.history),
+            "summary": self.summary,
+            "active_run_id": self.active_run_id,
+            "revision": self.revision,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Session:
+        return cls(
+            id=str(data["id"]),
+            created_at=str(data["created_at"]),
+            updated_at=str(data["updated_at"]),
+            history=tuple(data.get("history") or ()),
+            summary=data.get("summary"),
+            active_run_id=data.get("active_run_id"),
+            revision=int(data.get("revision", 0)),
+        )

@@ -1,0 +1,3 @@
+from fevex.schemas.schema import Schema
+
+__all__ = ["Schema"]

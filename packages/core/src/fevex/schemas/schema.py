@@ -1,0 +1,145 @@
+"""Schemas: what fevex validates values with, and what it sends to models as JSON Schema.
+
+A schema is either a type that pydantic's ``TypeAdapter`` accepts (models, dataclasses,
+TypedDict, annotated types) or any object that follows the small :class:`Schema` protocol.
+pydantic is imported only when a type needs it, so ``import fevex`` stays light.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from fevex.errors import FevexRunError
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+__all__ = ["CompiledSchema", "Schema", "compile_schema", "ensure_json"]
+
+
+@runtime_checkable
+class Schema(Protocol):
+    """An executable validator that can also describe itself as JSON Schema 2020-12.
+
+    ``validate`` returns the (possibly transformed) value or raises; the value it returns
+    must be JSON-safe. ``json_schema`` raises when the schema cannot be described.
+    """
+
+    def validate(self, value: Any) -> Any: ...
+
+    def json_schema(self) -> dict[str, Any]: ...
+
+
+class CompiledSchema:
+    """One schema ready to validate values and to dump them back to plain JSON."""
+
+    __slots__ = ("_adapter", "_json_schema", "_protocol", "source")
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self._json_schema: dict[str, Any] | None = None
+        self._protocol: Schema | None = None
+        self._adapter: TypeAdapter[Any] | None = None
+        if _is_schema_object(source):
+            self._protocol = source
+        else:
+            self._adapter = _type_adapter(source)
+
+    def validate(self, value: Any) -> Any:
+        """Return the validated Python value; raises ``ValueError`` subclasses on failure."""
+        if self._adapter is not None:
+            return self._adapter.validate_python(value)
+        assert self._protocol is not None
+        return self._protocol.validate(value)
+
+    def validate_json_text(self, text: str) -> Any:
+        if self._adapter is not None:
+            return self._adapter.validate_json(text)
+        import json
+
+        return self.validate(json.loads(text))
+
+    def to_json(self, value: Any) -> Any:
+        """The plain-JSON form of a validated value, as it crosses stores and wires."""
+        if self._adapter is not None:
+            return self._adapter.dump_python(value, mode="json")
+        ensure_json(value)
+        return value
+
+    def json_schema(self) -> dict[str, Any]:
+        """JSON Schema 2020-12; raises ``SCHEMA_NOT_TRANSPORTABLE`` when it cannot be built."""
+        if self._json_schema is None:
+            try:
+                if self._adapter is not None:
+                    built = self._adapter.json_schema()
+                else:
+                    assert self._protocol is not None
+                    built = self._protocol.json_schema()
+                ensure_json(built)
+                if not isinstance(built, dict):
+                    raise TypeError("a JSON Schema must be an object")
+            except Exception as error:
+                raise FevexRunError(
+                    "SCHEMA_NOT_TRANSPORTABLE",
+                    f"The schema {_describe(self.source)} cannot be converted to JSON Schema: "
+                    f"{error}",
+                    category="validation",
+                ) from error
+            self._json_schema = built
+        return self._json_schema
+
+
+def _is_schema_object(source: Any) -> bool:
+    return (
+        not isinstance(source, type)
+        and callable(getattr(source, "validate", None))
+        and callable(getattr(source, "json_schema", None))
+    )
+
+
+def compile_schema(source: Any) -> CompiledSchema:
+    """Compile a schema once; pydantic adapters are cached per type across apps."""
+    if isinstance(source, CompiledSchema):
+        return source
+    try:
+        return _compile_cached(source)
+    except TypeError:  # unhashable annotated types
+        return CompiledSchema(source)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile_cached(source: Any) -> CompiledSchema:
+    return CompiledSchema(source)
+
+
+def _type_adapter(source: Any) -> TypeAdapter[Any]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(source)
+
+
+def _describe(source: Any) -> str:
+    return getattr(source, "__name__", None) or repr(source)
+
+
+def ensure_json(value: Any) -> None:
+    """Raise ``TypeError`` unless ``value`` is plain JSON (dict/list/str/int/float/bool/None)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TypeError("JSON has no NaN or infinity")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"JSON object keys must be strings, not {type(key).__name__}")
+            ensure_json(item)
+        return
+    if isinstance(value, list):
+        for item in value:
+            ensure_json(item)
+        return
+    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -1,0 +1,133 @@
+"""Tool definitions: a function, its name, and the schemas of its input and output."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, overload
+
+from fevex._internal.names import is_valid_name
+from fevex.errors import FevexConfigurationError
+from fevex.tools.context import ToolContext
+
+__all__ = ["ToolDefinition", "define_tool"]
+
+_EMPTY = inspect.Parameter.empty
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """A tool as fevex runs it.
+
+    ``function`` takes the validated input, plus a :class:`ToolContext` when
+    ``takes_context`` is true; it may be sync (run in a worker thread) or async.
+    ``output_schema`` of ``None`` means any JSON value.
+    """
+
+    name: str
+    description: str
+    function: Callable[..., Any]
+    input_schema: Any
+    output_schema: Any = None
+    takes_context: bool = False
+    is_async: bool = False
+
+    def check(self) -> None:
+        if not is_valid_name(self.name):
+            raise _invalid(f"Tool name {self.name!r} must match [A-Za-z0-9_-]{{1,64}}.")
+        if not isinstance(self.description, str):
+            raise _invalid(f"Tool {self.name}: description must be a string.")
+        if not callable(self.function):
+            raise _invalid(f"Tool {self.name}: function must be callable.")
+        if self.input_schema is None:
+            raise _invalid(f"Tool {self.name}: an input schema is required.")
+
+
+def _invalid(message: str) -> FevexConfigurationError:
+    return FevexConfigurationError("INVALID_TOOL", message)
+
+
+@overload
+def define_tool(function: Callable[..., Any], /) -> ToolDefinition: ...
+
+
+@overload
+def define_tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: Any = None,
+    output_schema: Any = None,
+) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
+
+
+def define_tool(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: Any = None,
+    output_schema: Any = None,
+) -> ToolDefinition | Callable[[Callable[..., Any]], ToolDefinition]:
+    """Define a tool from a function, as ``@define_tool`` or ``@define_tool(name=...)``.
+
+    The input schema comes from the annotation of the function's first parameter and the
+    output schema from its return annotation, unless given explicitly. A parameter
+    annotated ``ToolContext`` (or named ``context``) receives the call's context. The name
+    defaults to the function's name and the description to its docstring.
+    """
+
+    def build(target: Callable[..., Any]) -> ToolDefinition:
+        if not callable(target):
+            raise _invalid("define_tool needs a function.")
+        input_hint, output_hint, takes_context = _read_signature(target)
+        tool_name = name if name is not None else getattr(target, "__name__", "")
+        tool_description = description
+        if tool_description is None:
+            tool_description = inspect.cleandoc(target.__doc__ or "")
+        definition = ToolDefinition(
+            name=tool_name,
+            description=tool_description,
+            function=target,
+            input_schema=input_schema if input_schema is not None else input_hint,
+            output_schema=output_schema if output_schema is not None else output_hint,
+            takes_context=takes_context,
+            is_async=inspect.iscoroutinefunction(target),
+        )
+        definition.check()
+        return definition
+
+    return build if function is None else build(function)
+
+
+def _read_signature(target: Callable[..., Any]) -> tuple[Any, Any, bool]:
+    try:
+        signature = inspect.signature(target)
+        hints = typing.get_type_hints(target, include_extras=True)
+    except (TypeError, ValueError, NameError) as error:
+        raise _invalid(f"Cannot read the signature of {target!r}: {error}") from None
+    input_hint: Any = None
+    takes_context = False
+    positional = [
+        p
+        for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    for index, parameter in enumerate(positional):
+        hint = hints.get(parameter.name, _EMPTY)
+        if hint is ToolContext or (parameter.name == "context" and index > 0):
+            takes_context = True
+        elif input_hint is None and index == 0:
+            input_hint = Any if hint is _EMPTY else hint
+        else:
+            raise _invalid(
+                f"Tool function {target.__name__} takes one input and an optional "
+                f"context; unexpected parameter {parameter.name!r}."
+            )
+    output_hint = hints.get("return")
+    if output_hint in (None, type(None), Any):
+        output_hint = None
+    return input_hint, output_hint, takes_context
