@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -18,7 +19,7 @@ from fevex.errors import FevexConfigurationError, FevexError, FevexRunError
 from fevex.events import RunEvent
 from fevex.messages import ContentPart, Message
 from fevex.models import ModelGateway, Usage
-from fevex.plugins.discovery import open_run_store, run_store_from_environment
+from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
 from fevex.runtime.run_store import EventOrder, ExecutionCreate, RunStore
 from fevex.tools import ToolDefinition
@@ -57,10 +58,13 @@ def create_fevex(
     failures never affect a run.
     """
     composition = compose(models=models, agents=agents, tools=tools, on_event=on_event)
-    if run_store is None:
-        store = run_store_from_environment()
-    elif isinstance(run_store, str):
-        store = open_run_store(run_store)
+    if run_store is None and not os.environ.get("FEVEX_RUN_STORE"):
+        store: RunStore = InMemoryRunStore()
+    elif run_store is None or isinstance(run_store, str):
+        # Imported here: plugin discovery (pluggy, entry points) is paid only when used.
+        from fevex.plugins.discovery import open_run_store
+
+        store = open_run_store(run_store or os.environ["FEVEX_RUN_STORE"])
     elif all(callable(getattr(run_store, name, None)) for name in _STORE_METHODS):
         store = run_store
     else:

@@ -15,7 +15,6 @@ from typing import Any
 from fevex.agents import AgentDefinition
 from fevex.errors import FevexConfigurationError
 from fevex.models import ToolSpec
-from fevex.plugins.discovery import resolve_model
 from fevex.schemas.schema import CompiledSchema, compile_schema
 from fevex.tools import ToolDefinition
 
@@ -160,6 +159,9 @@ def _model_for(agent: AgentDefinition, models: dict[str, Any]) -> Any:
     if reference in models:
         return models[reference]
     if ":" in reference:
+        # Imported here: plugin discovery (pluggy, entry points) is paid only when used.
+        from fevex.plugins.discovery import resolve_model
+
         model = resolve_model(reference)
         if not callable(getattr(model, "stream", None)):
             raise FevexConfigurationError(

@@ -1,5 +1,6 @@
 """Blocking twins: one reusable event loop per thread, so scripts pay no loop start-up
-per call."""
+per call. Background runs started from a blocking call advance while the thread is in
+the next blocking call."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ T = TypeVar("T")
 _local = threading.local()
 
 
-def _runner() -> asyncio.Runner:
+def _loop() -> asyncio.AbstractEventLoop:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -25,33 +26,35 @@ def _runner() -> asyncio.Runner:
             "A blocking fevex method was called inside a running event loop; await the "
             "async method instead.",
         )
-    runner: asyncio.Runner | None = getattr(_local, "runner", None)
-    if runner is None:
-        runner = _local.runner = asyncio.Runner()
-    return runner
+    # A plain loop rather than asyncio.Runner: Runner reinstalls a SIGINT handler on every
+    # call, which costs more than a whole in-memory agent run.
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _local.loop = asyncio.new_event_loop()
+    return loop
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     try:
-        runner = _runner()
+        loop = _loop()
     except BaseException:
         coroutine.close()
         raise
-    return runner.run(coroutine)
+    return loop.run_until_complete(coroutine)
 
 
 def iterate_sync(iterator: AsyncIterator[T]) -> Iterator[T]:
-    runner = _runner()
+    loop = _loop()
     try:
         while True:
             try:
-                yield runner.run(_next(iterator))
+                yield loop.run_until_complete(_next(iterator))
             except StopAsyncIteration:
                 return
     finally:
         aclose = getattr(iterator, "aclose", None)
         if aclose is not None:
-            runner.run(aclose())
+            loop.run_until_complete(aclose())
 
 
 async def _next(iterator: AsyncIterator[T]) -> T:

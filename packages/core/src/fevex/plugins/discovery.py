@@ -33,7 +33,6 @@ __all__ = [
     "register_plugin",
     "reset_plugins",
     "resolve_model",
-    "run_store_from_environment",
 ]
 
 PluginKind = Literal["models", "run_stores", "tool_providers", "trace_exporters"]
@@ -223,11 +222,6 @@ def open_run_store(url: str, **options: Any) -> RunStore:
         raise missing_plugin("run_stores", base)
     store: RunStore = factory(url, **options)
     return store
-
-
-def run_store_from_environment() -> RunStore:
-    """The store ``FEVEX_RUN_STORE`` names, or a new in-memory store when it is unset."""
-    return open_run_store(os.environ.get("FEVEX_RUN_STORE") or "memory://")
 
 
 def open_trace_exporter(name: str, **options: Any) -> Any:

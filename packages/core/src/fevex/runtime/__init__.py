@@ -1,5 +1,5 @@
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
-from fevex.plugins.discovery import open_run_store
+from fevex.runtime.open_run_store import open_run_store
 from fevex.runtime.records import AgentRun, RunStatus, Session
 from fevex.runtime.run_store import EventOrder, ExecutionCommit, ExecutionCreate, RunStore
 
