@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+from contextlib import aclosing
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -142,12 +143,9 @@ class Fevex:
         try:
             yield started
             execution.sink.observe(started)
-            stream = execution.events()
-            try:
+            async with aclosing(execution.events()) as stream:
                 async for event in stream:
                     yield event
-            finally:
-                await stream.aclose()
         finally:
             self._active.pop(execution.run_id, None)
 
@@ -179,12 +177,9 @@ class Fevex:
         """Yield each committed event as it happens. The run advances only while you ask
         for events; closing the iterator early cancels the run and persists that."""
         execution, started = await self._begin(agent, input, session_id, timeout)
-        stream = self._events(execution, started)
-        try:
+        async with aclosing(self._events(execution, started)) as stream:
             async for event in stream:
                 yield event
-        finally:
-            await stream.aclose()
 
     async def start_agent(
         self,

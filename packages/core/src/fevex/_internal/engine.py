@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import aclosing
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Literal, TypeVar
 
@@ -74,7 +75,7 @@ class AgentExecution:
         if self._parked:
             # The loop waits for its consumer to ask for the next event: persist now; when
             # the consumer resumes, the loop stops without writing.
-            await self._persist_cancelled("aborted")
+            self._observe(await self._persist_cancelled("aborted"))
         elif self._awaiting and self._task is not None:
             self._task.cancel()
         # Otherwise a store commit is in flight; the next guarded await stops the run.
@@ -94,25 +95,23 @@ class AgentExecution:
         finally:
             self._awaiting = False
 
-    async def _persist_cancelled(self, reason: CancelReason) -> None:
+    async def _persist_cancelled(self, reason: CancelReason) -> RunEvent | None:
         if self._finished:
-            return
+            return None
         self._finished = True
         self._cancellation.cancelled = True
         try:
-            event = await self.sink.emit(
+            return await self.sink.emit(
                 "run.cancelled", {"reason": reason}, status="cancelled", release_session=True
             )
         finally:
             self.settled.set()
-        self.sink.observe(event)
 
     # -- the loop -------------------------------------------------------------------
 
     async def events(self) -> AsyncIterator[RunEvent]:
         """Committed events, each yielded before observers see it."""
-        inner = self._run()
-        try:
+        async with aclosing(self._run()) as inner:
             async for event in inner:
                 self._parked = True
                 try:
@@ -122,8 +121,6 @@ class AgentExecution:
                 self.sink.observe(event)
                 if self._cancel_reason is not None and self._finished:
                     raise RunCancelledError(self.run_id, self._cancel_reason)
-        finally:
-            await inner.aclose()
 
     async def _run(self) -> AsyncIterator[RunEvent]:
         sink = self.sink
@@ -152,8 +149,9 @@ class AgentExecution:
                     provider_state,
                 )
                 reader = ModelStreamReader()
-                async for event in self._stream_model(model_input, step, reader):
-                    yield event
+                async with aclosing(self._stream_model(model_input, step, reader)) as stream:
+                    async for event in stream:
+                        yield event
                 result = reader.finish()
                 deltas = reader.deltas
                 self.usage = self.usage + result.usage
@@ -210,47 +208,60 @@ class AgentExecution:
             # The consumer abandoned the stream: the run is cancelled, durably.
             if self._cancel_reason is None:
                 self._cancel_reason = "aborted"
-            await self._persist_cancelled(self._cancel_reason)
+            self._observe(await self._persist_cancelled(self._cancel_reason))
             raise
         except TimeoutError:
             if self._cancel_reason is None:
                 self._cancel_reason = "timeout"
-            await self._persist_cancelled("timeout")
-            raise RunCancelledError(self.run_id, "timeout") from None
+            cancelled = await self._persist_cancelled(self._cancel_reason)
+            if cancelled is not None:
+                yield cancelled
+            raise RunCancelledError(self.run_id, self._cancel_reason) from None
         except asyncio.CancelledError:
-            requested = self._cancel_reason is not None
-            await self._persist_cancelled(self._cancel_reason or "aborted")
-            if requested:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    task.uncancel()
-                raise RunCancelledError(self.run_id, "aborted") from None
-            raise
+            if self._cancel_reason is None:
+                # Cancelled from outside fevex (task cancellation): record it and let the
+                # cancellation propagate untouched.
+                self._observe(await self._persist_cancelled("aborted"))
+                raise
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                task.uncancel()
+            cancelled = await self._persist_cancelled(self._cancel_reason)
+            if cancelled is not None:
+                yield cancelled
+            raise RunCancelledError(self.run_id, self._cancel_reason) from None
         except FevexError as error:
-            await self._persist_failed(error)
+            failed = await self._persist_failed(error)
+            if failed is not None:
+                yield failed
             raise
         except Exception as error:
-            await self._persist_failed(
+            failed = await self._persist_failed(
                 FevexRunError(
                     "UNEXPECTED_ERROR", f"The run failed unexpectedly: {type(error).__name__}."
                 )
             )
+            if failed is not None:
+                yield failed
             raise
         finally:
             self.settled.set()
 
-    async def _persist_failed(self, error: FevexError) -> None:
+    def _observe(self, event: RunEvent | None) -> None:
+        if event is not None:
+            self.sink.observe(event)
+
+    async def _persist_failed(self, error: FevexError) -> RunEvent | None:
         if self._finished:
-            return
+            return None
         self._finished = True
-        event = await self.sink.emit(
+        return await self.sink.emit(
             "run.failed",
             {"error": error.to_json()},
             status="failed",
             error=error.to_json(),
             release_session=True,
         )
-        self.sink.observe(event)
 
     # -- model step -----------------------------------------------------------------
 

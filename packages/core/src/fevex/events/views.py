@@ -1,0 +1,376 @@
+"""Four views of one run, projected from its committed events.
+
+The event log is the only truth; each view reads it for a different consumer:
+
+- stream: text as it streamed and tool calls as they were asked for and answered, for a
+  typewriter-style UI;
+- state: the transitions the run went through, for status indicators;
+- messages: whole messages (user, assistant per model step, tool results per step), for
+  chat history;
+- turn: the run as one request and its response, with duration, usage and cost, for
+  analytics and billing.
+
+``project_run`` is pure: the same events always give the same view, so a view can be
+rebuilt at any time from the store, and a live run can be re-projected after each event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal, TypeAlias
+
+from fevex.errors import FevexRunError
+from fevex.events.run_event import RunEvent
+from fevex.messages import (
+    ContentPart,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    content_part_from_json,
+)
+from fevex.models import Usage
+
+__all__ = [
+    "Cost",
+    "CostCalculator",
+    "RunState",
+    "RunView",
+    "StateTransition",
+    "StreamItem",
+    "TextDelta",
+    "ToolCallRequested",
+    "ToolResultReceived",
+    "Turn",
+    "TurnStatus",
+    "project_run",
+]
+
+RunState = Literal[
+    "started",
+    "thinking",
+    "responding",
+    "tool_planned",
+    "tool_executing",
+    "tool_completed",
+    "tool_failed",
+    "paused",
+    "completed",
+    "failed",
+    "cancelled",
+]
+TurnStatus = Literal["completed", "failed", "cancelled"]
+
+_TERMINAL: dict[str, TurnStatus] = {
+    "run.completed": "completed",
+    "run.failed": "failed",
+    "run.cancelled": "cancelled",
+}
+
+
+# -- stream layer -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A fragment of a model step's visible output, in the order it streamed."""
+
+    sequence: int
+    step: int
+    text: str
+    kind: Literal["text-delta"] = "text-delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequested:
+    """The model asked for a tool call at the end of its step."""
+
+    sequence: int
+    step: int
+    call: ToolCallPart
+    kind: Literal["tool-call"] = "tool-call"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultReceived:
+    """A tool call ended; a failed call carries the error as its output and ``is_error``."""
+
+    sequence: int
+    step: int
+    result: ToolResultPart
+    kind: Literal["tool-result"] = "tool-result"
+
+
+StreamItem: TypeAlias = TextDelta | ToolCallRequested | ToolResultReceived
+
+
+# -- state layer ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StateTransition:
+    """The run entered ``state`` at the event numbered ``sequence``.
+
+    ``step`` is the model step the state belongs to, and ``tool_call_id`` the tool call,
+    for the states that have one.
+    """
+
+    state: RunState
+    sequence: int
+    occurred_at: str
+    step: int | None = None
+    tool_call_id: str | None = None
+
+
+# -- turn layer -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    amount: float
+    currency: str
+
+
+CostCalculator: TypeAlias = Callable[[Usage], Cost | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A finished run as one request and its response.
+
+    ``response`` is the last assistant message (``None`` when no model step completed);
+    on a failed or cancelled run it may be a message that only asks for tools.
+    ``steps`` counts the model steps started and ``tool_calls`` the tool calls started.
+    ``error`` is the ``run.failed`` error.
+    """
+
+    run_id: str
+    status: TurnStatus
+    request: Message
+    response: Message | None
+    started_at: str
+    ended_at: str
+    duration_ms: float
+    usage: Usage
+    cost: Cost | None
+    steps: int
+    tool_calls: int
+    error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """Every layer of one run; ``turn`` stays ``None`` until the run has ended."""
+
+    run_id: str
+    stream: tuple[StreamItem, ...]
+    state: tuple[StateTransition, ...]
+    messages: tuple[Message, ...]
+    turn: Turn | None
+
+
+# -- projection -------------------------------------------------------------------------
+
+
+def project_run(
+    events: Iterable[RunEvent], *, calculate_cost: CostCalculator | None = None
+) -> RunView:
+    """Project a run's events, from its ``run.started`` on, into the four layers.
+
+    The events may stop anywhere: a running or paused run gets every layer so far and no
+    turn. Events of several runs, events that do not number 1, 2, 3... in order, and
+    events after the run ended raise ``FevexRunError`` with code ``INVALID_EVENTS``.
+    Event types this version does not know are skipped. ``calculate_cost`` prices the
+    turn's usage.
+    """
+    checked = _checked(events)
+    projection = _Projection()
+    for event in checked:
+        try:
+            projection.apply(event)
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise _invalid(
+                f"Event {event.sequence} ({event.type}) has a malformed payload: {error!r}.",
+                sequence=event.sequence,
+            ) from error
+    return projection.view(checked[0].run_id, calculate_cost)
+
+
+def _invalid(message: str, **details: Any) -> FevexRunError:
+    return FevexRunError("INVALID_EVENTS", message, category="validation", details=details)
+
+
+def _checked(events: Iterable[RunEvent]) -> tuple[RunEvent, ...]:
+    checked = tuple(events)
+    if not checked:
+        raise _invalid("There are no events to project; a run starts with run.started.")
+    run_id = checked[0].run_id
+    ended_at: int | None = None
+    for position, event in enumerate(checked, start=1):
+        if event.run_id != run_id:
+            raise _invalid(
+                f"Events of runs {run_id} and {event.run_id} are mixed; project one run "
+                "at a time.",
+                run_ids=[run_id, event.run_id],
+            )
+        if event.sequence != position:
+            raise _invalid(
+                f"Expected event sequence {position}, got {event.sequence}: pass all of the "
+                "run's events from the first one, in order.",
+                expected=position,
+                sequence=event.sequence,
+            )
+        if (event.type == "run.started") != (position == 1):
+            raise _invalid(
+                "A run's events start with exactly one run.started, as event 1.",
+                sequence=event.sequence,
+            )
+        if ended_at is not None:
+            raise _invalid(
+                f"Event {event.sequence} follows the run's end at event {ended_at}.",
+                sequence=event.sequence,
+            )
+        if event.type in _TERMINAL:
+            ended_at = event.sequence
+    return checked
+
+
+class _Projection:
+    """Reads events one at a time and keeps each layer up to date."""
+
+    def __init__(self) -> None:
+        self.stream: list[StreamItem] = []
+        self.state: list[StateTransition] = []
+        self.messages: list[Message] = []
+        self.step_text: dict[int, list[str]] = {}
+        # A step's tool message is closed by the next model step or the run's end, so a
+        # pause between two tool calls does not split it in two.
+        self.open_results: list[ToolResultPart] = []
+        self.usage = Usage()
+        self.steps = 0
+        self.tool_calls = 0
+        self.started: RunEvent | None = None
+        self.ended: RunEvent | None = None
+        self.duration_ms = 0.0
+
+    def enter(self, state: RunState, event: RunEvent, **where: Any) -> None:
+        self.state.append(StateTransition(state, event.sequence, event.occurred_at, **where))
+
+    def close_tool_message(self) -> None:
+        if self.open_results:
+            self.messages.append(Message("tool", tuple(self.open_results)))
+            self.open_results = []
+
+    def apply(self, event: RunEvent) -> None:
+        payload = event.payload
+        kind = event.type
+        if kind == "run.started":
+            self.started = event
+            self.messages.append(_user_message(payload["input"]))
+            self.enter("started", event)
+        elif kind == "model.started":
+            self.close_tool_message()
+            self.steps += 1
+            self.enter("thinking", event, step=payload["step"])
+        elif kind == "model.output.delta":
+            step: int = payload["step"]
+            text: str = payload["delta"]
+            if step not in self.step_text:
+                self.step_text[step] = []
+                self.enter("responding", event, step=step)
+            self.step_text[step].append(text)
+            self.stream.append(TextDelta(event.sequence, step, text))
+        elif kind == "model.completed":
+            self.complete_step(event)
+        elif kind == "tool.started":
+            self.tool_calls += 1
+            self.enter("tool_executing", event, **_tool_where(payload))
+        elif kind in ("tool.completed", "tool.failed"):
+            failed = kind == "tool.failed"
+            result = ToolResultPart(
+                payload["tool_call_id"],
+                payload["tool_name"],
+                payload["error"] if failed else payload["output"],
+                is_error=failed,
+            )
+            self.open_results.append(result)
+            self.stream.append(ToolResultReceived(event.sequence, payload["step"], result))
+            self.enter("tool_failed" if failed else "tool_completed", event, **_tool_where(payload))
+        elif kind == "run.paused":
+            self.enter("paused", event)
+        elif kind in _TERMINAL:
+            self.close_tool_message()
+            self.enter(_TERMINAL[kind], event)
+            self.ended = event
+            assert self.started is not None
+            elapsed = _instant(event.occurred_at) - _instant(self.started.occurred_at)
+            # Wall clocks can step back (NTP); a turn never lasts less than nothing.
+            self.duration_ms = max(elapsed / timedelta(milliseconds=1), 0.0)
+
+    def complete_step(self, event: RunEvent) -> None:
+        payload = event.payload
+        step: int = payload["step"]
+        calls = [ToolCallPart(c["id"], c["name"], c.get("input")) for c in payload["tool_calls"]]
+        # The assistant keeps the text it streamed, as the engine does; reasoning is not
+        # recorded in events, so it cannot appear here.
+        text = "".join(self.step_text.get(step, ()))
+        parts: list[ContentPart] = [TextPart(text)] if text else []
+        parts.extend(calls)
+        self.messages.append(Message("assistant", tuple(parts)))
+        self.usage = self.usage + Usage.from_json(payload.get("usage"))
+        for call in calls:
+            self.stream.append(ToolCallRequested(event.sequence, step, call))
+            self.enter("tool_planned", event, step=step, tool_call_id=call.id)
+
+    def view(self, run_id: str, calculate_cost: CostCalculator | None) -> RunView:
+        return RunView(
+            run_id,
+            tuple(self.stream),
+            tuple(self.state),
+            tuple(self.messages),
+            self.turn(run_id, calculate_cost),
+        )
+
+    def turn(self, run_id: str, calculate_cost: CostCalculator | None) -> Turn | None:
+        started, ended = self.started, self.ended
+        if started is None or ended is None:
+            return None
+        # run.completed records the run's total; failed and cancelled runs sum their steps.
+        reported = ended.payload.get("usage")
+        usage = self.usage if reported is None else Usage.from_json(reported)
+        error = ended.payload.get("error") if ended.type == "run.failed" else None
+        return Turn(
+            run_id=run_id,
+            status=_TERMINAL[ended.type],
+            request=self.messages[0],
+            response=next((m for m in reversed(self.messages) if m.role == "assistant"), None),
+            started_at=started.occurred_at,
+            ended_at=ended.occurred_at,
+            duration_ms=self.duration_ms,
+            usage=usage,
+            cost=None if calculate_cost is None else calculate_cost(usage),
+            steps=self.steps,
+            tool_calls=self.tool_calls,
+            error=None if error is None else dict(error),
+        )
+
+
+def _user_message(input: Any) -> Message:
+    if isinstance(input, str):
+        return Message.user(input)
+    if isinstance(input, list):
+        return Message.user(content_part_from_json(part) for part in input)
+    raise TypeError(f"run input must be text or a list of content parts, not {input!r}")
+
+
+def _tool_where(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"step": payload["step"], "tool_call_id": payload["tool_call_id"]}
+
+
+def _instant(timestamp: str) -> datetime:
+    instant = datetime.fromisoformat(timestamp)
+    if instant.tzinfo is None:
+        raise ValueError(f"time stamp {timestamp!r} has no time zone")
+    return instant
