@@ -1,0 +1,76 @@
+"""The exported names are exactly the documented public face."""
+
+import fevex
+import fevex.agents
+import fevex.events
+import fevex.messages
+import fevex.models
+import fevex.plugins
+import fevex.runtime
+import fevex.testing
+import fevex.tools
+
+
+def test_top_level_exports() -> None:
+    assert set(fevex.__all__) == {
+        "AgentDefinition",
+        "AgentRun",
+        "Fevex",
+        "FevexConfigurationError",
+        "FevexError",
+        "FevexRunError",
+        "InMemoryRunStore",
+        "Limits",
+        "Message",
+        "ModelGateway",
+        "RunCancelledError",
+        "RunEvent",
+        "RunPausedError",
+        "RunResult",
+        "Schema",
+        "Session",
+        "ToolContext",
+        "ToolDefinition",
+        "__version__",
+        "create_fevex",
+        "define_agent",
+        "define_tool",
+    }
+
+
+def test_every_exported_name_exists() -> None:
+    for module in (
+        fevex,
+        fevex.agents,
+        fevex.events,
+        fevex.messages,
+        fevex.models,
+        fevex.plugins,
+        fevex.runtime,
+        fevex.testing,
+        fevex.tools,
+    ):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"
+
+
+def test_area_exports() -> None:
+    assert {"define_agent", "AgentDefinition", "Limits"} <= set(fevex.agents.__all__)
+    assert {"define_tool", "ToolContext"} <= set(fevex.tools.__all__)
+    assert {
+        "ModelGateway",
+        "ModelInput",
+        "ModelResult",
+        "OutputDelta",
+        "Completed",
+        "ToolSpec",
+        "ToolCall",
+        "Usage",
+    } <= set(fevex.models.__all__)
+    assert {"RunStore", "InMemoryRunStore", "AgentRun", "Session", "open_run_store"} <= set(
+        fevex.runtime.__all__
+    )
+    assert {"hookimpl", "resolve_model", "open_run_store", "open_trace_exporter", "list_plugins"} <= set(
+        fevex.plugins.__all__
+    )
+    assert {"FakeModel", "check_model_gateway"} <= set(fevex.testing.__all__)
