@@ -141,9 +141,7 @@ def test_the_app_keeps_a_snapshot_of_the_callers_containers() -> None:
     tools = [search]
     models = {"default": FakeModel({"output": "hi"})}
     names = ["search"]
-    app = create_fevex(
-        models=models, agents=agents, tools=tools, run_store="memory://"
-    )
+    app = create_fevex(models=models, agents=agents, tools=tools, run_store="memory://")
     agents.append(agent(name="intruder"))
     tools.clear()
     models.clear()
@@ -156,9 +154,7 @@ def test_the_app_keeps_a_snapshot_of_the_callers_containers() -> None:
 def test_define_agent_copies_caller_lists() -> None:
     tools = ["search"]
     options = {"temperature": 0.1}
-    definition = define_agent(
-        name="a", instructions="i", tools=tools, model_options=options
-    )
+    definition = define_agent(name="a", instructions="i", tools=tools, model_options=options)
     tools.append("delete")
     options["temperature"] = 1.0
     assert definition.tools == ("search",)

@@ -70,7 +70,11 @@ def test_area_exports() -> None:
     assert {"RunStore", "InMemoryRunStore", "AgentRun", "Session", "open_run_store"} <= set(
         fevex.runtime.__all__
     )
-    assert {"hookimpl", "resolve_model", "open_run_store", "open_trace_exporter", "list_plugins"} <= set(
-        fevex.plugins.__all__
-    )
+    assert {
+        "hookimpl",
+        "resolve_model",
+        "open_run_store",
+        "open_trace_exporter",
+        "list_plugins",
+    } <= set(fevex.plugins.__all__)
     assert {"FakeModel", "check_model_gateway"} <= set(fevex.testing.__all__)

@@ -10,8 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 from fevex import (
-    FevexRunError,
     Fevex,
+    FevexRunError,
     Limits,
     Message,
     ToolContext,
@@ -20,7 +20,7 @@ from fevex import (
     define_tool,
 )
 from fevex.messages import ImagePart, TextPart, ThinkingPart, ToolResultPart
-from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, ToolCall, Usage
+from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, Usage
 from fevex.runtime import InMemoryRunStore
 from fevex.testing import FakeModel
 
@@ -54,7 +54,9 @@ def _reset_executed() -> None:
     executed.clear()
 
 
-def call(call_id: str = "call-1", account_id: Any = 42, name: str = "accounts_get") -> dict[str, Any]:
+def call(
+    call_id: str = "call-1", account_id: Any = 42, name: str = "accounts_get"
+) -> dict[str, Any]:
     return {"tool_calls": [{"id": call_id, "name": name, "input": {"account_id": account_id}}]}
 
 
@@ -234,9 +236,7 @@ def usage(input_tokens: int | None, output_tokens: int | None) -> dict[str, int 
 
 
 async def test_input_token_budget_is_cumulative() -> None:
-    model = FakeModel(
-        {**call(), "usage": usage(60, 1)}, {"output": "done", "usage": usage(60, 1)}
-    )
+    model = FakeModel({**call(), "usage": usage(60, 1)}, {"output": "done", "usage": usage(60, 1)})
     error, events = await failure(make_app(model, limits={"max_input_tokens": 100}))
     assert error.code == "MAX_INPUT_TOKENS_EXCEEDED"
     assert events[-2].type == "model.completed"
@@ -265,7 +265,9 @@ async def test_a_limited_token_figure_must_be_reported() -> None:
 
 
 async def test_invalid_final_output_fails_the_run() -> None:
-    error, events = await failure(make_app(FakeModel({"output": {"wrong": 1}}), output_schema=Answer))
+    error, events = await failure(
+        make_app(FakeModel({"output": {"wrong": 1}}), output_schema=Answer)
+    )
     assert error.code == "OUTPUT_INVALID"
     assert events[-1].payload["error"]["code"] == "OUTPUT_INVALID"
 
@@ -389,7 +391,10 @@ class Scripted:
             (Completed(ModelResult()), Completed(ModelResult())),
             "MODEL_STREAM_DUPLICATE_TERMINAL",
         ),
-        ((Completed(ModelResult(output="")), OutputDelta("late")), "MODEL_STREAM_EVENT_AFTER_TERMINAL"),
+        (
+            (Completed(ModelResult(output="")), OutputDelta("late")),
+            "MODEL_STREAM_EVENT_AFTER_TERMINAL",
+        ),
         ((OutputDelta("hel"), Completed(ModelResult(output="hello"))), "MODEL_OUTPUT_MISMATCH"),
         ((Completed(ModelResult(output="unstreamed")),), "MODEL_OUTPUT_MISMATCH"),
         (({"type": "text"},), "MODEL_STREAM_INVALID_EVENT"),

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fevex import FevexRunError, Fevex, create_fevex, define_agent
+from fevex import Fevex, FevexRunError, create_fevex, define_agent
 from fevex.messages import TextPart
 from fevex.models import Completed, ModelInput, ModelResult, OutputDelta
 from fevex.runtime import InMemoryRunStore

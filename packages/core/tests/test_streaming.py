@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from fevex import (
-    FevexRunError,
     Fevex,
+    FevexRunError,
     RunCancelledError,
     RunEvent,
     create_fevex,
@@ -205,7 +205,9 @@ async def test_observers_are_isolated_from_the_run() -> None:
 
 async def test_observers_see_events_after_the_stream_consumer() -> None:
     order: list[str] = []
-    app = make_app(FakeModel({"output": "ok"}), on_event=lambda e: order.append(f"observer {e.sequence}"))
+    app = make_app(
+        FakeModel({"output": "ok"}), on_event=lambda e: order.append(f"observer {e.sequence}")
+    )
     async for event in app.stream_agent("support", "hi"):
         order.append(f"consumer {event.sequence}")
     assert order[:4] == ["consumer 1", "observer 1", "consumer 2", "observer 2"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -120,7 +120,9 @@ class Fevex:
                 )
             messages.extend(session.messages())
         messages.append(user_message)
-        input_json = input if isinstance(input, str) else [p.to_json() for p in user_message.content]
+        input_json = (
+            input if isinstance(input, str) else [p.to_json() for p in user_message.content]
+        )
         now = utc_now()
         run = AgentRun(
             new_id("run"), session_id, agent_name, "running", input_json, now, now, revision=1
@@ -139,7 +141,9 @@ class Fevex:
         self._active[run.id] = execution
         return execution, started
 
-    async def _events(self, execution: AgentExecution, started: RunEvent) -> AsyncIterator[RunEvent]:
+    async def _events(
+        self, execution: AgentExecution, started: RunEvent
+    ) -> AsyncGenerator[RunEvent, None]:
         try:
             yield started
             execution.sink.observe(started)
@@ -173,7 +177,7 @@ class Fevex:
         *,
         session_id: str | None = None,
         timeout: float | None = None,
-    ) -> AsyncIterator[RunEvent]:
+    ) -> AsyncGenerator[RunEvent, None]:
         """Yield each committed event as it happens. The run advances only while you ask
         for events; closing the iterator early cancels the run and persists that."""
         execution, started = await self._begin(agent, input, session_id, timeout)
@@ -223,7 +227,9 @@ class Fevex:
         order: EventOrder = "asc",
     ) -> list[RunEvent]:
         """A run's events by sequence; ``after`` is an event id of the same run."""
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        if limit is not None and (
+            not isinstance(limit, int) or isinstance(limit, bool) or limit < 1
+        ):
             raise FevexRunError("INVALID_ARGUMENT", "limit must be a positive integer.")
         if order not in ("asc", "desc"):
             raise FevexRunError("INVALID_ARGUMENT", "order must be 'asc' or 'desc'.")
@@ -292,9 +298,7 @@ class Fevex:
         session_id: str | None = None,
         timeout: float | None = None,
     ) -> Iterator[RunEvent]:
-        return iterate_sync(
-            self.stream_agent(agent, input, session_id=session_id, timeout=timeout)
-        )
+        return iterate_sync(self.stream_agent(agent, input, session_id=session_id, timeout=timeout))
 
     def get_run_sync(self, run_id: str) -> AgentRun:
         return run_sync(self.get_run(run_id))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
-from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Literal, TypeVar
 
 from fevex._internal.composition import PreparedAgent, PreparedTool
@@ -109,7 +109,7 @@ class AgentExecution:
 
     # -- the loop -------------------------------------------------------------------
 
-    async def events(self) -> AsyncIterator[RunEvent]:
+    async def events(self) -> AsyncGenerator[RunEvent, None]:
         """Committed events, each yielded before observers see it."""
         async with aclosing(self._run()) as inner:
             async for event in inner:
@@ -122,7 +122,7 @@ class AgentExecution:
                 if self._cancel_reason is not None and self._finished:
                     raise RunCancelledError(self.run_id, self._cancel_reason)
 
-    async def _run(self) -> AsyncIterator[RunEvent]:
+    async def _run(self) -> AsyncGenerator[RunEvent, None]:
         sink = self.sink
         try:
             tool_specs, output_schema = self.agent.model_boundary()
@@ -267,7 +267,7 @@ class AgentExecution:
 
     async def _stream_model(
         self, model_input: ModelInput, step: int, reader: ModelStreamReader
-    ) -> AsyncIterator[RunEvent]:
+    ) -> AsyncGenerator[RunEvent, None]:
         try:
             iterator = self.agent.model.stream(model_input).__aiter__()
         except FevexError:
@@ -446,8 +446,7 @@ class AgentExecution:
         except Exception as error:
             raise FevexRunError(
                 "OUTPUT_INVALID",
-                f"The output of agent {self.agent.definition.name} is invalid: "
-                f"{_summary(error)}",
+                f"The output of agent {self.agent.definition.name} is invalid: {_summary(error)}",
                 category="validation",
             ) from None
 

@@ -66,9 +66,7 @@ class EventSink:
         run = dataclasses.replace(
             self.run, revision=self.run.revision + 1, updated_at=now, **run_changes
         )
-        await self.store.commit_execution(
-            ExecutionCommit(run, (event,), history, release_session)
-        )
+        await self.store.commit_execution(ExecutionCommit(run, (event,), history, release_session))
         self.run = run
         return event
 

@@ -48,9 +48,7 @@ class Usage:
 
     def to_json(self) -> dict[str, int]:
         return {
-            name: value
-            for name in Usage.__slots__
-            if (value := getattr(self, name)) is not None
+            name: value for name in Usage.__slots__ if (value := getattr(self, name)) is not None
         }
 
     @classmethod

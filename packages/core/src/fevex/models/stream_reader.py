@@ -43,7 +43,9 @@ class ModelStreamReader:
         if kind == "output.delta":
             delta = getattr(event, "delta", None)
             if not isinstance(delta, str):
-                raise _violation("MODEL_STREAM_INVALID_EVENT", "An output.delta must carry a string.")
+                raise _violation(
+                    "MODEL_STREAM_INVALID_EVENT", "An output.delta must carry a string."
+                )
             self.deltas.append(delta)
             return delta
         if kind == "completed":
@@ -83,7 +85,9 @@ class ModelStreamReader:
 
 def _checked_result(result: Any) -> ModelResult:
     if not isinstance(result, ModelResult):
-        raise _violation("MODEL_STREAM_INVALID_EVENT", "A completed event must carry a ModelResult.")
+        raise _violation(
+            "MODEL_STREAM_INVALID_EVENT", "A completed event must carry a ModelResult."
+        )
     for call in result.tool_calls:
         if not (
             isinstance(call, ToolCall)

@@ -80,7 +80,9 @@ def _result(response: Mapping[str, Any]) -> ModelResult:
     return ModelResult(
         output=response.get("output"),
         tool_calls=tuple(
-            call if isinstance(call, ToolCall) else ToolCall(call["id"], call["name"], call.get("input"))
+            call
+            if isinstance(call, ToolCall)
+            else ToolCall(call["id"], call["name"], call.get("input"))
             for call in response.get("tool_calls", ())
         ),
         usage=usage if isinstance(usage, Usage) else Usage(**(usage or {})),

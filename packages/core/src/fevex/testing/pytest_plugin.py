@@ -2,12 +2,12 @@
 
 ``fake_model`` is an empty :class:`FakeModel` (queue responses with ``respond``) and
 ``fevex_app`` builds an app on a fresh in-memory store with ``fake_model`` as its default
-model, closing every app it built at teardown.
+model; pass ``create_fevex`` arguments to it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,10 +23,10 @@ def fake_model() -> FakeModel:
 
 
 @pytest.fixture
-def fevex_app(fake_model: FakeModel) -> Iterator[Callable[..., Fevex]]:
+def fevex_app(fake_model: FakeModel) -> Callable[..., Fevex]:
     def build(**composition: Any) -> Fevex:
         composition.setdefault("models", {"default": fake_model})
         composition.setdefault("run_store", InMemoryRunStore())
         return create_fevex(**composition)
 
-    yield build
+    return build
