@@ -50,11 +50,11 @@ def broken_accounts_get(query: AccountQuery) -> dict[str, Any]:
     raise RuntimeError("ledger offline")
 
 
-@define_tool(name="accounts_get")
-async def slow_accounts_get(query: AccountQuery) -> dict[str, Any]:
-    """Look up an account, slower than any run waits."""
+@define_tool
+async def accounts_history(query: AccountQuery) -> list[str]:
+    """An account's history, slower than any run waits."""
     await asyncio.sleep(30)
-    return {}
+    return []
 
 
 QUESTION = "Is account 42 active?"
@@ -77,7 +77,9 @@ def _app(
     on_event: Callable[[RunEvent], Any] | None = None,
 ) -> Fevex:
     agent = define_agent(
-        name="support", instructions="Answer account questions.", tools=["accounts_get"]
+        name="support",
+        instructions="Answer account questions.",
+        tools=[tool.name for tool in tools],
     )
     return create_fevex(
         models={"default": FakeModel(*responses, chunk_size=chunk_size)},
@@ -267,7 +269,13 @@ async def test_a_failed_tool_fails_the_turn_and_keeps_the_error_as_a_tool_result
 @pytest.mark.anyio
 async def test_a_cancelled_run_sums_the_usage_of_its_steps() -> None:
     seen: list[RunEvent] = []
-    app = _app(TOOL_STEP, tools=(slow_accounts_get,), on_event=seen.append)
+    history_call = {"id": "call-2", "name": "accounts_history", "input": {"account_id": 42}}
+    app = _app(
+        TOOL_STEP,
+        {"tool_calls": [history_call], "usage": USAGE_2},
+        tools=(accounts_get, accounts_history),
+        on_event=seen.append,
+    )
 
     with pytest.raises(RunCancelledError):
         await app.run_agent("support", QUESTION, timeout=0.2)
@@ -275,15 +283,26 @@ async def test_a_cancelled_run_sums_the_usage_of_its_steps() -> None:
     view = project_run(events)
 
     assert events[-1].payload == {"reason": "timeout"}
-    assert [t.state for t in view.state][-2:] == ["tool_executing", "cancelled"]
-    # The call started but never answered: no tool message.
-    assert view.messages == (Message.user(QUESTION), Message("assistant", (ASKED_42,)))
+    assert _states(view.state)[-2:] == [
+        ("tool_executing", 8, 2, "call-2"),
+        ("cancelled", 9, None, None),
+    ]
+    # The second call started but never answered: no tool message for it.
+    asked_history = ToolCallPart("call-2", "accounts_history", {"account_id": 42})
+    assert view.messages == (
+        Message.user(QUESTION),
+        Message("assistant", (ASKED_42,)),
+        Message("tool", (ANSWERED_42,)),
+        Message("assistant", (asked_history,)),
+    )
     turn = view.turn
     assert turn is not None
     assert turn.status == "cancelled"
-    assert turn.usage == Usage(10, 3, 13)
+    assert turn.response == Message("assistant", (asked_history,))
+    assert turn.usage == Usage(30, 9, 39)
     assert turn.cost is None
     assert turn.error is None
+    assert (turn.steps, turn.tool_calls) == (2, 2)
     assert turn.duration_ms >= 200 * 0.9
 
 

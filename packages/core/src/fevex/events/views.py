@@ -226,7 +226,7 @@ def _checked(events: Iterable[RunEvent]) -> tuple[RunEvent, ...]:
                 "A run's events start with exactly one run.started, as event 1.",
                 sequence=event.sequence,
             )
-        if False:
+        if ended_at is not None:
             raise _invalid(
                 f"Event {event.sequence} follows the run's end at event {ended_at}.",
                 sequence=event.sequence,

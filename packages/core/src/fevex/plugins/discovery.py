@@ -100,7 +100,16 @@ def _load() -> _Plugins:
                 entry_point.name
             ):
                 continue
-            plugin = entry_point.load()
+            try:
+                plugin = entry_point.load()
+            except Exception as error:
+                raise FevexConfigurationError(
+                    "PLUGIN_LOAD_FAILED",
+                    f"The fevex plugin {entry_point.name!r} could not be imported: "
+                    f"{type(error).__name__}: {error}. Fix or uninstall it, or leave it out "
+                    "with FEVEX_PLUGINS.",
+                    category="plugin",
+                ) from error
             manager.register(plugin, name=entry_point.name)
             dist = entry_point.dist
             infos[entry_point.name] = _PluginInfo(

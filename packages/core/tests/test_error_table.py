@@ -1,0 +1,27 @@
+"""Every error code the core can raise is documented in docs/errors.md, and only those."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+SOURCE = ROOT / "packages" / "core" / "src" / "fevex"
+# Codes built from parts in the source, listed whole here.
+COMPOSED = {"MAX_INPUT_TOKENS_EXCEEDED", "MAX_OUTPUT_TOKENS_EXCEEDED"}
+NOT_CODES = {"FEVEX_RUN_STORE", "FEVEX_PLUGINS", "FEVEX_DISABLE_PLUGIN_AUTOLOAD", "EVENT_TYPES"}
+NOT_CODES |= {"COMMAND"}
+
+
+def raised_codes() -> set[str]:
+    codes: set[str] = set()
+    for path in SOURCE.rglob("*.py"):
+        codes |= set(re.findall(r'"([A-Z][A-Z_]{4,})"', path.read_text()))
+    return (codes - NOT_CODES) | COMPOSED
+
+
+def documented_codes() -> set[str]:
+    table = (ROOT / "docs" / "errors.md").read_text()
+    return set(re.findall(r"^\| `([A-Z_]+)` \|", table, flags=re.MULTILINE))
+
+
+def test_the_error_table_matches_the_code() -> None:
+    assert raised_codes() == documented_codes()
