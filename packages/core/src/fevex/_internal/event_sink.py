@@ -8,7 +8,6 @@ failed coroutines are logged and never reach the run.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import logging
 from collections.abc import Callable, Sequence
@@ -25,7 +24,7 @@ EventObserver = Callable[[RunEvent], Any]
 
 
 class EventSink:
-    __slots__ = ("_background", "observers", "run", "sequence", "store")
+    __slots__ = ("_background", "observers", "revision", "run", "sequence", "store")
 
     def __init__(
         self,
@@ -36,6 +35,7 @@ class EventSink:
     ) -> None:
         self.store = store
         self.run = run
+        self.revision = run.revision
         self.observers = observers
         self.sequence = sequence
         self._background: set[asyncio.Future[Any]] = set()
@@ -63,11 +63,19 @@ class EventSink:
         """Commit one event with the run's next revision (and any run field changes)."""
         now = utc_now()
         event = self.event(type, payload, now)
-        run = dataclasses.replace(
-            self.run, revision=self.run.revision + 1, updated_at=now, **run_changes
+        revision = self.revision + 1
+        await self.store.commit_execution(
+            ExecutionCommit(
+                self.run.id,
+                revision,
+                now,
+                (event,),
+                run_changes or None,
+                history,
+                release_session,
+            )
         )
-        await self.store.commit_execution(ExecutionCommit(run, (event,), history, release_session))
-        self.run = run
+        self.revision = revision
         return event
 
     def observe(self, event: RunEvent) -> None:

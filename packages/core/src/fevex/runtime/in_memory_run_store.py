@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime.records import AgentRun, Session
 from fevex.runtime.run_store import (
+    RUN_FIELDS_A_COMMIT_CHANGES,
     EventOrder,
     ExecutionCommit,
     ExecutionCreate,
@@ -27,7 +29,8 @@ class InMemoryRunStore:
     """A :class:`~fevex.runtime.RunStore` for tests and single-process apps."""
 
     def __init__(self) -> None:
-        self._runs: dict[str, AgentRun] = {}
+        # Runs are kept in their JSON form and read back as fresh snapshots.
+        self._runs: dict[str, dict[str, Any]] = {}
         self._sessions: dict[str, Session] = {}
         self._events: dict[str, list[RunEvent]] = {}
         self._cursors: dict[str, tuple[str, int]] = {}
@@ -51,31 +54,39 @@ class InMemoryRunStore:
             session, active_run_id=run.id, revision=session.revision + 1, updated_at=run.created_at
         )
         self._sessions[session.id] = session
-        self._runs[run.id] = run
+        self._runs[run.id] = run.to_json()
         self._events[run.id] = []
         self._append_events(run.id, create.events)
         return session
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
-        run = commit.run
-        stored = self._runs.get(run.id)
+        run_id = commit.run_id
+        stored = self._runs.get(run_id)
         if stored is None:
-            raise FevexRunError("RUN_NOT_FOUND", f"Run {run.id} does not exist.")
-        if stored.revision + 1 != run.revision:
+            raise FevexRunError("RUN_NOT_FOUND", f"Run {run_id} does not exist.")
+        if stored["revision"] + 1 != commit.revision:
             raise run_conflict(
-                f"Run {run.id} was changed by another writer (revision {stored.revision}).",
-                run_id=run.id,
+                f"Run {run_id} was changed by another writer (revision {stored['revision']}).",
+                run_id=run_id,
             )
-        self._runs[run.id] = run
-        self._append_events(run.id, commit.events)
+        changes = commit.changes
+        if changes and not RUN_FIELDS_A_COMMIT_CHANGES.issuperset(changes):
+            raise FevexRunError(
+                "INVALID_ARGUMENT", f"A commit cannot change {sorted(changes)} of a run."
+            )
+        self._append_events(run_id, commit.events)
+        stored["revision"] = commit.revision
+        stored["updated_at"] = commit.updated_at
+        if changes:
+            stored.update(changes)
         if commit.history is not None or commit.release_session:
-            session = self._sessions[run.session_id]
+            session = self._sessions[stored["session_id"]]
             self._sessions[session.id] = dataclasses.replace(
                 session,
                 history=session.history + commit.history if commit.history else session.history,
                 active_run_id=None if commit.release_session else session.active_run_id,
                 revision=session.revision + 1,
-                updated_at=run.updated_at,
+                updated_at=commit.updated_at,
             )
 
     def _append_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
@@ -90,7 +101,8 @@ class InMemoryRunStore:
             self._cursors[event.id] = (run_id, event.sequence)
 
     async def get_run(self, run_id: str) -> AgentRun | None:
-        return self._runs.get(run_id)
+        stored = self._runs.get(run_id)
+        return None if stored is None else AgentRun.from_json(stored)
 
     async def get_session(self, session_id: str) -> Session | None:
         return self._sessions.get(session_id)

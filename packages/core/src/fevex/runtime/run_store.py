@@ -7,7 +7,7 @@ creation, so two runs can never hold one session.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -40,14 +40,25 @@ class ExecutionCreate:
     events: tuple[RunEvent, ...] = ()
 
 
+RUN_FIELDS_A_COMMIT_CHANGES = frozenset(("status", "output", "usage", "error", "pause"))
+
+
 @dataclass(frozen=True, slots=True)
 class ExecutionCommit:
-    """One atomic step of a run: its new snapshot (``run.revision`` one above the stored
-    one), the events of that step, and on the terminal step the messages that enter the
-    session history (``history``, completed runs only) and the release of the session."""
+    """One atomic step of a run.
 
-    run: AgentRun
+    ``revision`` is the run's new revision: the store accepts the commit only when its
+    stored revision is ``revision - 1``. ``changes`` holds new values for run fields
+    (``status``, ``output``, ``usage``, ``error``, ``pause``). On the terminal step,
+    ``history`` holds the messages that enter the session (completed runs only) and
+    ``release_session`` frees the session for the next run.
+    """
+
+    run_id: str
+    revision: int
+    updated_at: str
     events: tuple[RunEvent, ...] = ()
+    changes: Mapping[str, Any] | None = None
     history: tuple[dict[str, Any], ...] | None = None
     release_session: bool = False
 
