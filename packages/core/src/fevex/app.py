@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import socket
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -81,9 +82,15 @@ class Fevex:
     Every coroutine method has a blocking twin with a ``_sync`` suffix for scripts.
     """
 
-    def __init__(self, composition: Composition, store: RunStore) -> None:
+    def __init__(
+        self, composition: Composition, store: RunStore, *, lease_seconds: float = 30.0
+    ) -> None:
         self._composition = composition
         self.run_store = store
+        self.lease_seconds = lease_seconds
+        # One owner id per app: a recovered run is taken over under a new generation even
+        # when a restarted process happens to reuse the id.
+        self.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{new_id('app')}"
         self._active: dict[str, AgentExecution] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -133,8 +140,15 @@ class Fevex:
             {"agent_name": agent_name, "session_id": session_id, "input": input_json},
             now,
         )
-        await self.run_store.create_execution(
-            ExecutionCreate(run, None if session is None else session.revision, (started,))
+        sink.lease = await self.run_store.create_execution(
+            ExecutionCreate(
+                run,
+                None if session is None else session.revision,
+                (started,),
+                None,
+                self.lease_owner,
+                self.lease_seconds,
+            )
         )
         deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         execution = AgentExecution(prepared, sink, messages, [user_message], deadline)

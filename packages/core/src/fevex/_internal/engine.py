@@ -102,7 +102,11 @@ class AgentExecution:
         self._cancellation.cancelled = True
         try:
             return await self.sink.emit(
-                "run.cancelled", {"reason": reason}, status="cancelled", release_session=True
+                "run.cancelled",
+                {"reason": reason},
+                status="cancelled",
+                release_session=True,
+                release_lease=True,
             )
         finally:
             self.settled.set()
@@ -203,6 +207,7 @@ class AgentExecution:
                 output=output_json,
                 history=tuple(message.to_json() for message in self.transcript),
                 release_session=True,
+                release_lease=True,
             )
         except GeneratorExit:
             # The consumer abandoned the stream: the run is cancelled, durably.
@@ -261,6 +266,7 @@ class AgentExecution:
             status="failed",
             error=error.to_json(),
             release_session=True,
+            release_lease=True,
         )
 
     # -- model step -----------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 from fevex._internal.clock import new_id, utc_now
 from fevex.events import RunEvent
 from fevex.runtime.records import AgentRun
-from fevex.runtime.run_store import ExecutionCommit, RunStore
+from fevex.runtime.run_store import ExecutionCommit, RunLease, RunStore
 
 logger = logging.getLogger("fevex")
 
@@ -24,7 +24,7 @@ EventObserver = Callable[[RunEvent], Any]
 
 
 class EventSink:
-    __slots__ = ("_background", "observers", "revision", "run", "sequence", "store")
+    __slots__ = ("_background", "lease", "observers", "revision", "run", "sequence", "store")
 
     def __init__(
         self,
@@ -35,6 +35,7 @@ class EventSink:
     ) -> None:
         self.store = store
         self.run = run
+        self.lease: RunLease | None = None
         self.revision = run.revision
         self.observers = observers
         self.sequence = sequence
@@ -56,11 +57,15 @@ class EventSink:
         type: str,
         payload: dict[str, Any],
         *,
+        checkpoint: dict[str, Any] | None = None,
         history: tuple[dict[str, Any], ...] | None = None,
         release_session: bool = False,
+        release_lease: bool = False,
         **run_changes: Any,
     ) -> RunEvent:
-        """Commit one event with the run's next revision (and any run field changes)."""
+        """Commit one event under the run's lease with the run's next revision, with any
+        run field changes and a new checkpoint."""
+        assert self.lease is not None, "a run is written only under its lease"
         now = utc_now()
         event = self.event(type, payload, now)
         revision = self.revision + 1
@@ -69,10 +74,13 @@ class EventSink:
                 self.run.id,
                 revision,
                 now,
+                self.lease,
                 (event,),
                 run_changes or None,
+                checkpoint,
                 history,
                 release_session,
+                release_lease,
             )
         )
         self.revision = revision

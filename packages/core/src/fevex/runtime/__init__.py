@@ -1,7 +1,13 @@
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.open_run_store import open_run_store
 from fevex.runtime.records import AgentRun, RunStatus, Session
-from fevex.runtime.run_store import EventOrder, ExecutionCommit, ExecutionCreate, RunStore
+from fevex.runtime.run_store import (
+    EventOrder,
+    ExecutionCommit,
+    ExecutionCreate,
+    RunLease,
+    RunStore,
+)
 
 __all__ = [
     "AgentRun",
@@ -9,6 +15,7 @@ __all__ = [
     "ExecutionCommit",
     "ExecutionCreate",
     "InMemoryRunStore",
+    "RunLease",
     "RunStatus",
     "RunStore",
     "Session",

@@ -1,13 +1,16 @@
 """The default store: everything in process memory, gone when the process ends.
 
 All its methods complete without awaiting anything else, so on one event loop each
-operation is atomic without locks.
+operation is atomic without locks. Runs, checkpoints and leases are kept in their JSON
+form and read back as fresh snapshots.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fevex.errors import FevexRunError
@@ -18,7 +21,9 @@ from fevex.runtime.run_store import (
     EventOrder,
     ExecutionCommit,
     ExecutionCreate,
+    RunLease,
     invalid_cursor,
+    lease_lost,
     run_conflict,
 )
 
@@ -26,16 +31,21 @@ __all__ = ["InMemoryRunStore"]
 
 
 class InMemoryRunStore:
-    """A :class:`~fevex.runtime.RunStore` for tests and single-process apps."""
+    """A :class:`~fevex.runtime.RunStore` for tests and single-process apps.
 
-    def __init__(self) -> None:
-        # Runs are kept in their JSON form and read back as fresh snapshots.
+    ``clock`` (seconds since the epoch) decides lease expiry; tests may pass their own.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
         self._runs: dict[str, dict[str, Any]] = {}
+        self._checkpoints: dict[str, dict[str, Any] | None] = {}
+        self._leases: dict[str, RunLease] = {}
         self._sessions: dict[str, Session] = {}
         self._events: dict[str, list[RunEvent]] = {}
         self._cursors: dict[str, tuple[str, int]] = {}
 
-    async def create_execution(self, create: ExecutionCreate) -> Session:
+    async def create_execution(self, create: ExecutionCreate) -> RunLease:
         run = create.run
         if run.id in self._runs:
             raise run_conflict(f"Run {run.id} already exists.", run_id=run.id)
@@ -50,20 +60,21 @@ class InMemoryRunStore:
                 raise run_conflict(
                     f"Session {run.session_id} changed while the run was being created."
                 )
-        session = dataclasses.replace(
+        self._sessions[session.id] = dataclasses.replace(
             session, active_run_id=run.id, revision=session.revision + 1, updated_at=run.created_at
         )
-        self._sessions[session.id] = session
+        lease = RunLease(create.lease_owner, 1, self.clock() + create.lease_seconds)
         self._runs[run.id] = run.to_json()
+        self._checkpoints[run.id] = create.checkpoint
+        self._leases[run.id] = lease
         self._events[run.id] = []
         self._append_events(run.id, create.events)
-        return session
+        return lease
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
         run_id = commit.run_id
-        stored = self._runs.get(run_id)
-        if stored is None:
-            raise FevexRunError("RUN_NOT_FOUND", f"Run {run_id} does not exist.")
+        stored = self._stored(run_id)
+        self._check_lease(run_id, commit.lease)
         if stored["revision"] + 1 != commit.revision:
             raise run_conflict(
                 f"Run {run_id} was changed by another writer (revision {stored['revision']}).",
@@ -79,6 +90,10 @@ class InMemoryRunStore:
         stored["updated_at"] = commit.updated_at
         if changes:
             stored.update(changes)
+        if commit.checkpoint is not None:
+            self._checkpoints[run_id] = commit.checkpoint
+        if commit.release_lease:
+            self._leases[run_id] = dataclasses.replace(commit.lease, expires_at=0.0)
         if commit.history is not None or commit.release_session:
             session = self._sessions[stored["session_id"]]
             self._sessions[session.id] = dataclasses.replace(
@@ -88,6 +103,22 @@ class InMemoryRunStore:
                 revision=session.revision + 1,
                 updated_at=commit.updated_at,
             )
+
+    def _stored(self, run_id: str) -> dict[str, Any]:
+        stored = self._runs.get(run_id)
+        if stored is None:
+            raise FevexRunError("RUN_NOT_FOUND", f"Run {run_id} does not exist.")
+        return stored
+
+    def _check_lease(self, run_id: str, lease: RunLease) -> None:
+        live = self._leases.get(run_id)
+        if (
+            live is None
+            or live.owner != lease.owner
+            or live.generation != lease.generation
+            or live.expires_at <= self.clock()
+        ):
+            raise lease_lost(run_id, lease)
 
     def _append_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
         stored = self._events[run_id]
@@ -100,9 +131,43 @@ class InMemoryRunStore:
             stored.append(event)
             self._cursors[event.id] = (run_id, event.sequence)
 
+    async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
+        self._stored(run_id)
+        self._check_lease(run_id, lease)
+        renewed = dataclasses.replace(lease, expires_at=self.clock() + seconds)
+        self._leases[run_id] = renewed
+        return renewed
+
+    async def acquire_lease(
+        self, run_id: str, owner: str, seconds: float, *, status: str = "running"
+    ) -> RunLease:
+        stored = self._stored(run_id)
+        if stored["status"] != status:
+            raise run_conflict(f"Run {run_id} is {stored['status']}, not {status}.")
+        live = self._leases.get(run_id)
+        now = self.clock()
+        if live is not None and live.expires_at > now:
+            raise run_conflict(
+                f"Run {run_id} is leased to {live.owner} for {live.expires_at - now:.1f} s more."
+            )
+        lease = RunLease(owner, (live.generation if live else 0) + 1, now + seconds)
+        self._leases[run_id] = lease
+        return lease
+
+    async def claim_expired_run(self, owner: str, seconds: float) -> tuple[str, RunLease] | None:
+        now = self.clock()
+        for run_id, stored in self._runs.items():
+            live = self._leases.get(run_id)
+            if stored["status"] == "running" and (live is None or live.expires_at <= now):
+                return run_id, await self.acquire_lease(run_id, owner, seconds)
+        return None
+
     async def get_run(self, run_id: str) -> AgentRun | None:
         stored = self._runs.get(run_id)
         return None if stored is None else AgentRun.from_json(stored)
+
+    async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self._checkpoints.get(run_id))
 
     async def get_session(self, session_id: str) -> Session | None:
         return self._sessions.get(session_id)

@@ -1,8 +1,14 @@
 """The run-store contract: what the runtime needs from persistence.
 
-Stores keep and return plain JSON only. Every write that changes a run is checked against
-the run's ``revision`` (compare-and-swap), and session reservation is atomic with run
-creation, so two runs can never hold one session.
+Stores keep and return plain JSON only. Three guarantees make runs durable:
+
+- Session reservation is atomic with run creation: two runs never hold one session.
+- Every commit is fenced twice, in the same transaction that writes it: by the run's
+  ``revision`` (the stored one must be one below the commit's) and by the run's lease (the
+  owner and generation must match the stored lease, which must not have expired by the
+  store's clock). A worker that lost its lease can never write again.
+- Acquiring a lease advances the generation, also when an owner id is reused; releasing
+  expires the lease but keeps the counter.
 """
 
 from __future__ import annotations
@@ -16,31 +22,46 @@ from fevex.events import RunEvent
 from fevex.runtime.records import AgentRun, Session
 
 __all__ = [
+    "RUN_FIELDS_A_COMMIT_CHANGES",
     "EventOrder",
     "ExecutionCommit",
     "ExecutionCreate",
+    "RunLease",
     "RunStore",
     "invalid_cursor",
+    "lease_lost",
     "run_conflict",
 ]
 
 EventOrder = Literal["asc", "desc"]
+RUN_FIELDS_A_COMMIT_CHANGES = frozenset(("status", "output", "usage", "error", "pause"))
+
+
+@dataclass(frozen=True, slots=True)
+class RunLease:
+    """The right to write a run: who holds it, which generation, and until when
+    (seconds since the epoch, by the store's clock)."""
+
+    owner: str
+    generation: int
+    expires_at: float
 
 
 @dataclass(frozen=True, slots=True)
 class ExecutionCreate:
-    """A new run, the events that open it and the session it reserves.
+    """A new run, the events that open it, its first checkpoint and the session it reserves.
 
     ``session_revision`` is the revision of the session snapshot the caller read its
-    history from, or ``None`` when the session does not exist yet.
+    history from, or ``None`` when the session does not exist yet. The store grants the
+    first lease to ``lease_owner`` for ``lease_seconds``.
     """
 
     run: AgentRun
     session_revision: int | None
     events: tuple[RunEvent, ...] = ()
-
-
-RUN_FIELDS_A_COMMIT_CHANGES = frozenset(("status", "output", "usage", "error", "pause"))
+    checkpoint: dict[str, Any] | None = None
+    lease_owner: str = "local"
+    lease_seconds: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,38 +69,61 @@ class ExecutionCommit:
     """One atomic step of a run.
 
     ``revision`` is the run's new revision: the store accepts the commit only when its
-    stored revision is ``revision - 1``. ``changes`` holds new values for run fields
-    (``status``, ``output``, ``usage``, ``error``, ``pause``). On the terminal step,
-    ``history`` holds the messages that enter the session (completed runs only) and
-    ``release_session`` frees the session for the next run.
+    stored revision is ``revision - 1`` and ``lease`` (owner and generation) is the live
+    lease. ``changes`` holds new values for run fields (``status``, ``output``, ``usage``,
+    ``error``, ``pause``), ``checkpoint`` replaces the stored checkpoint when given. On a
+    terminal step, ``history`` holds the messages that enter the session (completed runs
+    only) and ``release_session`` frees the session; ``release_lease`` expires the lease
+    in the same transaction (terminal and paused runs).
     """
 
     run_id: str
     revision: int
     updated_at: str
+    lease: RunLease
     events: tuple[RunEvent, ...] = ()
     changes: Mapping[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
     history: tuple[dict[str, Any], ...] | None = None
     release_session: bool = False
+    release_lease: bool = False
 
 
 @runtime_checkable
 class RunStore(Protocol):
-    """Persistence for runs, their events and sessions."""
+    """Persistence for runs, their events, checkpoints, leases and sessions."""
 
-    async def create_execution(self, create: ExecutionCreate) -> Session:
-        """Create the run and reserve its session atomically.
-
-        Raises ``RUN_CONFLICT`` when the session is held by another run, changed since
-        ``session_revision`` was read, or the run id exists. Returns the reserved session.
-        """
+    async def create_execution(self, create: ExecutionCreate) -> RunLease:
+        """Create the run, its first events and checkpoint, reserve its session and grant
+        the first lease, atomically. ``RUN_CONFLICT`` when the session is held by another
+        run, changed since ``session_revision`` was read, or the run id exists."""
         ...
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
-        """Store the step atomically; ``RUN_CONFLICT`` when the revision is stale."""
+        """Store the step atomically. ``LEASE_LOST`` when the lease is not the live one,
+        ``RUN_CONFLICT`` when the revision is stale; nothing is written in either case."""
+        ...
+
+    async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
+        """Extend a live lease; ``LEASE_LOST`` when it expired or was taken over."""
+        ...
+
+    async def acquire_lease(
+        self, run_id: str, owner: str, seconds: float, *, status: str = "running"
+    ) -> RunLease:
+        """Take the lease of a run in ``status`` whose lease has expired or was released,
+        with the next generation. ``RUN_CONFLICT`` while another lease is live or the run
+        is in another status, ``RUN_NOT_FOUND`` for an unknown run."""
+        ...
+
+    async def claim_expired_run(self, owner: str, seconds: float) -> tuple[str, RunLease] | None:
+        """Acquire the lease of one ``running`` run whose lease expired, or ``None``.
+        Concurrent callers never claim the same run."""
         ...
 
     async def get_run(self, run_id: str) -> AgentRun | None: ...
+
+    async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None: ...
 
     async def get_session(self, session_id: str) -> Session | None: ...
 
@@ -105,6 +149,16 @@ class RunStore(Protocol):
 
 def run_conflict(message: str, **details: Any) -> FevexRunError:
     return FevexRunError("RUN_CONFLICT", message, recoverable=True, details=details)
+
+
+def lease_lost(run_id: str, lease: RunLease) -> FevexRunError:
+    return FevexRunError(
+        "LEASE_LOST",
+        f"The lease of run {run_id} (generation {lease.generation}) is no longer live; "
+        "another worker may own the run now, and nothing was written.",
+        category="store",
+        details={"run_id": run_id, "generation": lease.generation},
+    )
 
 
 def invalid_cursor(run_id: str, cursor: str) -> FevexRunError:
