@@ -3,30 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import socket
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from fevex._internal.clock import new_id, utc_now
-from fevex._internal.composition import Composition, compose
+from fevex._internal.composition import Composition, PreparedAgent, compose
 from fevex._internal.engine import AgentExecution
 from fevex._internal.event_sink import EventSink
+from fevex._internal.run_state import RunState
 from fevex._internal.sync import iterate_sync, run_sync
+from fevex._internal.tool_runner import CredentialResolver
 from fevex.agents import AgentDefinition
-from fevex.errors import FevexConfigurationError, FevexError, FevexRunError
+from fevex.errors import FevexConfigurationError, FevexError, FevexRunError, RunPausedError
 from fevex.events import RunEvent
 from fevex.messages import ContentPart, Message
 from fevex.models import ModelGateway, Usage
+from fevex.policies.policy import Policy
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
-from fevex.runtime.run_store import EventOrder, ExecutionCreate, RunStore
+from fevex.runtime.run_store import EventOrder, ExecutionCreate, RunLease, RunStore
 from fevex.tools import ToolDefinition
 
-__all__ = ["AgentInput", "Fevex", "RunResult", "create_fevex"]
+__all__ = ["AgentInput", "ApprovalDecision", "Fevex", "RunResult", "create_fevex"]
 
 OutputT = TypeVar("OutputT")
 AgentInput = str | Message | Sequence[ContentPart]
@@ -36,13 +40,23 @@ _STORE_METHODS = ("create_execution", "commit_execution", "get_run", "list_event
 @dataclass(frozen=True, slots=True)
 class RunResult(Generic[OutputT]):
     """A finished run: ``output`` is the validated value (the agent's output schema type,
-    or text), ``events`` every event the run committed."""
+    or text), ``events`` every event this call committed."""
 
     run_id: str
     session_id: str
     output: OutputT
     usage: Usage
     events: tuple[RunEvent, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision:
+    """A person's decision on a pending approval; ``actor`` must carry an ``id``."""
+
+    approval_id: str
+    decision: Literal["approve", "reject"]
+    actor: Mapping[str, Any]
+    type: Literal["approval"] = "approval"
 
 
 def create_fevex(
@@ -52,14 +66,29 @@ def create_fevex(
     tools: Iterable[ToolDefinition] = (),
     run_store: RunStore | str | None = None,
     on_event: Callable[[RunEvent], Any] | Sequence[Callable[[RunEvent], Any]] | None = None,
+    credentials: CredentialResolver = None,
+    policies: Iterable[Policy] = (),
+    lease_seconds: float = 30.0,
 ) -> Fevex:
     """Validate the whole composition and return the app.
 
     ``run_store`` is a store, a store URL, or ``None`` to use ``FEVEX_RUN_STORE``
     (``memory://`` when unset). ``on_event`` observers see every committed event; their
-    failures never affect a run.
+    failures never affect a run. ``credentials`` is a mapping or a function
+    ``(name, context) -> str`` (may be async) that tools reach through
+    ``context.get_credential``. ``policies`` may deny tool calls. A running run holds a
+    lease of ``lease_seconds``, renewed while it runs.
     """
-    composition = compose(models=models, agents=agents, tools=tools, on_event=on_event)
+    composition = compose(
+        models=models,
+        agents=agents,
+        tools=tools,
+        on_event=on_event,
+        policies=policies,
+        credentials=credentials,
+    )
+    if not isinstance(lease_seconds, int | float) or lease_seconds <= 0:
+        raise FevexConfigurationError("INVALID_CONFIG", "lease_seconds must be positive.")
     if run_store is None and not os.environ.get("FEVEX_RUN_STORE"):
         store: RunStore = InMemoryRunStore()
     elif run_store is None or isinstance(run_store, str):
@@ -73,7 +102,7 @@ def create_fevex(
         raise FevexConfigurationError(
             "INVALID_CONFIG", f"run_store must be a RunStore or a store URL, not {run_store!r}."
         )
-    return Fevex(composition, store)
+    return Fevex(composition, store, lease_seconds=float(lease_seconds))
 
 
 class Fevex:
@@ -98,14 +127,57 @@ class Fevex:
     def agents(self) -> tuple[str, ...]:
         return tuple(self._composition.agents)
 
-    # -- starting runs --------------------------------------------------------------
+    # -- building executions --------------------------------------------------------
+
+    def _agent(self, name: str) -> PreparedAgent:
+        prepared = self._composition.agents.get(name)
+        if prepared is None:
+            raise FevexRunError("AGENT_NOT_FOUND", f"There is no agent named {name!r}.")
+        return prepared
+
+    @staticmethod
+    def _prefix(prepared: PreparedAgent, session: Session | None) -> list[Message]:
+        messages = []
+        if prepared.definition.instructions:
+            messages.append(Message.system(prepared.definition.instructions))
+        if session is not None:
+            if session.summary:
+                messages.append(
+                    Message.system(f"Summary of the conversation so far:\n{session.summary}")
+                )
+            messages.extend(session.messages())
+        return messages
+
+    def _execution(
+        self,
+        prepared: PreparedAgent,
+        sink: EventSink,
+        prefix: list[Message],
+        state: RunState,
+        timeout: float | None,
+        opening: tuple[RunEvent, ...],
+    ) -> AgentExecution:
+        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+            raise FevexRunError("INVALID_ARGUMENT", "timeout must be a positive number of seconds.")
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        execution = AgentExecution(
+            prepared,
+            sink,
+            prefix,
+            state,
+            deadline,
+            policies=self._composition.policies,
+            credentials=self._composition.credentials,
+            lease_seconds=self.lease_seconds,
+            opening=opening,
+        )
+        self._active[sink.run.id] = execution
+        return execution
 
     async def _begin(
         self, agent_name: str, input: AgentInput, session_id: str | None, timeout: float | None
-    ) -> tuple[AgentExecution, RunEvent]:
-        prepared = self._composition.agents.get(agent_name)
-        if prepared is None:
-            raise FevexRunError("AGENT_NOT_FOUND", f"There is no agent named {agent_name!r}.")
+    ) -> AgentExecution:
+        prepared = self._agent(agent_name)
         user_message = _user_message(input)
         if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
             raise FevexRunError("INVALID_ARGUMENT", "timeout must be a positive number of seconds.")
@@ -116,17 +188,6 @@ class Fevex:
             session = await self.run_store.get_session(session_id)
         else:
             session_id = new_id("ses")
-        messages = []
-        instructions = prepared.definition.instructions
-        if instructions:
-            messages.append(Message.system(instructions))
-        if session is not None:
-            if session.summary:
-                messages.append(
-                    Message.system(f"Summary of the conversation so far:\n{session.summary}")
-                )
-            messages.extend(session.messages())
-        messages.append(user_message)
         input_json = (
             input if isinstance(input, str) else [p.to_json() for p in user_message.content]
         )
@@ -140,32 +201,78 @@ class Fevex:
             {"agent_name": agent_name, "session_id": session_id, "input": input_json},
             now,
         )
+        state = RunState([user_message])
         sink.lease = await self.run_store.create_execution(
             ExecutionCreate(
                 run,
                 None if session is None else session.revision,
                 (started,),
-                None,
+                state.checkpoint(),
                 self.lease_owner,
                 self.lease_seconds,
             )
         )
-        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
-        execution = AgentExecution(prepared, sink, messages, [user_message], deadline)
-        self._active[run.id] = execution
-        return execution, started
+        return self._execution(
+            prepared, sink, self._prefix(prepared, session), state, timeout, (started,)
+        )
 
-    async def _events(
-        self, execution: AgentExecution, started: RunEvent
-    ) -> AsyncGenerator[RunEvent, None]:
+    async def _continue(
+        self,
+        run_id: str,
+        *,
+        status: Literal["running", "paused"],
+        opening_type: str,
+        opening_payload: dict[str, Any],
+        decide: Callable[[RunState], None] | None = None,
+        timeout: float | None = None,
+        lease: RunLease | None = None,
+    ) -> AgentExecution:
+        """Take over a stored run under a new lease and continue from its checkpoint."""
+        prepared = self._agent((await self.get_run(run_id)).agent_name)
+        store = self.run_store
+        if decide is not None:
+            # Fail closed before taking the run: a wrong decision changes nothing.
+            decide(RunState.from_checkpoint(run_id, await store.get_checkpoint(run_id)))
+        if lease is None:
+            lease = await store.acquire_lease(
+                run_id, self.lease_owner, self.lease_seconds, status=status
+            )
+        # Read after acquiring: the previous holder may have committed until its lease ended.
+        run = await self.get_run(run_id)
+        state = RunState.from_checkpoint(run_id, await store.get_checkpoint(run_id))
+        if decide is not None:
+            decide(state)
+        session = await store.get_session(run.session_id)
+        last = await store.list_events(run_id, order="desc", limit=1)
+        sink = EventSink(store, run, self._composition.observers, last[0].sequence if last else 0)
+        sink.lease = lease
+        opening = await sink.emit(
+            opening_type,
+            {**opening_payload, "generation": lease.generation},
+            status="running",
+            pause=None,
+            checkpoint=state.checkpoint(),
+        )
+        return self._execution(
+            prepared, sink, self._prefix(prepared, session), state, timeout, (opening,)
+        )
+
+    async def _events(self, execution: AgentExecution) -> AsyncGenerator[RunEvent, None]:
         try:
-            yield started
-            execution.sink.observe(started)
             async with aclosing(execution.events()) as stream:
                 async for event in stream:
                     yield event
         finally:
             self._active.pop(execution.run_id, None)
+
+    async def _result(self, execution: AgentExecution) -> RunResult[Any]:
+        events = [event async for event in self._events(execution)]
+        if execution.pause is not None:
+            raise RunPausedError(execution.run_id, execution.pause)
+        run = execution.sink.run
+        return RunResult(run.id, run.session_id, execution.output, execution.usage, tuple(events))
+
+    # -- starting runs --------------------------------------------------------------
 
     async def run_agent(
         self,
@@ -177,12 +284,10 @@ class Fevex:
     ) -> RunResult[Any]:
         """Run an agent to its end and return the validated output.
 
-        Raises the run's error after persisting ``run.failed`` or ``run.cancelled``.
+        Raises ``RunPausedError`` when a tool waits for approval, and the run's error
+        after persisting ``run.failed`` or ``run.cancelled``.
         """
-        execution, started = await self._begin(agent, input, session_id, timeout)
-        events = [event async for event in self._events(execution, started)]
-        run = execution.sink.run
-        return RunResult(run.id, run.session_id, execution.output, execution.usage, tuple(events))
+        return await self._result(await self._begin(agent, input, session_id, timeout))
 
     async def stream_agent(
         self,
@@ -193,9 +298,10 @@ class Fevex:
         timeout: float | None = None,
     ) -> AsyncGenerator[RunEvent, None]:
         """Yield each committed event as it happens. The run advances only while you ask
-        for events; closing the iterator early cancels the run and persists that."""
-        execution, started = await self._begin(agent, input, session_id, timeout)
-        async with aclosing(self._events(execution, started)) as stream:
+        for events; closing the iterator early cancels the run and persists that. A run
+        that pauses ends the stream with ``run.paused``."""
+        execution = await self._begin(agent, input, session_id, timeout)
+        async with aclosing(self._events(execution)) as stream:
             async for event in stream:
                 yield event
 
@@ -208,21 +314,105 @@ class Fevex:
         timeout: float | None = None,
     ) -> AgentRun:
         """Start a run in the background and return its first snapshot."""
-        execution, started = await self._begin(agent, input, session_id, timeout)
-        task = asyncio.create_task(self._drain(execution, started))
+        execution = await self._begin(agent, input, session_id, timeout)
+        task = asyncio.create_task(self._drain(execution))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return execution.sink.run
 
-    async def _drain(self, execution: AgentExecution, started: RunEvent) -> None:
+    async def _drain(self, execution: AgentExecution) -> None:
         # The outcome is in the store; the error has nobody to reach here.
         try:
-            async for _ in self._events(execution, started):
+            async for _ in self._events(execution):
                 pass
         except (FevexError, asyncio.CancelledError):
             pass
         except Exception:
             pass
+
+    # -- durable continuation -------------------------------------------------------
+
+    async def resume_run(
+        self,
+        run_id: str,
+        decision: ApprovalDecision | Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+    ) -> RunResult[Any]:
+        """Continue a paused run with a decision on its pending approval, from any process
+        sharing the store. An unknown approval fails closed: nothing changes."""
+        approval_id, verdict, actor = _approval_decision(decision)
+        run = await self.get_run(run_id)
+        if run.status != "paused":
+            raise FevexRunError(
+                "RUN_NOT_PAUSED", f"Run {run_id} is {run.status}; only a paused run resumes."
+            )
+
+        def decide(state: RunState) -> None:
+            pending = state.pending
+            if pending is None or pending.approval is None or pending.approval["id"] != approval_id:
+                raise FevexRunError(
+                    "APPROVAL_NOT_FOUND",
+                    f"Run {run_id} has no pending approval {approval_id!r}; nothing was changed.",
+                )
+            pending.decisions[pending.approval["tool_call_id"]] = {
+                "decision": verdict,
+                "actor": dict(actor),
+            }
+
+        execution = await self._continue(
+            run_id,
+            status="paused",
+            opening_type="run.resumed",
+            opening_payload={"approval_id": approval_id, "decision": verdict, "actor": dict(actor)},
+            decide=decide,
+            timeout=timeout,
+        )
+        return await self._result(execution)
+
+    async def recover_run(
+        self, run_id: str, *, actor: Mapping[str, Any], timeout: float | None = None
+    ) -> RunResult[Any]:
+        """Take over a running run whose lease expired (its worker died or froze) and
+        continue it from its last committed step. Completed tool calls are not repeated;
+        an in-flight keyed tool is retried with the same idempotency key; an in-flight
+        tool that is not idempotent fails the run with ``TOOL_EFFECT_UNCERTAIN``."""
+        _check_actor(actor)
+        execution = await self._continue(
+            run_id,
+            status="running",
+            opening_type="run.recovered",
+            opening_payload={"actor": dict(actor)},
+            timeout=timeout,
+        )
+        return await self._result(execution)
+
+    async def recover_expired_runs(
+        self, *, actor: Mapping[str, Any], limit: int | None = None
+    ) -> list[AgentRun]:
+        """Claim and recover every running run whose lease expired (at most ``limit``).
+
+        Several processes may call this at once: a store never lets two claim one run.
+        Returns the recovered runs' snapshots; a run that fails again is returned failed.
+        """
+        _check_actor(actor)
+        recovered: list[AgentRun] = []
+        while limit is None or len(recovered) < limit:
+            claimed = await self.run_store.claim_expired_run(self.lease_owner, self.lease_seconds)
+            if claimed is None:
+                break
+            run_id, lease = claimed
+            execution = await self._continue(
+                run_id,
+                status="running",
+                opening_type="run.recovered",
+                opening_payload={"actor": dict(actor)},
+                lease=lease,
+            )
+            with contextlib.suppress(FevexError):
+                await self._result(execution)
+            recovered.append(await self.get_run(run_id))
+        return recovered
 
     # -- consulting and controlling runs --------------------------------------------
 
@@ -251,7 +441,8 @@ class Fevex:
         return list(await self.run_store.list_events(run_id, after=after, limit=limit, order=order))
 
     async def cancel_run(self, run_id: str) -> AgentRun:
-        """Cancel a run executing in this app; a finished run is returned unchanged."""
+        """Cancel a run executing in this app, or a paused run from any process; a
+        finished run is returned unchanged."""
         execution = self._active.get(run_id)
         if execution is not None:
             await execution.cancel()
@@ -260,6 +451,26 @@ class Fevex:
         run = await self.get_run(run_id)
         if run.status in TERMINAL_STATUSES:
             return run
+        if run.status == "paused":
+            lease = await self.run_store.acquire_lease(
+                run_id, self.lease_owner, self.lease_seconds, status="paused"
+            )
+            last = await self.run_store.list_events(run_id, order="desc", limit=1)
+            sink = EventSink(
+                self.run_store, run, self._composition.observers, last[0].sequence if last else 0
+            )
+            sink.lease = lease
+            sink.observe(
+                await sink.emit(
+                    "run.cancelled",
+                    {"reason": "aborted"},
+                    status="cancelled",
+                    pause=None,
+                    release_session=True,
+                    release_lease=True,
+                )
+            )
+            return await self.get_run(run_id)
         raise FevexRunError(
             "RUN_NOT_ACTIVE",
             f"Run {run_id} is {run.status} but not executing in this process.",
@@ -314,6 +525,25 @@ class Fevex:
     ) -> Iterator[RunEvent]:
         return iterate_sync(self.stream_agent(agent, input, session_id=session_id, timeout=timeout))
 
+    def resume_run_sync(
+        self,
+        run_id: str,
+        decision: ApprovalDecision | Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+    ) -> RunResult[Any]:
+        return run_sync(self.resume_run(run_id, decision, timeout=timeout))
+
+    def recover_run_sync(
+        self, run_id: str, *, actor: Mapping[str, Any], timeout: float | None = None
+    ) -> RunResult[Any]:
+        return run_sync(self.recover_run(run_id, actor=actor, timeout=timeout))
+
+    def recover_expired_runs_sync(
+        self, *, actor: Mapping[str, Any], limit: int | None = None
+    ) -> list[AgentRun]:
+        return run_sync(self.recover_expired_runs(actor=actor, limit=limit))
+
     def get_run_sync(self, run_id: str) -> AgentRun:
         return run_sync(self.get_run(run_id))
 
@@ -326,6 +556,9 @@ class Fevex:
         order: EventOrder = "asc",
     ) -> list[RunEvent]:
         return run_sync(self.list_events(run_id, after=after, limit=limit, order=order))
+
+    def cancel_run_sync(self, run_id: str) -> AgentRun:
+        return run_sync(self.cancel_run(run_id))
 
     def get_session_sync(self, session_id: str) -> Session:
         return run_sync(self.get_session(session_id))
@@ -353,3 +586,34 @@ def _user_message(input: Any) -> Message:
         "Agent input must be text, a user Message or a list of content parts.",
         category="validation",
     )
+
+
+def _check_actor(actor: Any) -> None:
+    if not isinstance(actor, Mapping) or not isinstance(actor.get("id"), str) or not actor["id"]:
+        raise FevexRunError("INVALID_ARGUMENT", "actor must be a mapping with a non-empty 'id'.")
+
+
+def _approval_decision(decision: Any) -> tuple[str, str, Mapping[str, Any]]:
+    if isinstance(decision, ApprovalDecision):
+        fields: Mapping[str, Any] = {
+            "type": decision.type,
+            "approval_id": decision.approval_id,
+            "decision": decision.decision,
+            "actor": decision.actor,
+        }
+    elif isinstance(decision, Mapping):
+        fields = decision
+    else:
+        raise FevexRunError("INVALID_ARGUMENT", "A decision is an ApprovalDecision or a mapping.")
+    if fields.get("type", "approval") != "approval":
+        raise FevexRunError("INVALID_ARGUMENT", "Only approval decisions resume runs.")
+    approval_id = fields.get("approval_id")
+    verdict = fields.get("decision")
+    if not isinstance(approval_id, str) or verdict not in ("approve", "reject"):
+        raise FevexRunError(
+            "INVALID_ARGUMENT", "A decision needs an approval_id and 'approve' or 'reject'."
+        )
+    actor = fields.get("actor")
+    _check_actor(actor)
+    assert isinstance(actor, Mapping)
+    return approval_id, verdict, actor

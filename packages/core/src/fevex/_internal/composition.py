@@ -57,6 +57,8 @@ class PreparedAgent:
 class Composition:
     agents: Mapping[str, PreparedAgent]
     observers: tuple[Callable[..., Any], ...]
+    policies: tuple[Callable[..., Any], ...] = ()
+    credentials: Any = None
 
 
 def _config_error(message: str) -> FevexConfigurationError:
@@ -84,6 +86,8 @@ def compose(
     agents: Any,
     tools: Any,
     on_event: Any,
+    policies: Any = (),
+    credentials: Any = None,
 ) -> Composition:
     if models is None:
         models = {}
@@ -151,7 +155,17 @@ def compose(
         observers = tuple(_as_sequence(on_event, "on_event"))
         if not all(callable(observer) for observer in observers):
             raise _config_error("on_event must be a callable or a list of callables.")
-    return Composition(agent_table, observers)
+    policy_list = tuple(_as_sequence(policies, "policies"))
+    for policy in policy_list:
+        if not callable(policy):
+            raise FevexConfigurationError(
+                "INVALID_POLICY", f"Policy {policy!r} is not callable; a policy is a function."
+            )
+    if credentials is not None and not (isinstance(credentials, Mapping) or callable(credentials)):
+        raise _config_error("credentials must be a mapping or a function (name, context) -> str.")
+    if isinstance(credentials, Mapping):
+        credentials = dict(credentials)
+    return Composition(agent_table, observers, policy_list, credentials)
 
 
 def _model_for(agent: AgentDefinition, models: dict[str, Any]) -> Any:

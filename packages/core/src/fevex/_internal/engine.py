@@ -1,8 +1,11 @@
 """The run loop: model step, sequential tool calls, next model step, until an answer.
 
 An execution is an async generator of committed events, so a consumer that stops asking
-stops the run (backpressure). The same loop serves ``run_agent``, ``stream_agent`` and
-``start_agent``; closing it early, cancelling it or timing out persists ``run.cancelled``.
+stops the run (backpressure). The same loop serves new runs, resumed runs and recovered
+runs: it starts from a :class:`RunState`, and each step commits its events together with
+the checkpoint that lets another process continue after it. Closing the loop early,
+cancelling it or timing out persists ``run.cancelled``; losing the lease stops it without
+writing anything more.
 """
 
 from __future__ import annotations
@@ -13,13 +16,17 @@ from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
 from typing import Any, Literal, TypeVar
 
+from fevex._internal.clock import new_id
 from fevex._internal.composition import PreparedAgent, PreparedTool
 from fevex._internal.event_sink import EventSink
+from fevex._internal.lease_keeper import LeaseKeeper
+from fevex._internal.run_state import PendingCalls, RunState
+from fevex._internal.tool_runner import CredentialResolver, ToolCallRun, summarize
 from fevex.errors import FevexError, FevexRunError, RunCancelledError
 from fevex.events import RunEvent
 from fevex.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from fevex.models import ModelInput, ModelResult, ModelStreamReader, ToolCall, Usage
-from fevex.tools import ToolContext
+from fevex.policies.policy import Policy
 from fevex.tools.context import _Cancellation
 
 T = TypeVar("T")
@@ -31,25 +38,35 @@ def _fail(code: str, message: str, **details: Any) -> FevexRunError:
 
 
 class AgentExecution:
-    """One run of one agent in this process."""
+    """One run of one agent in this process, from a new start, a resume or a recovery."""
 
     def __init__(
         self,
         agent: PreparedAgent,
         sink: EventSink,
-        messages: list[Message],
-        transcript: list[Message],
+        prefix: list[Message],
+        state: RunState,
         deadline: float | None,
+        *,
+        policies: tuple[Policy, ...] = (),
+        credentials: CredentialResolver = None,
+        lease_seconds: float = 30.0,
+        opening: tuple[RunEvent, ...] = (),
     ) -> None:
         self.agent = agent
         self.sink = sink
-        self.messages = messages
-        self.transcript = transcript
+        self.prefix = prefix
+        self.state = state
         self.deadline = deadline
+        self.policies = policies
+        self.credentials = credentials
+        self.lease_seconds = lease_seconds
+        self.opening = opening
         self.output: Any = None
-        self.usage = Usage()
+        self.pause: dict[str, Any] | None = None
         self._cancellation = _Cancellation()
         self._cancel_reason: CancelReason | None = None
+        self._lease_error: FevexError | None = None
         self._task: asyncio.Task[Any] | None = None
         self._awaiting = False
         self._parked = False
@@ -61,10 +78,14 @@ class AgentExecution:
         return self.sink.run.id
 
     @property
+    def usage(self) -> Usage:
+        return self.state.usage
+
+    @property
     def finished(self) -> bool:
         return self._finished
 
-    # -- cancellation ---------------------------------------------------------------
+    # -- cancellation and lease loss ------------------------------------------------
 
     async def cancel(self) -> None:
         """Cancel from outside the loop (``cancel_run``)."""
@@ -80,10 +101,21 @@ class AgentExecution:
             self._task.cancel()
         # Otherwise a store commit is in flight; the next guarded await stops the run.
 
+    def _lease_lost(self, error: FevexError) -> None:
+        if self._finished or self._lease_error is not None:
+            return
+        self._lease_error = error
+        self._cancellation.cancelled = True
+        self.sink.lost = error
+        if self._awaiting and self._task is not None:
+            self._task.cancel()
+
     async def _guard(self, awaitable: Awaitable[T]) -> T:
-        if self._cancel_reason is not None:
+        if self._lease_error is not None or self._cancel_reason is not None:
             if asyncio.iscoroutine(awaitable):
                 awaitable.close()
+            if self._lease_error is not None:
+                raise self._lease_error
             raise asyncio.CancelledError
         self._task = asyncio.current_task()
         self._awaiting = True
@@ -111,109 +143,75 @@ class AgentExecution:
         finally:
             self.settled.set()
 
+    async def _persist_failed(self, error: FevexError) -> RunEvent | None:
+        if self._finished or self._lease_error is not None or error.code == "LEASE_LOST":
+            self._finished = True
+            return None
+        self._finished = True
+        return await self.sink.emit(
+            "run.failed",
+            {"error": error.to_json()},
+            status="failed",
+            error=error.to_json(),
+            release_session=True,
+            release_lease=True,
+        )
+
+    def _observe(self, event: RunEvent | None) -> None:
+        if event is not None:
+            self.sink.observe(event)
+
     # -- the loop -------------------------------------------------------------------
 
     async def events(self) -> AsyncGenerator[RunEvent, None]:
         """Committed events, each yielded before observers see it."""
-        async with aclosing(self._run()) as inner:
-            async for event in inner:
-                self._parked = True
-                try:
-                    yield event
-                finally:
-                    self._parked = False
+        assert self.sink.lease is not None
+        keeper = LeaseKeeper(
+            self.sink.store, self.run_id, self.sink.lease, self.lease_seconds, self._lease_lost
+        )
+        keeper.start()
+        try:
+            for event in self.opening:
+                yield event
                 self.sink.observe(event)
-                if self._cancel_reason is not None and self._finished:
-                    raise RunCancelledError(self.run_id, self._cancel_reason)
+            async with aclosing(self._run()) as inner:
+                async for event in inner:
+                    self._parked = True
+                    try:
+                        yield event
+                    finally:
+                        self._parked = False
+                    self.sink.observe(event)
+                    if self._cancel_reason is not None and self._finished:
+                        raise RunCancelledError(self.run_id, self._cancel_reason)
+        finally:
+            keeper.stop()
 
     async def _run(self) -> AsyncGenerator[RunEvent, None]:
-        sink = self.sink
         try:
             tool_specs, output_schema = self.agent.model_boundary()
-            limits = self.agent.definition.limits
-            step = 0
-            tool_calls = 0
-            seen_calls: set[str] = set()
             provider_state: Any = None
             while True:
-                if limits.max_steps is not None and step >= limits.max_steps:
-                    raise _fail(
-                        "MAX_STEPS_EXCEEDED",
-                        f"The run needed more than {limits.max_steps} model steps.",
-                        limit=limits.max_steps,
-                    )
-                step += 1
-                yield await sink.emit("model.started", {"step": step})
-                model_input = ModelInput(
-                    tuple(self.messages),
-                    tool_specs,
-                    output_schema,
-                    self._remaining_output_tokens(),
-                    self.agent.definition.model_options,
-                    provider_state,
-                )
-                reader = ModelStreamReader()
-                async with aclosing(self._stream_model(model_input, step, reader)) as stream:
-                    async for event in stream:
+                if self.state.pending is None:
+                    async with aclosing(
+                        self._model_step(tool_specs, output_schema, provider_state)
+                    ) as step_events:
+                        async for event in step_events:
+                            yield event
+                    if self._finished:
+                        return
+                    provider_state = self._provider_state
+                async with aclosing(self._tool_calls()) as call_events:
+                    async for event in call_events:
                         yield event
-                result = reader.finish()
-                deltas = reader.deltas
-                self.usage = self.usage + result.usage
-                provider_state = result.provider_state
-                yield await sink.emit(
-                    "model.completed",
-                    {
-                        "step": step,
-                        "output": result.output,
-                        "tool_calls": [
-                            {"id": c.id, "name": c.name, "input": c.input}
-                            for c in result.tool_calls
-                        ],
-                        "usage": result.usage.to_json(),
-                        "total_usage": self.usage.to_json(),
-                    },
-                    usage=self.usage.to_json(),
-                )
-                self._check_token_budgets(result.usage)
-                if not result.tool_calls:
-                    break
-                assistant = Message("assistant", self._assistant_parts(result, deltas))
-                self.messages.append(assistant)
-                self.transcript.append(assistant)
-                results: list[ToolResultPart] = []
-                for call in result.tool_calls:
-                    tool_calls += 1
-                    tool = self._admit_tool_call(call, tool_calls, seen_calls)
-                    base = {"step": step, "tool_call_id": call.id, "tool_name": call.name}
-                    yield await sink.emit("tool.started", {**base, "input": call.input})
-                    try:
-                        output = await self._execute_tool(tool, call)
-                    except FevexError as error:
-                        yield await sink.emit("tool.failed", {**base, "error": error.to_json()})
-                        raise
-                    yield await sink.emit("tool.completed", {**base, "output": output})
-                    results.append(ToolResultPart(call.id, call.name, output))
-                tool_message = Message("tool", tuple(results))
-                self.messages.append(tool_message)
-                self.transcript.append(tool_message)
-            self.output, output_json, text = self._final_output(result, deltas)
-            final = Message("assistant", self._assistant_parts(result, [text]))
-            self.transcript.append(final)
-            self._finished = True
-            yield await sink.emit(
-                "run.completed",
-                {"output": output_json, "usage": self.usage.to_json()},
-                status="completed",
-                output=output_json,
-                history=tuple(message.to_json() for message in self.transcript),
-                release_session=True,
-                release_lease=True,
-            )
+                if self.pause is not None:
+                    return
         except GeneratorExit:
             # The consumer abandoned the stream: the run is cancelled, durably.
-            if self._cancel_reason is None:
-                self._cancel_reason = "aborted"
-            self._observe(await self._persist_cancelled(self._cancel_reason))
+            if self._lease_error is None:
+                if self._cancel_reason is None:
+                    self._cancel_reason = "aborted"
+                self._observe(await self._persist_cancelled(self._cancel_reason))
             raise
         except TimeoutError:
             if self._cancel_reason is None:
@@ -223,12 +221,17 @@ class AgentExecution:
                 yield cancelled
             raise RunCancelledError(self.run_id, self._cancel_reason) from None
         except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._lease_error is not None:
+                if task is not None and task.cancelling():
+                    task.uncancel()
+                self._finished = True
+                raise self._lease_error from None
             if self._cancel_reason is None:
                 # Cancelled from outside fevex (task cancellation): record it and let the
                 # cancellation propagate untouched.
                 self._observe(await self._persist_cancelled("aborted"))
                 raise
-            task = asyncio.current_task()
             if task is not None and task.cancelling():
                 task.uncancel()
             cancelled = await self._persist_cancelled(self._cancel_reason)
@@ -252,24 +255,74 @@ class AgentExecution:
         finally:
             self.settled.set()
 
-    def _observe(self, event: RunEvent | None) -> None:
-        if event is not None:
-            self.sink.observe(event)
-
-    async def _persist_failed(self, error: FevexError) -> RunEvent | None:
-        if self._finished:
-            return None
-        self._finished = True
-        return await self.sink.emit(
-            "run.failed",
-            {"error": error.to_json()},
-            status="failed",
-            error=error.to_json(),
-            release_session=True,
-            release_lease=True,
-        )
-
     # -- model step -----------------------------------------------------------------
+
+    _provider_state: Any = None
+
+    async def _model_step(
+        self, tool_specs: Any, output_schema: dict[str, Any] | None, provider_state: Any
+    ) -> AsyncGenerator[RunEvent, None]:
+        state = self.state
+        sink = self.sink
+        limits = self.agent.definition.limits
+        if limits.max_steps is not None and state.step >= limits.max_steps:
+            raise _fail(
+                "MAX_STEPS_EXCEEDED",
+                f"The run needed more than {limits.max_steps} model steps.",
+                limit=limits.max_steps,
+            )
+        step = state.step + 1
+        yield await sink.emit("model.started", {"step": step})
+        model_input = ModelInput(
+            (*self.prefix, *state.transcript),
+            tool_specs,
+            output_schema,
+            self._remaining_output_tokens(),
+            self.agent.definition.model_options,
+            provider_state,
+        )
+        reader = ModelStreamReader()
+        async with aclosing(self._stream_model(model_input, step, reader)) as stream:
+            async for event in stream:
+                yield event
+        result = reader.finish()
+        state.step = step
+        state.usage = state.usage + result.usage
+        self._provider_state = result.provider_state
+        completed_payload = {
+            "step": step,
+            "output": result.output,
+            "tool_calls": [
+                {"id": c.id, "name": c.name, "input": c.input} for c in result.tool_calls
+            ],
+            "usage": result.usage.to_json(),
+            "total_usage": state.usage.to_json(),
+        }
+        if not result.tool_calls:
+            yield await sink.emit("model.completed", completed_payload, usage=state.usage.to_json())
+            self._check_token_budgets(result.usage)
+            self.output, output_json, text = self._final_output(result, reader.deltas)
+            state.transcript.append(Message("assistant", _assistant_parts(result, text)))
+            self._finished = True
+            yield await sink.emit(
+                "run.completed",
+                {"output": output_json, "usage": state.usage.to_json()},
+                status="completed",
+                output=output_json,
+                history=tuple(message.to_json() for message in state.transcript),
+                release_session=True,
+                release_lease=True,
+            )
+            return
+        state.transcript.append(Message("assistant", _assistant_parts(result, reader.text)))
+        state.pending = PendingCalls(step, list(result.tool_calls))
+        yield await sink.emit(
+            "model.completed",
+            completed_payload,
+            usage=state.usage.to_json(),
+            checkpoint=state.checkpoint(),
+        )
+        self._check_token_budgets(result.usage)
 
     async def _stream_model(
         self, model_input: ModelInput, step: int, reader: ModelStreamReader
@@ -302,7 +355,7 @@ class AgentExecution:
         limit = self.agent.definition.limits.max_output_tokens
         if limit is None:
             return None
-        remaining = limit - (self.usage.output_tokens or 0)
+        remaining = limit - (self.state.usage.output_tokens or 0)
         if remaining <= 0:
             raise _fail(
                 "MAX_OUTPUT_TOKENS_EXCEEDED",
@@ -313,14 +366,10 @@ class AgentExecution:
 
     def _check_token_budgets(self, step_usage: Usage) -> None:
         limits = self.agent.definition.limits
+        usage = self.state.usage
         for limit, reported, total, name in (
-            (limits.max_input_tokens, step_usage.input_tokens, self.usage.input_tokens, "input"),
-            (
-                limits.max_output_tokens,
-                step_usage.output_tokens,
-                self.usage.output_tokens,
-                "output",
-            ),
+            (limits.max_input_tokens, step_usage.input_tokens, usage.input_tokens, "input"),
+            (limits.max_output_tokens, step_usage.output_tokens, usage.output_tokens, "output"),
         ):
             if limit is None:
                 continue
@@ -337,101 +386,6 @@ class AgentExecution:
                     limit=limit,
                     used=total,
                 )
-
-    @staticmethod
-    def _assistant_parts(
-        result: ModelResult, deltas: list[str]
-    ) -> tuple[TextPart | ThinkingPart | ToolCallPart, ...]:
-        parts: list[TextPart | ThinkingPart | ToolCallPart] = []
-        if result.reasoning:
-            parts.append(ThinkingPart(result.reasoning))
-        text = "".join(deltas)
-        if text:
-            parts.append(TextPart(text))
-        parts.extend(ToolCallPart(c.id, c.name, c.input) for c in result.tool_calls)
-        return tuple(parts)
-
-    # -- tools ----------------------------------------------------------------------
-
-    def _admit_tool_call(self, call: ToolCall, count: int, seen: set[str]) -> PreparedTool:
-        limit = self.agent.definition.limits.max_tool_calls
-        if limit is not None and count > limit:
-            raise _fail(
-                "MAX_TOOL_CALLS_EXCEEDED",
-                f"The run asked for more than {limit} tool calls.",
-                limit=limit,
-            )
-        if call.id in seen:
-            raise _fail(
-                "DUPLICATE_TOOL_CALL_ID",
-                f"The model reused tool call id {call.id!r} within the run.",
-                tool_call_id=call.id,
-            )
-        seen.add(call.id)
-        tool = self.agent.tools.get(call.name)
-        if tool is None:
-            raise _fail(
-                "TOOL_NOT_AVAILABLE",
-                f"The model asked for tool {call.name!r}, which agent "
-                f"{self.agent.definition.name} does not have.",
-                tool_name=call.name,
-            )
-        return tool
-
-    async def _execute_tool(self, tool: PreparedTool, call: ToolCall) -> Any:
-        definition = tool.definition
-        try:
-            value = tool.input_schema.validate(call.input)
-        except Exception as error:
-            raise FevexRunError(
-                "TOOL_INPUT_INVALID",
-                f"Input for tool {definition.name} is invalid: {_summary(error)}",
-                category="validation",
-                details={"tool_name": definition.name},
-            ) from None
-        args: tuple[Any, ...] = (value,)
-        if definition.takes_context:
-            run = self.sink.run
-            args = (
-                value,
-                ToolContext(
-                    run.id,
-                    run.session_id,
-                    run.agent_name,
-                    call.id,
-                    definition.name,
-                    None,
-                    self._cancellation,
-                ),
-            )
-        try:
-            if definition.is_async:
-                raw = await self._guard(definition.function(*args))
-            else:
-                raw = await self._guard(asyncio.to_thread(definition.function, *args))
-        except (FevexError, asyncio.CancelledError, TimeoutError):
-            raise
-        except Exception as error:
-            raise FevexRunError(
-                "TOOL_FAILED",
-                f"Tool {definition.name} failed: {type(error).__name__}: {error}",
-                category="tool",
-                recoverable=True,
-                details={"tool_name": definition.name},
-            ) from error
-        try:
-            if tool.output_schema is not None:
-                return tool.output_schema.to_json(tool.output_schema.validate(raw))
-            return _plain_json(raw)
-        except Exception as error:
-            raise FevexRunError(
-                "TOOL_OUTPUT_INVALID",
-                f"Output of tool {definition.name} is invalid: {_summary(error)}",
-                category="validation",
-                details={"tool_name": definition.name},
-            ) from None
-
-    # -- final output ---------------------------------------------------------------
 
     def _final_output(self, result: ModelResult, deltas: list[str]) -> tuple[Any, Any, str]:
         """The validated value, its JSON form and the text the conversation keeps."""
@@ -452,9 +406,152 @@ class AgentExecution:
         except Exception as error:
             raise FevexRunError(
                 "OUTPUT_INVALID",
-                f"The output of agent {self.agent.definition.name} is invalid: {_summary(error)}",
+                f"The output of agent {self.agent.definition.name} is invalid: {summarize(error)}",
                 category="validation",
             ) from None
+
+    # -- tool calls -----------------------------------------------------------------
+
+    async def _tool_calls(self) -> AsyncGenerator[RunEvent, None]:
+        state = self.state
+        pending = state.pending
+        assert pending is not None
+        sink = self.sink
+        while (call := pending.next_call) is not None:
+            tool = self.agent.tools.get(call.name)
+            base = {"step": pending.step, "tool_call_id": call.id, "tool_name": call.name}
+            if call.id not in pending.admitted:
+                tool = self._admit_tool_call(call)
+                pending.admitted.append(call.id)
+            assert tool is not None
+            runner = self._runner(tool, call)
+            recovered = pending.in_flight == call.id
+            if recovered and tool.definition.idempotency != "keyed":
+                raise FevexRunError(
+                    "TOOL_EFFECT_UNCERTAIN",
+                    f"The run stopped while tool {call.name} (call {call.id}) was running, and "
+                    "the tool is not idempotent, so fevex will not repeat it. Check the effect "
+                    "and start a new run.",
+                    category="tool",
+                    details={"tool_name": call.name, "tool_call_id": call.id},
+                )
+            if not recovered and tool.definition.approval == "required":
+                decision = pending.decisions.get(call.id)
+                if decision is None:
+                    await runner.check_policies("approval")
+                    async with aclosing(self._pause_for_approval(call, tool)) as paused:
+                        async for event in paused:
+                            yield event
+                    return
+                if decision["decision"] == "reject":
+                    rejection = {
+                        "code": "TOOL_REJECTED",
+                        "message": f"A reviewer rejected this call of {call.name}.",
+                    }
+                    pending.results.append(ToolResultPart(call.id, call.name, rejection, True))
+                    pending.approval = None
+                    yield await sink.emit(
+                        "tool.failed",
+                        {**base, "error": rejection, "actor": decision.get("actor")},
+                        checkpoint=state.checkpoint(),
+                    )
+                    continue
+            pending.in_flight = call.id
+            pending.approval = None
+            yield await sink.emit(
+                "tool.started",
+                {**base, "input": call.input, "recovered": recovered},
+                checkpoint=state.checkpoint(),
+            )
+            try:
+                output = await runner.execute()
+            except FevexError as error:
+                yield await sink.emit("tool.failed", {**base, "error": error.to_json()})
+                raise
+            pending.results.append(ToolResultPart(call.id, call.name, output))
+            pending.in_flight = None
+            yield await sink.emit(
+                "tool.completed", {**base, "output": output}, checkpoint=state.checkpoint()
+            )
+        state.transcript.append(Message("tool", tuple(pending.results)))
+        state.pending = None
+
+    def _runner(self, tool: PreparedTool, call: ToolCall) -> ToolCallRun:
+        run = self.sink.run
+        return ToolCallRun(
+            tool,
+            call,
+            run_id=run.id,
+            session_id=run.session_id,
+            agent_name=run.agent_name,
+            policies=self.policies,
+            credentials=self.credentials,
+            cancellation=self._cancellation,
+            guard=self._guard,
+        )
+
+    async def _pause_for_approval(
+        self, call: ToolCall, tool: PreparedTool
+    ) -> AsyncGenerator[RunEvent, None]:
+        pending = self.state.pending
+        assert pending is not None
+        approval = {
+            "id": new_id("apr"),
+            "tool_name": call.name,
+            "tool_call_id": call.id,
+            "input": call.input,
+            "risk": tool.definition.risk,
+        }
+        pending.approval = approval
+        self.pause = {"reason": "approval", "approvals": [approval]}
+        self._finished = True
+        yield await self.sink.emit(
+            "run.paused",
+            self.pause,
+            status="paused",
+            pause=self.pause,
+            checkpoint=self.state.checkpoint(),
+            release_lease=True,
+        )
+
+    def _admit_tool_call(self, call: ToolCall) -> PreparedTool:
+        state = self.state
+        state.tool_calls += 1
+        limit = self.agent.definition.limits.max_tool_calls
+        if limit is not None and state.tool_calls > limit:
+            raise _fail(
+                "MAX_TOOL_CALLS_EXCEEDED",
+                f"The run asked for more than {limit} tool calls.",
+                limit=limit,
+            )
+        if call.id in state.seen_call_ids:
+            raise _fail(
+                "DUPLICATE_TOOL_CALL_ID",
+                f"The model reused tool call id {call.id!r} within the run.",
+                tool_call_id=call.id,
+            )
+        state.seen_call_ids.add(call.id)
+        tool = self.agent.tools.get(call.name)
+        if tool is None:
+            raise _fail(
+                "TOOL_NOT_AVAILABLE",
+                f"The model asked for tool {call.name!r}, which agent "
+                f"{self.agent.definition.name} does not have.",
+                tool_name=call.name,
+            )
+        return tool
+
+
+def _assistant_parts(
+    result: ModelResult, text: str
+) -> tuple[TextPart | ThinkingPart | ToolCallPart, ...]:
+    parts: list[TextPart | ThinkingPart | ToolCallPart] = []
+    if result.reasoning:
+        parts.append(ThinkingPart(result.reasoning))
+    if text:
+        parts.append(TextPart(text))
+    parts.extend(ToolCallPart(c.id, c.name, c.input) for c in result.tool_calls)
+    return tuple(parts)
 
 
 def _model_error(error: Exception) -> FevexRunError:
@@ -464,24 +561,3 @@ def _model_error(error: Exception) -> FevexRunError:
         category="model",
         recoverable=True,
     )
-
-
-def _plain_json(value: Any) -> Any:
-    from fevex.schemas.schema import ensure_json
-
-    ensure_json(value)
-    return value
-
-
-def _summary(error: Exception) -> str:
-    errors = getattr(error, "errors", None)
-    if callable(errors):
-        try:
-            items = errors(include_input=False, include_url=False)
-            return "; ".join(
-                f"{'.'.join(str(p) for p in item['loc']) or 'value'}: {item['msg']}"
-                for item in items
-            )
-        except Exception:
-            pass
-    return f"{type(error).__name__}: {error}"

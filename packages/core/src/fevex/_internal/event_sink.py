@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fevex._internal.clock import new_id, utc_now
+from fevex.errors import FevexError
 from fevex.events import RunEvent
 from fevex.runtime.records import AgentRun
 from fevex.runtime.run_store import ExecutionCommit, RunLease, RunStore
@@ -24,7 +25,16 @@ EventObserver = Callable[[RunEvent], Any]
 
 
 class EventSink:
-    __slots__ = ("_background", "lease", "observers", "revision", "run", "sequence", "store")
+    __slots__ = (
+        "_background",
+        "lease",
+        "lost",
+        "observers",
+        "revision",
+        "run",
+        "sequence",
+        "store",
+    )
 
     def __init__(
         self,
@@ -36,6 +46,8 @@ class EventSink:
         self.store = store
         self.run = run
         self.lease: RunLease | None = None
+        # Set when the lease is lost: from then on this process writes nothing for the run.
+        self.lost: FevexError | None = None
         self.revision = run.revision
         self.observers = observers
         self.sequence = sequence
@@ -66,23 +78,31 @@ class EventSink:
         """Commit one event under the run's lease with the run's next revision, with any
         run field changes and a new checkpoint."""
         assert self.lease is not None, "a run is written only under its lease"
+        if self.lost is not None:
+            raise self.lost
         now = utc_now()
         event = self.event(type, payload, now)
         revision = self.revision + 1
-        await self.store.commit_execution(
-            ExecutionCommit(
-                self.run.id,
-                revision,
-                now,
-                self.lease,
-                (event,),
-                run_changes or None,
-                checkpoint,
-                history,
-                release_session,
-                release_lease,
+        try:
+            await self.store.commit_execution(
+                ExecutionCommit(
+                    self.run.id,
+                    revision,
+                    now,
+                    self.lease,
+                    (event,),
+                    run_changes or None,
+                    checkpoint,
+                    history,
+                    release_session,
+                    release_lease,
+                )
             )
-        )
+        except BaseException as error:
+            self.sequence -= 1
+            if isinstance(error, FevexError) and error.code == "LEASE_LOST":
+                self.lost = error
+            raise
         self.revision = revision
         return event
 

@@ -1,4 +1,19 @@
 from fevex.tools.context import ToolContext
-from fevex.tools.definition import ToolDefinition, define_tool
+from fevex.tools.definition import (
+    Approval,
+    Idempotency,
+    RetryPolicy,
+    Risk,
+    ToolDefinition,
+    define_tool,
+)
 
-__all__ = ["ToolContext", "ToolDefinition", "define_tool"]
+__all__ = [
+    "Approval",
+    "Idempotency",
+    "RetryPolicy",
+    "Risk",
+    "ToolContext",
+    "ToolDefinition",
+    "define_tool",
+]

@@ -4,17 +4,41 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 from fevex._internal.names import is_valid_name
 from fevex.errors import FevexConfigurationError
 from fevex.tools.context import ToolContext
 
-__all__ = ["ToolDefinition", "define_tool"]
+__all__ = ["Approval", "Idempotency", "RetryPolicy", "Risk", "ToolDefinition", "define_tool"]
 
 _EMPTY = inspect.Parameter.empty
+
+Risk = Literal["low", "medium", "high", "sensitive"]
+Approval = Literal["never", "required"]
+Idempotency = Literal["none", "keyed"]
+_RISKS = ("low", "medium", "high", "sensitive")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Retries of a failing tool function: up to ``max_attempts`` calls in all, waiting
+    ``backoff`` seconds before the second, doubling up to ``max_backoff``. Policies run
+    again before each retry. Only the function raising is retried, never invalid input or
+    output."""
+
+    max_attempts: int = 1
+    backoff: float = 0.2
+    max_backoff: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before ``attempt`` (2 for the first retry)."""
+        return float(min(self.backoff * 2.0 ** (attempt - 2), self.max_backoff))
+
+
+NO_RETRY = RetryPolicy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +48,11 @@ class ToolDefinition:
     ``function`` takes the validated input, plus a :class:`ToolContext` when
     ``takes_context`` is true; it may be sync (run in a worker thread) or async.
     ``output_schema`` of ``None`` means any JSON value.
+
+    ``approval="required"`` pauses the run before each call until a person decides.
+    ``idempotency="keyed"`` gives each call a stable ``context.idempotency_key`` and lets
+    recovery retry a call whose outcome was lost. ``credentials`` names the secrets the
+    function may ask for with ``context.get_credential``.
     """
 
     name: str
@@ -33,6 +62,11 @@ class ToolDefinition:
     output_schema: Any = None
     takes_context: bool = False
     is_async: bool = False
+    risk: Risk = "low"
+    approval: Approval = "never"
+    idempotency: Idempotency = "none"
+    credentials: tuple[str, ...] = ()
+    retry: RetryPolicy = NO_RETRY
 
     def check(self) -> None:
         if not is_valid_name(self.name):
@@ -43,6 +77,25 @@ class ToolDefinition:
             raise _invalid(f"Tool {self.name}: function must be callable.")
         if self.input_schema is None:
             raise _invalid(f"Tool {self.name}: an input schema is required.")
+        if self.risk not in _RISKS:
+            raise _invalid(f"Tool {self.name}: risk must be one of {', '.join(_RISKS)}.")
+        if self.approval not in ("never", "required"):
+            raise _invalid(f"Tool {self.name}: approval must be 'never' or 'required'.")
+        if self.idempotency not in ("none", "keyed"):
+            raise _invalid(f"Tool {self.name}: idempotency must be 'none' or 'keyed'.")
+        if not isinstance(self.credentials, tuple) or not all(
+            isinstance(name, str) and name for name in self.credentials
+        ):
+            raise _invalid(f"Tool {self.name}: credentials must be a list of names.")
+        retry = self.retry
+        if not (
+            isinstance(retry, RetryPolicy)
+            and isinstance(retry.max_attempts, int)
+            and retry.max_attempts >= 1
+            and retry.backoff >= 0
+            and retry.max_backoff >= 0
+        ):
+            raise _invalid(f"Tool {self.name}: retry needs max_attempts >= 1 and delays >= 0.")
 
 
 def _invalid(message: str) -> FevexConfigurationError:
@@ -60,6 +113,11 @@ def define_tool(
     description: str | None = None,
     input_schema: Any = None,
     output_schema: Any = None,
+    risk: Risk = "low",
+    approval: Approval = "never",
+    idempotency: Idempotency = "none",
+    credentials: Iterable[str] = (),
+    retry: RetryPolicy | Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
 
 
@@ -71,6 +129,11 @@ def define_tool(
     description: str | None = None,
     input_schema: Any = None,
     output_schema: Any = None,
+    risk: Risk = "low",
+    approval: Approval = "never",
+    idempotency: Idempotency = "none",
+    credentials: Iterable[str] = (),
+    retry: RetryPolicy | Mapping[str, Any] | None = None,
 ) -> ToolDefinition | Callable[[Callable[..., Any]], ToolDefinition]:
     """Define a tool from a function, as ``@define_tool`` or ``@define_tool(name=...)``.
 
@@ -79,6 +142,20 @@ def define_tool(
     annotated ``ToolContext`` (or named ``context``) receives the call's context. The name
     defaults to the function's name and the description to its docstring.
     """
+
+    if isinstance(credentials, str):
+        raise _invalid("credentials must be a list of names, not a string.")
+    if retry is None:
+        retry_policy = NO_RETRY
+    elif isinstance(retry, RetryPolicy):
+        retry_policy = retry
+    elif isinstance(retry, Mapping):
+        try:
+            retry_policy = RetryPolicy(**retry)
+        except TypeError as error:
+            raise _invalid(f"retry: {error}") from None
+    else:
+        raise _invalid("retry must be a RetryPolicy or a mapping.")
 
     def build(target: Callable[..., Any]) -> ToolDefinition:
         if not callable(target):
@@ -96,6 +173,11 @@ def define_tool(
             output_schema=output_schema if output_schema is not None else output_hint,
             takes_context=takes_context,
             is_async=inspect.iscoroutinefunction(target),
+            risk=risk,
+            approval=approval,
+            idempotency=idempotency,
+            credentials=tuple(credentials),
+            retry=retry_policy,
         )
         definition.check()
         return definition

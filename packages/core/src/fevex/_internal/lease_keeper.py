@@ -1,0 +1,85 @@
+"""Keeps a running run's lease alive, and stops the run the moment it cannot.
+
+Renewal happens every third of the lease. A renewal that fails, or that does not finish
+before the lease would expire (a blocked store), marks the lease lost: the run stops its
+local work and writes nothing more under that lease; the store keeps the run for recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from fevex.errors import FevexError, FevexRunError
+from fevex.runtime.run_store import RunLease, RunStore
+
+
+class LeaseKeeper:
+    __slots__ = ("_handle", "_on_lost", "_renewing", "_run_id", "_seconds", "_store", "lease")
+
+    def __init__(
+        self,
+        store: RunStore,
+        run_id: str,
+        lease: RunLease,
+        seconds: float,
+        on_lost: Callable[[FevexError], None],
+    ) -> None:
+        self._store = store
+        self._run_id = run_id
+        self.lease = lease
+        self._seconds = seconds
+        self._on_lost = on_lost
+        self._renewing: asyncio.Task[None] | None = None
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self._schedule()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self._renewing is not None:
+            self._renewing.cancel()
+            self._renewing = None
+
+    def _schedule(self) -> None:
+        # A timer rather than a task per run: most runs end before the first renewal.
+        loop = asyncio.get_running_loop()
+        self._handle = loop.call_later(self._seconds / 3, self._renew_soon)
+
+    def _renew_soon(self) -> None:
+        self._handle = None
+        self._renewing = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        remaining = self.lease.expires_at - time.time()
+        try:
+            async with asyncio.timeout(max(remaining, 0.001)):
+                self.lease = await self._store.renew_lease(self._run_id, self.lease, self._seconds)
+        except FevexError as error:
+            self._on_lost(error)
+            return
+        except TimeoutError:
+            self._on_lost(
+                FevexRunError(
+                    "LEASE_LOST",
+                    f"Renewing the lease of run {self._run_id} did not finish before it expired.",
+                    category="store",
+                )
+            )
+            return
+        except Exception as error:
+            lost = FevexRunError(
+                "LEASE_LOST",
+                f"Renewing the lease of run {self._run_id} failed: {type(error).__name__}.",
+                category="store",
+            )
+            lost.__cause__ = error
+            self._on_lost(lost)
+            return
+        finally:
+            self._renewing = None
+        self._schedule()

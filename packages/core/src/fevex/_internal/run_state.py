@@ -1,0 +1,112 @@
+"""The state of a run between steps, and its checkpoint: plain JSON only.
+
+A checkpoint is enough to continue the run in another process: this run's own messages,
+the counters its limits need, and the tool calls of the current step with their results,
+the call whose effect may be in flight, and the approval decisions taken. The prompt's
+prefix (instructions, session summary and history) is rebuilt from the session, which
+the run holds for its whole life. ``provider_state`` is never checkpointed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fevex.errors import FevexRunError
+from fevex.messages import Message, ToolResultPart, content_part_from_json, message_from_json
+from fevex.models import ToolCall, Usage
+
+CHECKPOINT_VERSION = 1
+
+
+@dataclass(slots=True)
+class PendingCalls:
+    """The tool calls of one model step, worked through in order."""
+
+    step: int
+    calls: list[ToolCall]
+    results: list[ToolResultPart] = field(default_factory=list)
+    admitted: list[str] = field(default_factory=list)
+    in_flight: str | None = None
+    approval: dict[str, Any] | None = None
+    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def next_call(self) -> ToolCall | None:
+        index = len(self.results)
+        return self.calls[index] if index < len(self.calls) else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "calls": [{"id": c.id, "name": c.name, "input": c.input} for c in self.calls],
+            "results": [r.to_json() for r in self.results],
+            "admitted": list(self.admitted),
+            "in_flight": self.in_flight,
+            "approval": self.approval,
+            "decisions": self.decisions,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PendingCalls:
+        results = []
+        for item in data["results"]:
+            part = content_part_from_json(item)
+            if not isinstance(part, ToolResultPart):
+                raise ValueError("a pending result must be a tool result")
+            results.append(part)
+        return cls(
+            step=int(data["step"]),
+            calls=[ToolCall(str(c["id"]), str(c["name"]), c.get("input")) for c in data["calls"]],
+            results=results,
+            admitted=[str(i) for i in data.get("admitted", [])],
+            in_flight=data.get("in_flight"),
+            approval=data.get("approval"),
+            decisions=dict(data.get("decisions") or {}),
+        )
+
+
+@dataclass(slots=True)
+class RunState:
+    transcript: list[Message]
+    step: int = 0
+    tool_calls: int = 0
+    seen_call_ids: set[str] = field(default_factory=set)
+    usage: Usage = field(default_factory=Usage)
+    pending: PendingCalls | None = None
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {
+            "version": CHECKPOINT_VERSION,
+            "transcript": [message.to_json() for message in self.transcript],
+            "step": self.step,
+            "tool_calls": self.tool_calls,
+            "seen_call_ids": sorted(self.seen_call_ids),
+            "usage": self.usage.to_json(),
+            "pending": None if self.pending is None else self.pending.to_json(),
+        }
+
+    @classmethod
+    def from_checkpoint(cls, run_id: str, data: dict[str, Any] | None) -> RunState:
+        if not data or data.get("version") != CHECKPOINT_VERSION:
+            raise FevexRunError(
+                "CHECKPOINT_UNSUPPORTED",
+                f"Run {run_id} has no checkpoint this version of fevex can continue from.",
+                details={"run_id": run_id},
+            )
+        try:
+            pending = data.get("pending")
+            return cls(
+                transcript=[message_from_json(m) for m in data["transcript"]],
+                step=int(data["step"]),
+                tool_calls=int(data["tool_calls"]),
+                seen_call_ids={str(i) for i in data["seen_call_ids"]},
+                usage=Usage.from_json(data.get("usage")),
+                pending=None if pending is None else PendingCalls.from_json(pending),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise FevexRunError(
+                "CHECKPOINT_UNSUPPORTED",
+                f"The checkpoint of run {run_id} is malformed: {error}",
+                details={"run_id": run_id},
+            ) from None

@@ -1,0 +1,238 @@
+"""One tool call: input validation, policies, credentials, the effect with its retries,
+and output validation.
+
+Credentials are resolved inside the call, only for names the tool declared, and kept
+nowhere but in this call's memory: an output that contains one is rejected, and error
+messages are scrubbed of them before they reach events, stores or logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from fevex._internal.composition import PreparedTool
+from fevex.errors import FevexError, FevexRunError
+from fevex.models import ToolCall
+from fevex.policies.policy import Policy, PolicyRequest, enforce_policies
+from fevex.schemas.schema import ensure_json
+from fevex.tools.context import ToolContext, _Cancellation
+
+CredentialResolver = Mapping[str, str] | Callable[[str, ToolContext], str | Awaitable[str]] | None
+REDACTED = "[redacted]"
+
+
+class ToolCallRun:
+    """Everything one call needs from its run."""
+
+    __slots__ = (
+        "agent_name",
+        "call",
+        "cancellation",
+        "credentials",
+        "guard",
+        "policies",
+        "run_id",
+        "secrets",
+        "session_id",
+        "tool",
+    )
+
+    def __init__(
+        self,
+        tool: PreparedTool,
+        call: ToolCall,
+        *,
+        run_id: str,
+        session_id: str,
+        agent_name: str,
+        policies: tuple[Policy, ...],
+        credentials: CredentialResolver,
+        cancellation: _Cancellation,
+        guard: Callable[[Awaitable[Any]], Awaitable[Any]],
+    ) -> None:
+        self.tool = tool
+        self.call = call
+        self.run_id = run_id
+        self.session_id = session_id
+        self.agent_name = agent_name
+        self.policies = policies
+        self.credentials = credentials
+        self.cancellation = cancellation
+        self.guard = guard
+        self.secrets: set[str] = set()
+
+    @property
+    def idempotency_key(self) -> str | None:
+        if self.tool.definition.idempotency != "keyed":
+            return None
+        return f"fevex:{self.run_id}:{self.call.id}"
+
+    def policy_request(
+        self, stage: Any, attempt: int = 1, credential: str | None = None
+    ) -> PolicyRequest:
+        definition = self.tool.definition
+        return PolicyRequest(
+            stage,
+            self.run_id,
+            self.session_id,
+            self.agent_name,
+            definition.name,
+            self.call.id,
+            self.call.input,
+            definition.risk,
+            attempt,
+            credential,
+        )
+
+    async def check_policies(self, stage: Any, attempt: int = 1) -> None:
+        if self.policies:
+            await enforce_policies(self.policies, self.policy_request(stage, attempt))
+
+    async def execute(self) -> Any:
+        """Run the call to its validated JSON output, or raise its ``FevexRunError``."""
+        definition = self.tool.definition
+        try:
+            value = self.tool.input_schema.validate(self.call.input)
+        except Exception as error:
+            raise FevexRunError(
+                "TOOL_INPUT_INVALID",
+                f"Input for tool {definition.name} is invalid: {summarize(error)}",
+                category="validation",
+                details={"tool_name": definition.name},
+            ) from None
+        retry = definition.retry
+        attempt = 1
+        while True:
+            await self.check_policies("effect" if attempt == 1 else "retry", attempt)
+            try:
+                raw = await self._call(value, attempt)
+                break
+            except FevexRunError as error:
+                if error.code != "TOOL_FAILED" or attempt >= retry.max_attempts:
+                    raise
+            attempt += 1
+            await self.guard(asyncio.sleep(retry.delay(attempt)))
+        return self._validated_output(raw)
+
+    async def _call(self, value: Any, attempt: int) -> Any:
+        definition = self.tool.definition
+        args: tuple[Any, ...] = (value,)
+        if definition.takes_context:
+            args = (value, self._context(attempt))
+        try:
+            if definition.is_async:
+                return await self.guard(definition.function(*args))
+            return await self.guard(asyncio.to_thread(definition.function, *args))
+        except (FevexError, asyncio.CancelledError, TimeoutError):
+            raise
+        except Exception as error:
+            raise FevexRunError(
+                "TOOL_FAILED",
+                self.scrub(f"Tool {definition.name} failed: {type(error).__name__}: {error}"),
+                category="tool",
+                recoverable=True,
+                details={"tool_name": definition.name},
+            ) from None
+
+    def _context(self, attempt: int) -> ToolContext:
+        context = ToolContext(
+            self.run_id,
+            self.session_id,
+            self.agent_name,
+            self.call.id,
+            self.tool.definition.name,
+            self.idempotency_key,
+            attempt,
+            self.cancellation,
+        )
+
+        async def resolve(name: str) -> str:
+            return await self.resolve_credential(name, context)
+
+        context._credentials = resolve
+        return context
+
+    async def resolve_credential(self, name: str, context: ToolContext) -> str:
+        definition = self.tool.definition
+        if name not in definition.credentials:
+            raise FevexRunError(
+                "CREDENTIAL_NOT_DECLARED",
+                f"Tool {definition.name} asked for credential {name!r}, which it did not declare.",
+                category="tool",
+            )
+        if self.policies:
+            await enforce_policies(
+                self.policies, self.policy_request("credentials", context.attempt, name)
+            )
+        resolver = self.credentials
+        value: Any = None
+        if isinstance(resolver, Mapping):
+            value = resolver.get(name)
+        elif resolver is not None:
+            value = resolver(name, context)
+            if inspect.isawaitable(value):
+                value = await value
+        if not isinstance(value, str) or not value:
+            raise FevexRunError(
+                "CREDENTIAL_NOT_FOUND",
+                f"No value for credential {name!r} (tool {definition.name}).",
+                category="tool",
+            )
+        self.secrets.add(value)
+        return value
+
+    def scrub(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def _validated_output(self, raw: Any) -> Any:
+        tool = self.tool
+        try:
+            output = (
+                tool.output_schema.to_json(tool.output_schema.validate(raw))
+                if tool.output_schema is not None
+                else _plain_json(raw)
+            )
+        except Exception as error:
+            raise FevexRunError(
+                "TOOL_OUTPUT_INVALID",
+                self.scrub(f"Output of tool {tool.definition.name} is invalid: {summarize(error)}"),
+                category="validation",
+                details={"tool_name": tool.definition.name},
+            ) from None
+        if self.secrets:
+            text = json.dumps(output)
+            if any(secret in text or json.dumps(secret)[1:-1] in text for secret in self.secrets):
+                raise FevexRunError(
+                    "TOOL_OUTPUT_CONTAINS_CREDENTIAL",
+                    f"The output of tool {tool.definition.name} contains a credential it "
+                    "resolved; it was not stored or sent to the model.",
+                    category="tool",
+                    details={"tool_name": tool.definition.name},
+                )
+        return output
+
+
+def _plain_json(value: Any) -> Any:
+    ensure_json(value)
+    return value
+
+
+def summarize(error: Exception) -> str:
+    """A validation error as short text, without echoing the rejected input."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        try:
+            items = errors(include_input=False, include_url=False)
+            return "; ".join(
+                f"{'.'.join(str(p) for p in item['loc']) or 'value'}: {item['msg']}"
+                for item in items
+            )
+        except Exception:
+            pass
+    return f"{type(error).__name__}: {error}"
