@@ -445,7 +445,7 @@ async def test_a_live_lease_cannot_be_recovered() -> None:
 
 
 async def test_recover_expired_runs_finds_orphans() -> None:
-    store, clock, hanging, frozen = await crashed_run(keyed=True)
+    store, _, hanging, frozen = await crashed_run(keyed=True)
     rescuer = make_app(FakeModel({"output": "ok"}), store, tools=[hanging.tool])
     recovered = await rescuer.recover_expired_runs(actor={"id": "sweeper"})
     assert [run.status for run in recovered] == ["completed"]
