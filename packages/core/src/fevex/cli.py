@@ -42,6 +42,50 @@ def _version_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_app(reference: str) -> Any:
+    """``module:attribute``: a Fevex app, or a function that returns one."""
+    import importlib
+
+    from fevex.app import Fevex
+    from fevex.errors import FevexConfigurationError
+
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise FevexConfigurationError(
+            "INVALID_ARGUMENT", f"--app takes module:attribute, not {reference!r}."
+        )
+    target: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    if not isinstance(target, Fevex) and callable(target):
+        target = target()
+    if not isinstance(target, Fevex):
+        raise FevexConfigurationError(
+            "INVALID_ARGUMENT", f"{reference} is not a fevex app or a function returning one."
+        )
+    return target
+
+
+def _recover_command(args: argparse.Namespace) -> int:
+    import asyncio
+    import os
+    import time
+
+    if args.store:
+        # The app reads its store from the environment when it is created.
+        os.environ["FEVEX_RUN_STORE"] = args.store
+    sys.path.insert(0, os.getcwd())
+    app = _load_app(args.app)
+    actor = {"id": args.actor, "type": "service"}
+    while True:
+        recovered = asyncio.run(app.recover_expired_runs(actor=actor, limit=args.limit))
+        for run in recovered:
+            print(json.dumps({"run_id": run.id, "status": run.status}), flush=True)
+        if args.interval is None:
+            return 0
+        time.sleep(args.interval)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fevex", description="The fevex agent runtime.")
     parser.add_argument("--version", action="version", version=f"fevex {__version__}")
@@ -53,6 +97,23 @@ def build_parser() -> argparse.ArgumentParser:
     registry.add_command("version", help="Print the fevex version.").set_defaults(
         handler=_version_command
     )
+    recover = registry.add_command(
+        "recover",
+        help="Find running runs whose lease expired (their worker died) and continue them.",
+    )
+    recover.add_argument(
+        "--app",
+        required=True,
+        help="module:attribute of your fevex app (or of a function returning it); recovery "
+        "needs your agents, tools and models to continue a run",
+    )
+    recover.add_argument("--store", help="run-store URL (sets FEVEX_RUN_STORE before loading)")
+    recover.add_argument("--limit", type=int, help="recover at most this many runs per pass")
+    recover.add_argument("--actor", default="fevex-recover", help="actor id recorded in events")
+    recover.add_argument(
+        "--interval", type=float, help="keep watching, one pass every INTERVAL seconds"
+    )
+    recover.set_defaults(handler=_recover_command)
     manager = get_plugin_manager()
     for implementation in manager.hook.fevex_register_commands.get_hookimpls():
         registry.plugin_name = implementation.plugin_name
