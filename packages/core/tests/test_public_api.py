@@ -34,6 +34,7 @@ def test_top_level_exports() -> None:
         "__version__",
         "create_fevex",
         "define_agent",
+        "define_connection",
         "define_tool",
     }
 

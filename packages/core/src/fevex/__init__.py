@@ -15,7 +15,7 @@ from fevex.messages import Message
 from fevex.models import ModelGateway
 from fevex.runtime import AgentRun, InMemoryRunStore, Session
 from fevex.schemas import Schema
-from fevex.tools import ToolContext, ToolDefinition, define_tool
+from fevex.tools import ToolContext, ToolDefinition, define_connection, define_tool
 
 __all__ = [
     "AgentDefinition",
@@ -39,5 +39,6 @@ __all__ = [
     "__version__",
     "create_fevex",
     "define_agent",
+    "define_connection",
     "define_tool",
 ]

@@ -14,6 +14,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from fevex._internal.clock import new_id, utc_now
 from fevex._internal.composition import Composition, PreparedAgent, compose
+from fevex._internal.connections import ConnectionResolver
 from fevex._internal.engine import AgentExecution
 from fevex._internal.event_sink import EventSink
 from fevex._internal.run_state import RunState
@@ -29,6 +30,7 @@ from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
 from fevex.runtime.run_store import EventOrder, ExecutionCreate, RunLease, RunStore
 from fevex.tools import ToolDefinition
+from fevex.tools.connection import ConnectionDefinition
 
 __all__ = ["AgentInput", "ApprovalDecision", "Fevex", "RunResult", "create_fevex"]
 
@@ -68,6 +70,7 @@ def create_fevex(
     on_event: Callable[[RunEvent], Any] | Sequence[Callable[[RunEvent], Any]] | None = None,
     credentials: CredentialResolver = None,
     policies: Iterable[Policy] = (),
+    connections: Iterable[ConnectionDefinition] = (),
     lease_seconds: float = 30.0,
 ) -> Fevex:
     """Validate the whole composition and return the app.
@@ -76,8 +79,9 @@ def create_fevex(
     (``memory://`` when unset). ``on_event`` observers see every committed event; their
     failures never affect a run. ``credentials`` is a mapping or a function
     ``(name, context) -> str`` (may be async) that tools reach through
-    ``context.get_credential``. ``policies`` may deny tool calls. A running run holds a
-    lease of ``lease_seconds``, renewed while it runs.
+    ``context.get_credential``. ``policies`` may deny tool calls. ``connections`` expose
+    remote tools as ``<connection>__<tool>``. A running run holds a lease of
+    ``lease_seconds``, renewed while it runs.
     """
     composition = compose(
         models=models,
@@ -86,6 +90,7 @@ def create_fevex(
         on_event=on_event,
         policies=policies,
         credentials=credentials,
+        connections=connections,
     )
     if not isinstance(lease_seconds, int | float) or lease_seconds <= 0:
         raise FevexConfigurationError("INVALID_CONFIG", "lease_seconds must be positive.")
@@ -120,6 +125,7 @@ class Fevex:
         # One owner id per app: a recovered run is taken over under a new generation even
         # when a restarted process happens to reuse the id.
         self.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{new_id('app')}"
+        self._connections = ConnectionResolver(composition.connections)
         self._active: dict[str, AgentExecution] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -170,6 +176,7 @@ class Fevex:
             credentials=self._composition.credentials,
             lease_seconds=self.lease_seconds,
             opening=opening,
+            connections=self._connections,
         )
         self._active[sink.run.id] = execution
         return execution

@@ -9,7 +9,7 @@ afterwards without reconfiguring it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fevex.agents import AgentDefinition
@@ -17,6 +17,7 @@ from fevex.errors import FevexConfigurationError
 from fevex.models import ToolSpec
 from fevex.schemas.schema import CompiledSchema, compile_schema
 from fevex.tools import ToolDefinition
+from fevex.tools.connection import SEPARATOR, ConnectionDefinition
 
 DEFAULT_MODEL_KEY = "default"
 
@@ -39,12 +40,14 @@ class PreparedAgent:
     model: Any
     tools: dict[str, PreparedTool]
     output_schema: CompiledSchema | None
+    # Connection name -> the remote tool names the agent uses (empty: all allowlisted).
+    connection_tools: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _specs: tuple[ToolSpec, ...] | None = None
     _output_json_schema: dict[str, Any] | None = None
 
     def model_boundary(self) -> tuple[tuple[ToolSpec, ...], dict[str, Any] | None]:
-        """Tool specs and output JSON Schema; ``SCHEMA_NOT_TRANSPORTABLE`` when one of
-        them cannot be described. Built on the first run and kept."""
+        """Specs of the agent's own tools and the output JSON Schema;
+        ``SCHEMA_NOT_TRANSPORTABLE`` when one cannot be described. Built once and kept."""
         if self._specs is None:
             specs = tuple(tool.spec() for tool in self.tools.values())
             if self.output_schema is not None:
@@ -59,6 +62,7 @@ class Composition:
     observers: tuple[Callable[..., Any], ...]
     policies: tuple[Callable[..., Any], ...] = ()
     credentials: Any = None
+    connections: Mapping[str, ConnectionDefinition] = field(default_factory=dict)
 
 
 def _config_error(message: str) -> FevexConfigurationError:
@@ -88,6 +92,7 @@ def compose(
     on_event: Any,
     policies: Any = (),
     credentials: Any = None,
+    connections: Any = (),
 ) -> Composition:
     if models is None:
         models = {}
@@ -120,6 +125,28 @@ def compose(
             else _compile(tool.output_schema, "INVALID_TOOL", f"Tool {tool.name}"),
         )
 
+    connection_table: dict[str, ConnectionDefinition] = {}
+    for connection in _as_sequence(connections, "connections"):
+        if not isinstance(connection, ConnectionDefinition):
+            raise FevexConfigurationError(
+                "INVALID_CONNECTION",
+                f"{connection!r} is not a connection; define it with define_connection.",
+            )
+        connection.check()
+        if connection.name in connection_table:
+            # Two connections of one name expose colliding <connection>__<tool> names.
+            raise FevexConfigurationError(
+                "DUPLICATE_TOOL", f"Connection {connection.name!r} is defined twice."
+            )
+        for remote_name in connection.allowlist or ():
+            if connection.tool_name(remote_name) in tool_table:
+                raise FevexConfigurationError(
+                    "DUPLICATE_TOOL",
+                    f"Tool {connection.tool_name(remote_name)!r} is both defined and exposed "
+                    f"by connection {connection.name}.",
+                )
+        connection_table[connection.name] = connection
+
     agent_table: dict[str, PreparedAgent] = {}
     for agent in _as_sequence(agents, "agents"):
         if not isinstance(agent, AgentDefinition):
@@ -132,12 +159,18 @@ def compose(
                 "DUPLICATE_AGENT", f"Agent {agent.name!r} is defined twice."
             )
         agent_tools = {}
+        remote: dict[str, list[str]] = {}
         for name in agent.tools:
-            if name not in tool_table:
+            if name in tool_table:
+                agent_tools[name] = tool_table[name]
+                continue
+            connection_name, separator, remote_name = name.partition(SEPARATOR)
+            connection = connection_table.get(connection_name)
+            if not separator or connection is None or not connection.exposes(remote_name):
                 raise FevexConfigurationError(
                     "MISSING_TOOL", f"Agent {agent.name} uses tool {name!r}, which is not defined."
                 )
-            agent_tools[name] = tool_table[name]
+            remote.setdefault(connection_name, []).append(remote_name)
         agent_table[agent.name] = PreparedAgent(
             agent,
             _model_for(agent, model_table),
@@ -145,6 +178,7 @@ def compose(
             None
             if agent.output_schema is None
             else _compile(agent.output_schema, "INVALID_AGENT", f"Agent {agent.name}"),
+            {name: tuple(names) for name, names in remote.items()},
         )
 
     if on_event is None:
@@ -165,7 +199,7 @@ def compose(
         raise _config_error("credentials must be a mapping or a function (name, context) -> str.")
     if isinstance(credentials, Mapping):
         credentials = dict(credentials)
-    return Composition(agent_table, observers, policy_list, credentials)
+    return Composition(agent_table, observers, policy_list, credentials, connection_table)
 
 
 def _model_for(agent: AgentDefinition, models: dict[str, Any]) -> Any:

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from fevex._internal.clock import new_id
 from fevex._internal.composition import PreparedAgent, PreparedTool
+from fevex._internal.connections import ConnectionResolver
 from fevex._internal.event_sink import EventSink
 from fevex._internal.lease_keeper import LeaseKeeper
 from fevex._internal.run_state import PendingCalls, RunState
@@ -52,6 +53,7 @@ class AgentExecution:
         credentials: CredentialResolver = None,
         lease_seconds: float = 30.0,
         opening: tuple[RunEvent, ...] = (),
+        connections: ConnectionResolver | None = None,
     ) -> None:
         self.agent = agent
         self.sink = sink
@@ -62,6 +64,8 @@ class AgentExecution:
         self.credentials = credentials
         self.lease_seconds = lease_seconds
         self.opening = opening
+        self.connections = connections
+        self.tools = agent.tools
         self.output: Any = None
         self.pause: dict[str, Any] | None = None
         self._cancellation = _Cancellation()
@@ -190,6 +194,19 @@ class AgentExecution:
     async def _run(self) -> AsyncGenerator[RunEvent, None]:
         try:
             tool_specs, output_schema = self.agent.model_boundary()
+            if self.agent.connection_tools and self.connections is not None:
+                run = self.sink.run
+                remote = await self._guard(
+                    self.connections.resolve(
+                        self.agent.connection_tools,
+                        run_id=run.id,
+                        session_id=run.session_id,
+                        agent_name=run.agent_name,
+                        credentials=self.credentials,
+                    )
+                )
+                self.tools = {**self.agent.tools, **remote}
+                tool_specs = (*tool_specs, *(tool.spec() for tool in remote.values()))
             provider_state: Any = None
             while True:
                 if self.state.pending is None:
@@ -418,7 +435,7 @@ class AgentExecution:
         assert pending is not None
         sink = self.sink
         while (call := pending.next_call) is not None:
-            tool = self.agent.tools.get(call.name)
+            tool = self.tools.get(call.name)
             base = {"step": pending.step, "tool_call_id": call.id, "tool_name": call.name}
             if call.id not in pending.admitted:
                 tool = self._admit_tool_call(call)
@@ -531,7 +548,7 @@ class AgentExecution:
                 tool_call_id=call.id,
             )
         state.seen_call_ids.add(call.id)
-        tool = self.agent.tools.get(call.name)
+        tool = self.tools.get(call.name)
         if tool is None:
             raise _fail(
                 "TOOL_NOT_AVAILABLE",

@@ -168,20 +168,7 @@ class ToolCallRun:
             await enforce_policies(
                 self.policies, self.policy_request("credentials", context.attempt, name)
             )
-        resolver = self.credentials
-        value: Any = None
-        if isinstance(resolver, Mapping):
-            value = resolver.get(name)
-        elif resolver is not None:
-            value = resolver(name, context)
-            if inspect.isawaitable(value):
-                value = await value
-        if not isinstance(value, str) or not value:
-            raise FevexRunError(
-                "CREDENTIAL_NOT_FOUND",
-                f"No value for credential {name!r} (tool {definition.name}).",
-                category="tool",
-            )
+        value = await resolve_credential_value(self.credentials, name, context)
         self.secrets.add(value)
         return value
 
@@ -216,6 +203,25 @@ class ToolCallRun:
                     details={"tool_name": tool.definition.name},
                 )
         return output
+
+
+async def resolve_credential_value(
+    resolver: CredentialResolver, name: str, context: ToolContext
+) -> str:
+    value: Any = None
+    if isinstance(resolver, Mapping):
+        value = resolver.get(name)
+    elif resolver is not None:
+        value = resolver(name, context)
+        if inspect.isawaitable(value):
+            value = await value
+    if not isinstance(value, str) or not value:
+        raise FevexRunError(
+            "CREDENTIAL_NOT_FOUND",
+            f"No value for credential {name!r} (tool {context.tool_name}).",
+            category="tool",
+        )
+    return value
 
 
 def _plain_json(value: Any) -> Any:

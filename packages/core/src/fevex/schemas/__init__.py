@@ -1,3 +1,4 @@
+from fevex.schemas.json_schema import JsonSchema
 from fevex.schemas.schema import Schema
 
-__all__ = ["Schema"]
+__all__ = ["JsonSchema", "Schema"]

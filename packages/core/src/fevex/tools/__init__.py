@@ -1,3 +1,11 @@
+from fevex.tools.connection import (
+    ConnectionContext,
+    ConnectionDefinition,
+    RemoteTool,
+    ToolOverride,
+    ToolProvider,
+    define_connection,
+)
 from fevex.tools.context import ToolContext
 from fevex.tools.definition import (
     Approval,
@@ -10,10 +18,16 @@ from fevex.tools.definition import (
 
 __all__ = [
     "Approval",
+    "ConnectionContext",
+    "ConnectionDefinition",
     "Idempotency",
+    "RemoteTool",
     "RetryPolicy",
     "Risk",
     "ToolContext",
     "ToolDefinition",
+    "ToolOverride",
+    "ToolProvider",
+    "define_connection",
     "define_tool",
 ]
