@@ -216,5 +216,5 @@ def test_json_schema_documents_validate_structure() -> None:
     schema = JsonSchema(SEARCH_SCHEMA)
     assert schema.validate({"query": "x"}) == {"query": "x"}
     for bad in ({}, {"query": 1}, {"query": "x", "extra": True}, []):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"value"):
             schema.validate(bad)
