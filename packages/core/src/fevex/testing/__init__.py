@@ -1,4 +1,25 @@
 from fevex.testing.fake_model import FakeModel, FakeResponse
 from fevex.testing.model_contract import check_model_gateway, default_contract_inputs
+from fevex.testing.run_store_contract import (
+    RUN_STORE_CHECKS,
+    ManualClock,
+    RunStoreCheck,
+    RunStoreContractError,
+    RunStoreFactory,
+    RunStoreReport,
+    check_run_store,
+)
 
-__all__ = ["FakeModel", "FakeResponse", "check_model_gateway", "default_contract_inputs"]
+__all__ = [
+    "RUN_STORE_CHECKS",
+    "FakeModel",
+    "FakeResponse",
+    "ManualClock",
+    "RunStoreCheck",
+    "RunStoreContractError",
+    "RunStoreFactory",
+    "RunStoreReport",
+    "check_model_gateway",
+    "check_run_store",
+    "default_contract_inputs",
+]

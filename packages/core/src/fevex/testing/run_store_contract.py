@@ -1,0 +1,886 @@
+"""The run-store conformance suite: what every :class:`~fevex.runtime.RunStore` must guarantee.
+
+A store's tests run the whole suite::
+
+    from fevex.testing import check_run_store
+
+    async def test_the_store_keeps_the_contract(tmp_path):
+        await check_run_store(lambda: open_acme_store(f"acme:///{tmp_path}/runs"))
+
+or one pytest test per check, so that a failure names its check::
+
+    @pytest.mark.parametrize("check", RUN_STORE_CHECKS, ids=lambda check: check.__name__)
+    async def test_run_store_contract(check, tmp_path):
+        await check(lambda: open_acme_store(f"acme:///{tmp_path}/runs"))
+
+``factory`` takes no argument and returns a store, or an awaitable of one. Each call must
+give a new handle on the same storage: every check closes the handle it opened, and one
+check closes the storage and reopens it through ``factory``. A store that lives only in
+memory passes ``lambda: store`` with one instance, whose ``close`` keeps its data.
+
+The checks use fresh random ids, so they can share one storage, also one that holds other
+data. Where a lease must expire, a check grants it for 0.2 s and sleeps past it; when the
+store reads a :class:`ManualClock`, pass the same clock as ``clock=`` and the suite
+advances it instead. Errors are :class:`~fevex.FevexRunError` with the code named below.
+
+What a store must guarantee, and the check that proves it:
+
+- Runs, events, checkpoints and sessions read back equal to what was written, as plain
+  JSON (dicts with string keys, lists, strings, numbers, booleans, ``None``).
+  ``create_execution`` reserves the session, advances its revision and grants the first
+  lease to ``lease_owner``; a terminal commit applies its changes, appends ``history`` and
+  frees the session. [``check_create_and_read_back``]
+- Only the live lease writes: same owner, same generation, not expired by the store's
+  clock, else ``LEASE_LOST``. Acquiring advances the generation, also for a reused owner
+  id; releasing expires the lease and keeps the counter. [``check_lease_fencing``]
+- Renewal keeps the generation, moves the expiry forward and never revives an expired
+  lease. Acquiring needs an expired or released lease and a run in the asked status
+  (``RUN_CONFLICT``), and an existing run (``RUN_NOT_FOUND``). [``check_lease_renewal``]
+- A commit whose revision is not the stored one plus one is refused with
+  ``RUN_CONFLICT``; a refused commit writes nothing. [``check_revision_compare_and_set``]
+- Commits survive closing and reopening the store; a replayed commit is refused without
+  duplicating events. [``check_commit_survives_reopen``]
+- One run holds a session at a time, and creation checks the revision of the session
+  snapshot it was given (``RUN_CONFLICT``) [``check_session_reservation``], also among 100
+  concurrent creations [``check_concurrent_creates_have_one_winner``] and 100 concurrent
+  app runs, whose losers fail before calling the model
+  [``check_concurrent_app_runs_have_one_winner``].
+- ``save_session`` refuses a stale expected revision (``SESSION_CONFLICT``) and a held
+  session (``RUN_CONFLICT``), and returns the next revision. [``check_session_compaction``]
+- ``list_events`` pages by ``after``, ``limit`` and ``order``; a cursor that is unknown or
+  belongs to another run raises ``INVALID_CURSOR``. [``check_event_paging``]
+- ``claim_expired_run`` gives each expired running run to one claimer only, and never a
+  live, paused or finished run. [``check_expired_run_claims``]
+- A paused commit that releases its lease lets a resumer acquire it at once with the next
+  generation; the session stays reserved. [``check_paused_lease_release``]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from fevex._internal.clock import new_id, utc_now
+from fevex.errors import FevexRunError
+from fevex.events import RunEvent
+from fevex.messages import Message
+from fevex.models import Completed, ModelInput, ModelResult, ModelStreamEvent, OutputDelta
+from fevex.runtime.records import AgentRun, Session
+from fevex.runtime.run_store import (
+    EventOrder,
+    ExecutionCommit,
+    ExecutionCreate,
+    RunLease,
+    RunStore,
+)
+
+__all__ = [
+    "RUN_STORE_CHECKS",
+    "ManualClock",
+    "RunStoreCheck",
+    "RunStoreContractError",
+    "RunStoreFactory",
+    "RunStoreReport",
+    "check_run_store",
+]
+
+RunStoreFactory = Callable[[], RunStore | Awaitable[RunStore]]
+
+SHORT_LEASE = 0.2  # seconds; the suite lets these leases expire
+LONG = 60.0  # seconds; these leases must outlive a check on a slow machine
+CHECK_TIMEOUT = 60.0
+RACERS = 100
+_ORDERS: tuple[EventOrder, ...] = ("asc", "desc")
+_JSON_SCALARS = (str, int, float, bool, type(None))
+T = TypeVar("T")
+
+
+class ManualClock:
+    """A store clock that moves only when told; it starts at the current time.
+
+    Give one instance to the store (``InMemoryRunStore(clock=clock)``) and to the suite
+    (``check_run_store(factory, clock=clock)``).
+    """
+
+    def __init__(self, start: float | None = None) -> None:
+        self.now = time.time() if start is None else start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class RunStoreCheck(Protocol):
+    """One check of the suite: raises ``AssertionError`` saying what the store got wrong."""
+
+    __name__: str
+
+    def __call__(
+        self, factory: RunStoreFactory, clock: ManualClock | None = None
+    ) -> Awaitable[None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunStoreReport:
+    """The names of the checks a store passed, in the order they ran."""
+
+    passed: tuple[str, ...]
+
+
+class RunStoreContractError(AssertionError):
+    """The store broke the contract; ``failures`` maps each failed check to its error."""
+
+    def __init__(self, failures: Mapping[str, BaseException], passed: tuple[str, ...]) -> None:
+        lines = "".join(f"\n- {name}: {_describe(error)}" for name, error in failures.items())
+        total = len(failures) + len(passed)
+        super().__init__(f"The run store failed {len(failures)} of {total} checks:{lines}")
+        self.failures = dict(failures)
+        self.passed = passed
+
+
+async def check_run_store(
+    factory: RunStoreFactory, *, clock: ManualClock | None = None
+) -> RunStoreReport:
+    """Run every check of :data:`RUN_STORE_CHECKS` on the storage ``factory`` opens.
+
+    All checks run; then :class:`RunStoreContractError` (an ``AssertionError``) names
+    each one that failed. Returns the report when all passed.
+    """
+    passed: list[str] = []
+    failures: dict[str, BaseException] = {}
+    for check in RUN_STORE_CHECKS:
+        timer = asyncio.timeout(CHECK_TIMEOUT)
+        try:
+            async with timer:
+                await check(factory, clock)
+        except Exception as error:
+            timed_out = AssertionError(f"did not finish within {CHECK_TIMEOUT:.0f} s")
+            failures[check.__name__] = timed_out if timer.expired() else error
+        else:
+            passed.append(check.__name__)
+    if failures:
+        raise RunStoreContractError(failures, tuple(passed)) from next(iter(failures.values()))
+    return RunStoreReport(tuple(passed))
+
+
+def _describe(error: BaseException) -> str:
+    return str(error) if isinstance(error, AssertionError) else f"{type(error).__name__}: {error}"
+
+
+# -- building blocks ----------------------------------------------------------------------
+
+
+def _ensure(condition: bool, message: str) -> None:
+    # Not ``assert``: the suite must keep checking under ``python -O``.
+    if not condition:
+        raise AssertionError(message)
+
+
+def _found(value: T | None, message: str) -> T:
+    if value is None:
+        raise AssertionError(message)
+    return value
+
+
+async def _refused(codes: str | tuple[str, ...], attempt: Awaitable[object], what: str) -> None:
+    """Check that ``attempt`` raises FevexRunError with one of ``codes``."""
+    wanted = " or ".join((codes,) if isinstance(codes, str) else codes)
+    try:
+        await attempt
+    except FevexRunError as error:
+        _ensure(error.code in wanted.split(" or "), f"{what}: want {wanted}, got {error}")
+        return
+    raise AssertionError(f"{what}: want FevexRunError {wanted}, but it succeeded")
+
+
+@asynccontextmanager
+async def _opened(factory: RunStoreFactory) -> AsyncIterator[RunStore]:
+    opened = factory()
+    store: RunStore = await opened if inspect.isawaitable(opened) else opened
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def _new_run(session_id: str | None = None) -> AgentRun:
+    now = utc_now()
+    data = {"text": "héllo ✓", "items": [1, 2.5, True, None], "nested": {"empty": {}}}
+    session_id = session_id or new_id("ses")
+    return AgentRun(new_id("run"), session_id, "contract", "running", data, now, now, revision=1)
+
+
+def _event(run_id: str, sequence: int) -> RunEvent:
+    kind = "run.started" if sequence == 1 else "model.started"
+    payload = {"step": sequence, "note": "ünïcode ✓", "values": [0.5, None, False, {"k": "v"}]}
+    return RunEvent(new_id("evt"), run_id, sequence, kind, utc_now(), payload)
+
+
+def _creation(
+    run: AgentRun,
+    session_revision: int | None,
+    owner: str = "worker-a",
+    seconds: float = LONG,
+    checkpoint: dict[str, Any] | None = None,
+) -> ExecutionCreate:
+    return ExecutionCreate(run, session_revision, (_event(run.id, 1),), checkpoint, owner, seconds)
+
+
+def _history(question: str, answer: str) -> tuple[dict[str, Any], ...]:
+    return (Message.user(question).to_json(), Message.assistant(answer).to_json())
+
+
+@dataclass
+class _Run:
+    """A run a check writes and what the store must hold for it: the run's revision and
+    its event ids in sequence order, as the worker holding ``lease`` sees them."""
+
+    run: AgentRun
+    lease: RunLease
+    revision: int = 1
+    event_ids: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.run.id
+
+    def next_commit(
+        self, *, events: int = 1, lease: RunLease | None = None, **fields: Any
+    ) -> ExecutionCommit:
+        """The commit the store expects next (not sent)."""
+        first = len(self.event_ids) + 1
+        new_events = tuple(_event(self.id, n) for n in range(first, first + events))
+        return ExecutionCommit(
+            self.id, self.revision + 1, utc_now(), lease or self.lease, new_events, **fields
+        )
+
+    def taken_over(self, lease: RunLease) -> _Run:
+        """The run as the worker that now holds ``lease`` sees it."""
+        return _Run(self.run, lease, self.revision, list(self.event_ids))
+
+
+async def _create(
+    store: RunStore,
+    *,
+    session_id: str | None = None,
+    session_revision: int | None = None,
+    owner: str = "worker-a",
+    seconds: float = LONG,
+    checkpoint: dict[str, Any] | None = None,
+) -> _Run:
+    create = _creation(_new_run(session_id), session_revision, owner, seconds, checkpoint)
+    return _Run(create.run, await store.create_execution(create), 1, [create.events[0].id])
+
+
+async def _commit(store: RunStore, run: _Run, **fields: Any) -> ExecutionCommit:
+    commit = run.next_commit(**fields)
+    await store.commit_execution(commit)
+    run.revision = commit.revision
+    run.event_ids.extend(event.id for event in commit.events)
+    return commit
+
+
+async def _finish(
+    store: RunStore, run: _Run, status: str = "completed", **fields: Any
+) -> ExecutionCommit:
+    """Commit a terminal step that frees the session and the lease."""
+    changes = {"status": status, **fields.pop("changes", {})}
+    return await _commit(
+        store, run, changes=changes, release_session=True, release_lease=True, **fields
+    )
+
+
+async def _let_short_leases_expire(clock: ManualClock | None) -> None:
+    if clock is None:
+        await asyncio.sleep(SHORT_LEASE + 0.2)
+    else:
+        clock.advance(SHORT_LEASE + 1.0)
+
+
+def _assert_plain_json(value: object, where: str) -> None:
+    # Exact types: a subclass (an ordered dict, a Decimal, an enum) is not what JSON holds.
+    if isinstance(value, dict) and type(value) is dict:
+        for key, item in value.items():
+            _ensure(type(key) is str, f"{where} has a non-string key {key!r}")
+            _assert_plain_json(item, f"{where}[{key!r}]")
+    elif isinstance(value, list) and type(value) is list:
+        for index, item in enumerate(value):
+            _assert_plain_json(item, f"{where}[{index}]")
+    else:
+        kind = type(value).__name__
+        _ensure(type(value) in _JSON_SCALARS, f"{where} is a {kind} ({value!r}), not JSON")
+
+
+async def _session(store: RunStore, session_id: str) -> Session:
+    session = _found(await store.get_session(session_id), f"session {session_id} is missing")
+    _assert_plain_json(session.to_json(), "the session")
+    return session
+
+
+async def _holds(store: RunStore, run: _Run, when: str) -> dict[str, Any]:
+    """Everything stored for ``run`` as plain JSON, checked to have ``run``'s revision and
+    exactly its events."""
+    stored = _found(await store.get_run(run.id), f"{when}: run {run.id} is missing")
+    snapshot: dict[str, Any] = {
+        "run": stored.to_json(),
+        "events": [event.to_json() for event in await store.list_events(run.id)],
+        "checkpoint": await store.get_checkpoint(run.id),
+        "session": (await _session(store, stored.session_id)).to_json(),
+    }
+    for name, value in snapshot.items():
+        _assert_plain_json(value, f"{when}: the {name}")
+    _ensure(
+        stored.revision == run.revision,
+        f"{when}: the run's revision is {stored.revision}, want {run.revision}",
+    )
+    ids = [event["id"] for event in snapshot["events"]]
+    _ensure(ids == run.event_ids, f"{when}: the run's events are {ids}, want {run.event_ids}")
+    return snapshot
+
+
+def _codes(outcomes: list[Any]) -> list[str]:
+    """How each failed outcome of a race failed: its error code or exception type."""
+    return [
+        o.code if isinstance(o, FevexRunError) else type(o).__name__
+        for o in outcomes
+        if isinstance(o, BaseException)
+    ]
+
+
+# -- the checks -----------------------------------------------------------------------
+
+
+async def check_create_and_read_back(
+    factory: RunStoreFactory, clock: ManualClock | None = None
+) -> None:
+    async with _opened(factory) as store:
+        run = _new_run()
+        events = (_event(run.id, 1), _event(run.id, 2))
+        checkpoint = {"step": 0, "messages": [Message.user("hé").to_json()], "ratio": 0.5}
+        create = ExecutionCreate(run, None, events, checkpoint, "worker-a", LONG)
+        lease = await store.create_execution(create)
+        _ensure(
+            lease.owner == "worker-a" and type(lease.generation) is int and lease.generation >= 1,
+            f"create_execution returned {lease}; want owner worker-a and a generation >= 1",
+        )
+        if clock is not None:
+            expected_expiry = clock() + LONG
+            _ensure(
+                abs(lease.expires_at - expected_expiry) < 1.0,
+                f"the lease expires at {lease.expires_at}, want {expected_expiry} by the clock",
+            )
+        tracked = _Run(run, lease, 1, [event.id for event in events])
+        created = await _holds(store, tracked, "after create_execution")
+        _ensure(await store.get_run(run.id) == run, f"get_run read back {created['run']}")
+        _ensure(
+            created["events"] == [event.to_json() for event in events],
+            f"list_events read back {created['events']}",
+        )
+        _ensure(created["checkpoint"] == checkpoint, f"checkpoint read {created['checkpoint']}")
+        session = created["session"]
+        _ensure(
+            session["active_run_id"] == run.id and session["revision"] >= 1,
+            f"a new session must be reserved by its run, with revision >= 1: {session}",
+        )
+        reads: tuple[Callable[[str], Awaitable[object]], ...] = (
+            store.get_run,
+            store.get_checkpoint,
+            store.get_session,
+        )
+        for read in reads:
+            found = await read(new_id("unknown"))
+            _ensure(found is None, f"{read.__name__} of an unknown id returned {found!r}")
+
+        output = {"answer": "Account 42 is active.", "score": 0.75, "tags": ["a", "b"]}
+        usage = {"input_tokens": 3, "output_tokens": 5, "total_tokens": 8}
+        history = _history("hé", "Account 42 is active.")
+        commit = await _finish(
+            store,
+            tracked,
+            changes={"output": output, "usage": usage},
+            checkpoint={"step": 1, "done": True},
+            history=history,
+        )
+        ended = await _holds(store, tracked, "after a terminal commit")
+        changed: dict[str, Any] = {
+            "output": output,
+            "usage": usage,
+            "updated_at": commit.updated_at,
+        }
+        expected = dataclasses.replace(run, status="completed", revision=2, **changed)
+        _ensure(
+            await store.get_run(run.id) == expected,
+            f"after a terminal commit, get_run read back {ended['run']}, want {expected}",
+        )
+        _ensure(
+            ended["checkpoint"] == {"step": 1, "done": True},
+            f"a commit's checkpoint read back as {ended['checkpoint']}",
+        )
+        freed = ended["session"]
+        _ensure(
+            freed["active_run_id"] is None
+            and freed["history"] == list(history)
+            and freed["revision"] > session["revision"],
+            "a terminal commit must free the session, append its history and advance the "
+            f"revision; the session was {session} and is {freed}",
+        )
+
+
+async def check_lease_fencing(factory: RunStoreFactory, clock: ManualClock | None = None) -> None:
+    async with _opened(factory) as store:
+        a = await _create(store, owner="worker-a", seconds=SHORT_LEASE)
+        await _let_short_leases_expire(clock)
+        b_lease = await store.acquire_lease(a.id, "worker-b", LONG)
+        _ensure(
+            b_lease.owner == "worker-b" and b_lease.generation > a.lease.generation,
+            f"acquire_lease after {a.lease} expired returned {b_lease}",
+        )
+        b = a.taken_over(b_lease)
+        await _commit(store, b, checkpoint={"writer": "b"})
+        # A still thinks it holds the run. Even with the revision the store expects next, its
+        # write must be refused: only the lease tells the two workers apart.
+        a_write = b.next_commit(lease=a.lease, checkpoint={"writer": "a"})
+        await _refused("LEASE_LOST", store.commit_execution(a_write), "commit, lost lease")
+        await _refused(
+            ("LEASE_LOST", "RUN_CONFLICT"),
+            store.commit_execution(a.next_commit(checkpoint={"writer": "a"})),
+            "commit under a lost lease at a stale revision",
+        )
+        await _refused("LEASE_LOST", store.renew_lease(a.id, a.lease, LONG), "renew, lost lease")
+        after = await _holds(store, b, "after a lost lease tried to write")
+        _ensure(after["checkpoint"] == {"writer": "b"}, f"checkpoint is {after['checkpoint']}")
+
+        # Release expires B's lease and keeps the counter: C, reusing A's owner id, gets a
+        # newer generation, which neither A's nor B's old lease matches.
+        await _commit(store, b, release_lease=True)
+        c_lease = await store.acquire_lease(a.id, "worker-a", LONG)
+        _ensure(
+            c_lease.generation > b_lease.generation,
+            f"acquire_lease after {b_lease} was released returned {c_lease}; release must "
+            "keep the generation counter",
+        )
+        c = b.taken_over(c_lease)
+        for stale, whose in ((a.lease, "A's (same owner id as C)"), (b_lease, "B's released")):
+            what = f"{whose} lease after C acquired the run"
+            await _refused("LEASE_LOST", store.commit_execution(c.next_commit(lease=stale)), what)
+            await _refused("LEASE_LOST", store.renew_lease(a.id, stale, LONG), f"renew {what}")
+        await _holds(store, c, "after stale leases tried to write")
+        await _finish(store, c)
+
+
+async def check_lease_renewal(factory: RunStoreFactory, clock: ManualClock | None = None) -> None:
+    async with _opened(factory) as store:
+        run = await _create(store)
+        renewed = await store.renew_lease(run.id, run.lease, LONG * 2)
+        _ensure(
+            (renewed.owner, renewed.generation) == (run.lease.owner, run.lease.generation)
+            and renewed.expires_at > run.lease.expires_at,
+            f"renewing {run.lease} returned {renewed}; renewal keeps the owner and generation "
+            "and moves the expiry forward",
+        )
+        run.lease = renewed
+        await _commit(store, run)
+        acquire = store.acquire_lease(run.id, "worker-b", LONG)
+        await _refused("RUN_CONFLICT", acquire, "acquire_lease while a lease is live")
+        await _commit(store, run, release_lease=True)
+        acquire = store.acquire_lease(run.id, "worker-b", LONG, status="paused")
+        await _refused("RUN_CONFLICT", acquire, "acquire_lease(status='paused') of a running run")
+        run.lease = await store.acquire_lease(run.id, "worker-b", LONG)
+        await _finish(store, run)
+        acquire = store.acquire_lease(run.id, "worker-c", LONG)
+        await _refused("RUN_CONFLICT", acquire, "acquire_lease of a completed run")
+        acquire = store.acquire_lease(new_id("run"), "worker-c", LONG)
+        await _refused("RUN_NOT_FOUND", acquire, "acquire_lease of an unknown run")
+
+        expired = await _create(store, seconds=SHORT_LEASE)
+        await _let_short_leases_expire(clock)
+        renewal = store.renew_lease(expired.id, expired.lease, LONG)
+        await _refused("LEASE_LOST", renewal, "renewing an expired lease")
+        commit = store.commit_execution(expired.next_commit())
+        await _refused("LEASE_LOST", commit, "commit under an expired lease")
+        # The refused renewal did not revive the lease: another worker takes it.
+        expired.lease = await store.acquire_lease(expired.id, "worker-b", LONG)
+        await _finish(store, expired)
+
+
+async def check_revision_compare_and_set(
+    factory: RunStoreFactory, clock: ManualClock | None = None
+) -> None:
+    async with _opened(factory) as store:
+        run = await _create(store, checkpoint={"step": 1})
+        await _commit(store, run, checkpoint={"step": 2})
+        before = await _holds(store, run, "after a commit")
+        for revision, how in ((run.revision + 2, "skips"), (run.revision, "repeats")):
+            commit = run.next_commit(
+                changes={"status": "completed", "output": "must not be written"},
+                checkpoint={"step": 99},
+                history=_history("lost", "lost"),
+                release_session=True,
+                release_lease=True,
+            )
+            attempt = store.commit_execution(dataclasses.replace(commit, revision=revision))
+            await _refused("RUN_CONFLICT", attempt, f"a commit that {how} a revision")
+        after = await _holds(store, run, "after commits at wrong revisions")
+        _ensure(after == before, f"a refused commit wrote: the store held {before}, now {after}")
+        # Nor did they release the lease.
+        await _finish(store, run)
+
+
+async def check_commit_survives_reopen(
+    factory: RunStoreFactory, clock: ManualClock | None = None
+) -> None:
+    async with _opened(factory) as store:
+        run = await _create(store, checkpoint={"step": 1})
+        usage = {"input_tokens": 2, "output_tokens": 1, "total_tokens": 3}
+        checkpoint = {"step": 2, "messages": [Message.user("still there?").to_json()]}
+        commit = await _commit(
+            store, run, events=2, changes={"usage": usage}, checkpoint=checkpoint
+        )
+        before = await _holds(store, run, "before closing the store")
+    async with _opened(factory) as reopened:
+        after = await _holds(reopened, run, "after reopening the store")
+        _ensure(after == before, f"before closing the store held {before}, after reopening {after}")
+        replay = reopened.commit_execution(commit)
+        await _refused("RUN_CONFLICT", replay, "replaying an accepted commit after reopening")
+        replayed = await _holds(reopened, run, "after replaying a commit")
+        _ensure(replayed == before, f"a replayed commit changed the store: {replayed}")
+        # The lease is durable too: its holder carries on.
+        await _finish(reopened, run)
+
+
+async def check_session_reservation(
+    factory: RunStoreFactory, clock: ManualClock | None = None
+) -> None:
+    async with _opened(factory) as store:
+        first = await _create(store)
+        session_id = first.run.session_id
+        held = await _session(store, session_id)
+        second = _new_run(session_id)
+        create = store.create_execution(_creation(second, held.revision))
+        await _refused("RUN_CONFLICT", create, "create_execution on a held session")
+        _ensure(await store.get_run(second.id) is None, "a refused create stored its run")
+        _ensure(await _session(store, session_id) == held, "a refused create changed the session")
+
+        clone = dataclasses.replace(first.run, session_id=new_id("ses"), agent_name="clone")
+        create = store.create_execution(_creation(clone, None))
+        await _refused("RUN_CONFLICT", create, "create_execution with an existing run id")
+        _ensure(await store.get_run(first.id) == first.run, "a refused create overwrote a run")
+        orphan = await store.get_session(clone.session_id)
+        _ensure(
+            orphan is None or orphan.active_run_id is None,
+            f"a refused create reserved a session: {orphan}",
+        )
+
+        history = _history("first question", "first answer")
+        await _finish(store, first, history=history)
+        freed = await _session(store, session_id)
+        _ensure(
+            freed.active_run_id is None
+            and freed.history == held.history + history
+            and freed.revision > held.revision,
+            "a terminal commit must free the session, append its history and advance the "
+            f"revision; the session was {held} and is {freed}",
+        )
+        for revision, how in ((held.revision, "a stale"), (None, "no")):
+            late = _new_run(session_id)
+            create = store.create_execution(_creation(late, revision))
+            await _refused("RUN_CONFLICT", create, f"create on a session with {how} revision")
+            _ensure(await store.get_run(late.id) is None, "a refused create stored its run")
+        third = await _create(store, session_id=session_id, session_revision=freed.revision)
+        reserved = await _session(store, session_id)
+        _ensure(
+            reserved.active_run_id == third.id
+            and reserved.revision > freed.revision
+            and reserved.history == freed.history,
+            "creating a run on a free session at its revision must reserve it, advance the "
+            f"revision and keep the history; the session is {reserved}",
+        )
+        await _finish(store, third, status="cancelled")
+        ended = await _session(store, session_id)
+        _ensure(ended.active_run_id is None, f"a cancelled run kept its session: {ended}")
+
+
+async def check_concurrent_creates_have_one_winner(
+    factory: RunStoreFactory, clock: ManualClock | None = None
+) -> None:
+    async with _opened(factory) as store:
+        seed = await _create(store)
+        await _finish(store, seed, history=_history("seed", "seed"))
+        session = await _session(store, seed.run.session_id)
+        creates = [
+            _creation(_new_run(session.id), session.revision, f"worker-{i}") for i in range(RACERS)
+        ]
+        outcomes = await asyncio.gather(
+            *(store.create_execution(create) for create in creates), return_exceptions=True
+        )
+        won = [
+            _Run(create.run, outcome, 1, [create.events[0].id])
+            for create, outcome in zip(creates, outcomes, strict=True)
+            if isinstance(outcome, RunLease)
+        ]
+        lost = _codes(outcomes)
+        _ensure(
+            len(won) == 1,
+            f"{len(won)} of {RACERS} concurrent creates on one session succeeded; the others "
+            f"failed with {sorted(set(lost))}",
+        )
+        _ensure(set(lost) <= {"RUN_CONFLICT"}, f"losing creates failed with {sorted(set(lost))}")
+        winner = won[0]
+        held = await _session(store, session.id)
+        _ensure(held.active_run_id == winner.id, f"the winner does not hold {held}")
+        for create in creates:
+            if create.run.id != winner.id:
+                loser = await store.get_run(create.run.id)
+                _ensure(loser is None, f"a losing create stored its run: {loser}")
+        await _finish(store, winner, status="cancelled")
+
+
+class _GatedModel:
+    """Answers once its gate is open, counting its calls; ``overrun`` is set by the call
+    after the ``expected`` ones."""
+
+    def __init__(self, expected: int) -> None:
+        self.gate = asyncio.Event()
+        self.overrun = asyncio.Event()
+        self.expected = expected
+        self.calls = 0
+
+    async def stream(self, input: ModelInput) -> AsyncIterator[ModelStreamEvent]:
+        self.calls += 1
+        if self.calls > self.expected:
+            self.overrun.set()
+        await self.gate.wait()
+        yield OutputDelta("done")
+        yield Completed(ModelResult(output="done"))
+
+
+async def check_concurrent_app_runs_have_one_winner(
+    factory: RunStoreFactory, clock: ManualClock | None = None
+) -> None:
+    # Imported here: only this check needs the app.
+    from fevex.agents import define_agent
+    from fevex.app import create_fevex
+
+    async with _opened(factory) as store:
+        model = _GatedModel(expected=2)  # the seed and the winner
+        agents = [define_agent(name="a", instructions="i")]
+        app = create_fevex(models={"default": model}, agents=agents, run_store=store)
+        model.gate.set()
+        session_id = (await app.run_agent("a", "seed")).session_id
+        model.gate.clear()
+        racers = [
+            asyncio.create_task(app.run_agent("a", f"racer {i}", session_id=session_id))
+            for i in range(RACERS)
+        ]
+        overrun = asyncio.create_task(model.overrun.wait())
+        try:
+            # The winner waits at the closed gate and every loser must fail before calling
+            # the model; stop waiting as soon as a second racer reaches the model.
+            async with asyncio.timeout(10.0):
+                while sum(not racer.done() for racer in racers) > 1 and not overrun.done():
+                    running = {racer for racer in racers if not racer.done()}
+                    await asyncio.wait({*running, overrun}, return_when=asyncio.FIRST_COMPLETED)
+        except TimeoutError:
+            pass  # more than one racer is still running: the checks below say so
+        finally:
+            overrun.cancel()
+            model.gate.set()
+            outcomes = await asyncio.gather(*racers, return_exceptions=True)
+        won = [o for o in outcomes if not isinstance(o, BaseException)]
+        lost = _codes(outcomes)
+        _ensure(
+            len(won) == 1,
+            f"{len(won)} of {RACERS} concurrent app runs on one session completed; the others "
+            f"failed with {sorted(set(lost))}",
+        )
+        _ensure(set(lost) <= {"RUN_CONFLICT"}, f"losing runs failed with {sorted(set(lost))}")
+        _ensure(
+            model.calls == 2,
+            f"the model was called {model.calls} times, want 2 (the seed and the winner): "
+            "losing runs must fail before calling it",
+        )
+        session = await _session(store, session_id)
+        _ensure(
+            session.active_run_id is None and len(session.history) == 4,
+            f"after the race the session must be free and hold 4 messages: {session}",
+        )
+
+
+async def check_session_compaction(
+    factory: RunStoreFactory, clock: ManualClock | None = None
+) -> None:
+    async with _opened(factory) as store:
+        first = await _create(store)
+        await _finish(store, first, history=_history("question", "answer"))
+        session = await _session(store, first.run.session_id)
+        compacted = dataclasses.replace(session, history=(), summary="The user asked once.")
+        save = store.save_session(compacted, expected_revision=session.revision - 1)
+        await _refused("SESSION_CONFLICT", save, "save_session at a stale revision")
+        _ensure(await _session(store, session.id) == session, "a refused save changed it")
+
+        second = await _create(store, session_id=session.id, session_revision=session.revision)
+        held = await _session(store, session.id)
+        save = store.save_session(
+            dataclasses.replace(held, history=(), summary="Too early.", active_run_id=None),
+            expected_revision=held.revision,
+        )
+        await _refused("RUN_CONFLICT", save, "save_session on a held session")
+        _ensure(await _session(store, session.id) == held, "a refused save changed the session")
+        await _finish(store, second, history=_history("again", "again"))
+
+        current = await _session(store, session.id)
+        compacted = dataclasses.replace(current, history=(), summary="The user asked twice.")
+        saved = await store.save_session(compacted, expected_revision=current.revision)
+        _ensure(
+            saved.revision == current.revision + 1
+            and (saved.history, saved.summary, saved.active_run_id)
+            == ((), "The user asked twice.", None),
+            f"save_session of {compacted} returned {saved}; want it with the next revision",
+        )
+        stored = await _session(store, session.id)
+        _ensure(stored.to_json() == saved.to_json(), f"save_session saved {saved}, read {stored}")
+
+
+async def check_event_paging(factory: RunStoreFactory, clock: ManualClock | None = None) -> None:
+    async with _opened(factory) as store:
+        run = await _create(store)
+        for batch in (9, 10, 5):
+            await _commit(store, run, events=batch)
+        ids = run.event_ids  # 25 events
+
+        async def page(after: str | None, limit: int | None, order: EventOrder) -> list[str]:
+            events = await store.list_events(run.id, after=after, limit=limit, order=order)
+            return [event.id for event in events]
+
+        cases: list[tuple[str | None, int | None, EventOrder, list[str]]] = [
+            (None, None, "asc", ids),
+            (None, None, "desc", ids[::-1]),
+            (None, 1, "desc", ids[-1:]),
+            (ids[9], 5, "asc", ids[10:15]),
+            (ids[19], None, "desc", ids[:19:-1]),
+            (ids[4], 3, "desc", ids[:-4:-1]),
+            (ids[20], 100, "asc", ids[21:]),
+            (ids[-1], None, "asc", []),
+            (ids[-1], 5, "desc", []),
+        ]
+        for after, limit, order, expected in cases:
+            got = await page(after, limit, order)
+            position = "none" if after is None else f"event {ids.index(after) + 1}"
+            _ensure(
+                got == expected,
+                f"list_events(after={position}, limit={limit}, order={order!r}) of 25 events "
+                f"returned {got}, want {expected}",
+            )
+        walked: list[str] = []
+        cursor: str | None = None
+        while chunk := await page(cursor, 7, "asc"):
+            _ensure(len(walked) < len(ids), "paging with a cursor never ends")
+            walked += chunk
+            cursor = chunk[-1]
+        _ensure(walked == ids, f"paging 7 at a time read {walked}, want {ids}")
+
+        other = await _create(store)
+        for cursor, whose in ((new_id("evt"), "an unknown"), (other.event_ids[0], "another run's")):
+            for order in _ORDERS:
+                what = f"list_events after {whose} event ({order})"
+                await _refused("INVALID_CURSOR", page(cursor, None, order), what)
+        await _finish(store, run)
+        await _finish(store, other)
+
+
+async def check_expired_run_claims(
+    factory: RunStoreFactory, clock: ManualClock | None = None
+) -> None:
+    async with _opened(factory) as store:
+        expired = [await _create(store, seconds=SHORT_LEASE) for _ in range(2)]
+        live = await _create(store)
+        paused = await _create(store)
+        await _commit(store, paused, changes={"status": "paused"}, release_lease=True)
+        finished = await _create(store)
+        await _finish(store, finished)
+        await _let_short_leases_expire(clock)
+
+        claims: list[tuple[str, str, RunLease]] = []
+
+        async def claimer(owner: str) -> None:
+            # A shared store may hold other expired runs: claim until none is left, within a
+            # bound, in case a broken store hands out the same run forever.
+            for _ in range(1000):
+                claimed = await store.claim_expired_run(owner, LONG)
+                if claimed is None:
+                    return
+                claims.append((claimed[0], owner, claimed[1]))
+
+        await asyncio.gather(*(claimer(f"claimer-{i}") for i in range(8)))
+        claimed_ids = [run_id for run_id, _, _ in claims]
+        twice = sorted({run_id for run_id in claimed_ids if claimed_ids.count(run_id) > 1})
+        _ensure(not twice, f"concurrent claimers claimed these runs more than once: {twice}")
+        for run, what in ((live, "live-leased"), (paused, "paused"), (finished, "completed")):
+            _ensure(run.id not in claimed_ids, f"claim_expired_run claimed a {what} run")
+        by_run = {run_id: (owner, lease) for run_id, owner, lease in claims}
+        for run in expired:
+            owner, lease = _found(by_run.get(run.id), f"no claimer claimed expired run {run.id}")
+            _ensure(
+                lease.owner == owner and lease.generation > run.lease.generation,
+                f"{owner} claimed the run of {run.lease} and got {lease}",
+            )
+            run.lease = lease
+            await _finish(store, run, status="failed")
+        # The live lease is untouched: its holder still writes.
+        await _finish(store, live)
+
+
+async def check_paused_lease_release(
+    factory: RunStoreFactory, clock: ManualClock | None = None
+) -> None:
+    async with _opened(factory) as store:
+        run = await _create(store)
+        pause = {"approvals": [{"id": "approval-1", "tool_name": "refund", "input": {"n": 1}}]}
+        changes = {"status": "paused", "pause": pause}
+        await _commit(store, run, changes=changes, checkpoint={"wait": 1}, release_lease=True)
+        stored = await store.get_run(run.id)
+        _ensure(
+            stored is not None and (stored.status, stored.pause) == ("paused", pause),
+            f"a paused commit read back as {stored}",
+        )
+        first = run.lease
+        resumed = await store.acquire_lease(run.id, "resumer", LONG, status="paused")
+        _ensure(
+            resumed.owner == "resumer" and resumed.generation > first.generation,
+            f"acquire_lease(status='paused') after the pause released {first} returned {resumed}",
+        )
+        session = await _session(store, run.run.session_id)
+        _ensure(session.active_run_id == run.id, f"a paused run lost its session: {session}")
+        late = store.create_execution(_creation(_new_run(session.id), session.revision))
+        await _refused("RUN_CONFLICT", late, "create_execution on a paused run's session")
+        old = store.commit_execution(run.next_commit(changes={"status": "running"}))
+        await _refused("LEASE_LOST", old, "commit under the lease the pause released")
+        run.lease = resumed
+        await _commit(store, run, changes={"status": "running", "pause": None})
+        await _finish(store, run)
+
+
+RUN_STORE_CHECKS: tuple[RunStoreCheck, ...] = (
+    check_create_and_read_back,
+    check_lease_fencing,
+    check_lease_renewal,
+    check_revision_compare_and_set,
+    check_commit_survives_reopen,
+    check_session_reservation,
+    check_concurrent_creates_have_one_winner,
+    check_concurrent_app_runs_have_one_winner,
+    check_session_compaction,
+    check_event_paging,
+    check_expired_run_claims,
+    check_paused_lease_release,
+)
+"""Every check in the order :func:`check_run_store` runs them: async functions of
+``(factory, clock=None)`` that raise ``AssertionError`` on a violation."""
