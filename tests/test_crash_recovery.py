@@ -1,0 +1,275 @@
+"""Crash tests with real processes on SQLite and PostgreSQL.
+
+A worker process runs a billing agent whose keyed tool charges an idempotent service. The
+test kills it (SIGKILL) at random points, or freezes it (SIGSTOP) past its lease, and
+recovers the run from another process. The charge must happen exactly once, the run must
+complete, and its events must have no gap or duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from fevex import FevexRunError
+
+pytestmark = pytest.mark.anyio
+
+HERE = Path(__file__).resolve().parent / "durable"
+LEASE_SECONDS = 1.0
+
+
+class EffectService:
+    def __init__(self) -> None:
+        self.applied: Counter[str] = Counter()
+        self.requests: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                key = self.headers.get("Idempotency-Key", "")
+                length = int(self.headers.get("Content-Length", "0"))
+                self.rfile.read(length)
+                with service._lock:
+                    service.requests[key] += 1
+                    first = key not in service.applied
+                    if first:
+                        service.applied[key] += 1
+                body = json.dumps({"applied": first}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/charge"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> EffectService:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def load_app_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("durable_app", HERE / "durable_app.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    testing = pytest.importorskip("fevex_postgres.testing")
+    configured = os.environ.get("FEVEX_TEST_POSTGRES_URL")
+    if configured:
+        url = configured
+        context = None
+    else:
+        context = testing.postgres_server(database="crash")
+        url = context.__enter__()
+    subprocess.run(
+        [sys.executable, "-m", "fevex.cli", "db", "upgrade", "--store", url],
+        check=True,
+        capture_output=True,
+    )
+    yield url
+    if context is not None:
+        context.__exit__(None, None, None)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def service() -> Iterator[EffectService]:
+    with EffectService() as running:
+        yield running
+
+
+@pytest.fixture
+def environment(
+    store_url: str, service: EffectService, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    values = {
+        "FEVEX_RUN_STORE": store_url,
+        "FEVEX_TEST_EFFECT_URL": service.url,
+        "FEVEX_TEST_LEASE_SECONDS": str(LEASE_SECONDS),
+        "FEVEX_TEST_TOOL_DELAY": "0.15",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return {**os.environ, **values}
+
+
+def start_worker(environment: dict[str, str], **extra: str) -> tuple[subprocess.Popen[str], str]:
+    worker = subprocess.Popen(
+        [sys.executable, str(HERE / "durable_app.py")],
+        env={**environment, **extra},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert worker.stdout is not None
+    run_id = worker.stdout.readline().strip()
+    assert run_id.startswith("run_"), worker.stderr.read() if worker.stderr else run_id
+    return worker, run_id
+
+
+def kill(worker: subprocess.Popen[str]) -> None:
+    worker.send_signal(signal.SIGKILL)
+    worker.communicate(timeout=10)
+
+
+async def recover_until_done(app: Any, run_id: str) -> None:
+    """Recover the run once its lease has expired; a finished run needs nothing."""
+    deadline = time.monotonic() + 30
+    while True:
+        run = await app.get_run(run_id)
+        if run.status != "running":
+            return
+        try:
+            await app.recover_run(run_id, actor={"id": "crash-test"})
+            return
+        except FevexRunError as error:
+            if error.code != "RUN_CONFLICT" or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.2)
+
+
+async def assert_completed_exactly_once(app: Any, run_id: str, service: EffectService) -> None:
+    run = await app.get_run(run_id)
+    assert run.status == "completed", run
+    assert run.output == "Charged."
+    key = f"fevex:{run_id}:call-1"
+    assert service.applied[key] == 1
+    events = await app.list_events(run_id)
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+    assert len({e.id for e in events}) == len(events)
+    assert [e.type for e in events].count("run.completed") == 1
+    assert [e.type for e in events].count("tool.completed") == 1
+
+
+async def test_a_worker_killed_at_random_points_is_recovered_exactly_once(
+    environment: dict[str, str], service: EffectService
+) -> None:
+    app = load_app_module().build_app()
+    rng = random.Random(20261130)
+    recovered = 0
+    try:
+        for _ in range(8):
+            worker, run_id = start_worker(environment)
+            await asyncio.sleep(rng.uniform(0.0, 0.6))
+            kill(worker)
+            await recover_until_done(app, run_id)
+            await assert_completed_exactly_once(app, run_id, service)
+            recovered += "run.recovered" in [e.type for e in await app.list_events(run_id)]
+        # The kills landed inside runs (a run's tool alone takes 0.3 s), not only after them.
+        assert recovered >= 4
+    finally:
+        await app.run_store.close()
+
+
+async def test_a_frozen_worker_cannot_commit_after_a_takeover(
+    environment: dict[str, str], service: EffectService
+) -> None:
+    app = load_app_module().build_app()
+    try:
+        worker, run_id = start_worker(environment, FEVEX_TEST_TOOL_DELAY="1.5")
+        key = f"fevex:{run_id}:call-1"
+        deadline = time.monotonic() + 20
+        while service.requests[key] == 0:
+            assert time.monotonic() < deadline, "the worker never reached its effect"
+            await asyncio.sleep(0.05)
+        worker.send_signal(signal.SIGSTOP)
+        try:
+            await recover_until_done(app, run_id)
+            before = [e.to_json() for e in await app.list_events(run_id)]
+        finally:
+            worker.send_signal(signal.SIGCONT)
+        out, _ = worker.communicate(timeout=30)
+        assert worker.returncode == 3
+        assert "error LEASE_LOST" in out
+        after = [e.to_json() for e in await app.list_events(run_id)]
+        assert after == before
+        await assert_completed_exactly_once(app, run_id, service)
+        assert service.requests[key] == 2  # the retry reused the key; the service deduplicated
+    finally:
+        await app.run_store.close()
+
+
+async def test_fevex_recover_finds_and_continues_orphaned_runs(
+    environment: dict[str, str], service: EffectService, store_url: str
+) -> None:
+    app = load_app_module().build_app()
+    orphans = []
+    try:
+        for _ in range(3):
+            worker, run_id = start_worker(environment, FEVEX_TEST_TOOL_DELAY="2")
+            kill(worker)
+            orphans.append(run_id)
+        await asyncio.sleep(LEASE_SECONDS + 0.2)
+        recoverers = [
+            subprocess.Popen(  # noqa: ASYNC220 - waited for below, with a timeout
+                [
+                    sys.executable,
+                    "-m",
+                    "fevex.cli",
+                    "recover",
+                    "--app",
+                    "durable_app:build_app",
+                    "--store",
+                    store_url,
+                ],
+                cwd=HERE,
+                env={**environment, "FEVEX_TEST_TOOL_DELAY": "0"},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(3)
+        ]
+        reported = []
+        for recoverer in recoverers:
+            out, err = recoverer.communicate(timeout=60)
+            assert recoverer.returncode == 0, err
+            reported += [json.loads(line) for line in out.splitlines() if line.strip()]
+        mine = [entry for entry in reported if entry["run_id"] in orphans]
+        assert sorted(entry["run_id"] for entry in mine) == sorted(orphans)
+        assert {entry["status"] for entry in mine} == {"completed"}
+        for run_id in orphans:
+            await assert_completed_exactly_once(app, run_id, service)
+            types = [e.type for e in await app.list_events(run_id)]
+            assert types.count("run.recovered") == 1
+    finally:
+        await app.run_store.close()
