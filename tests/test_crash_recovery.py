@@ -189,7 +189,7 @@ async def test_a_worker_killed_at_random_points_is_recovered_exactly_once(
     try:
         for _ in range(8):
             worker, run_id = start_worker(environment)
-            await asyncio.sleep(rng.uniform(0.0, 0.6))
+            await asyncio.sleep(rng.uniform(0.0, 0.3))
             kill(worker)
             await recover_until_done(app, run_id)
             await assert_completed_exactly_once(app, run_id, service)
