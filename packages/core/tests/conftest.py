@@ -14,9 +14,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def fresh_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Plugin discovery state that this test may change, forgotten afterwards."""
+    """Plugin discovery state that this test may change, forgotten afterwards. Installed
+    plugin distributions are not loaded, so the core's tests see only the core."""
     monkeypatch.delenv("FEVEX_PLUGINS", raising=False)
-    monkeypatch.delenv("FEVEX_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.setenv("FEVEX_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.delenv("FEVEX_RUN_STORE", raising=False)
     reset_plugins()
     yield

@@ -138,6 +138,7 @@ def test_autoload_switches_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
         "entry_points",
         lambda group: [EntryPoint("one"), EntryPoint("two")] if group == "fevex" else [],
     )
+    monkeypatch.delenv("FEVEX_DISABLE_PLUGIN_AUTOLOAD")
     monkeypatch.setenv("FEVEX_PLUGINS", "two")
     assert [p["name"] for p in list_plugins()] == ["fevex", "two"]
     assert loaded == ["two"]

@@ -182,7 +182,13 @@ class Fevex:
         return execution
 
     async def _begin(
-        self, agent_name: str, input: AgentInput, session_id: str | None, timeout: float | None
+        self,
+        agent_name: str,
+        input: AgentInput,
+        session_id: str | None,
+        timeout: float | None,
+        *,
+        batching: bool = False,
     ) -> AgentExecution:
         prepared = self._agent(agent_name)
         user_message = _user_message(input)
@@ -219,6 +225,10 @@ class Fevex:
                 self.lease_seconds,
             )
         )
+        sink.commits = 1
+        if batching:
+            sink.batching = True
+            sink.observe(started)
         return self._execution(
             prepared, sink, self._prefix(prepared, session), state, timeout, (started,)
         )
@@ -233,6 +243,7 @@ class Fevex:
         decide: Callable[[RunState], None] | None = None,
         timeout: float | None = None,
         lease: RunLease | None = None,
+        batching: bool = True,
     ) -> AgentExecution:
         """Take over a stored run under a new lease and continue from its checkpoint."""
         prepared = self._agent((await self.get_run(run_id)).agent_name)
@@ -253,9 +264,11 @@ class Fevex:
         last = await store.list_events(run_id, order="desc", limit=1)
         sink = EventSink(store, run, self._composition.observers, last[0].sequence if last else 0)
         sink.lease = lease
+        sink.batching = batching
         opening = await sink.emit(
             opening_type,
             {**opening_payload, "generation": lease.generation},
+            durable=True,
             status="running",
             pause=None,
             checkpoint=state.checkpoint(),
@@ -294,7 +307,9 @@ class Fevex:
         Raises ``RunPausedError`` when a tool waits for approval, and the run's error
         after persisting ``run.failed`` or ``run.cancelled``.
         """
-        return await self._result(await self._begin(agent, input, session_id, timeout))
+        return await self._result(
+            await self._begin(agent, input, session_id, timeout, batching=True)
+        )
 
     async def stream_agent(
         self,

@@ -162,8 +162,9 @@ class AgentExecution:
         )
 
     def _observe(self, event: RunEvent | None) -> None:
+        """Show observers an event no consumer will receive."""
         if event is not None:
-            self.sink.observe(event)
+            self.sink.delivered(event)
 
     # -- the loop -------------------------------------------------------------------
 
@@ -177,7 +178,7 @@ class AgentExecution:
         try:
             for event in self.opening:
                 yield event
-                self.sink.observe(event)
+                self.sink.delivered(event)
             async with aclosing(self._run()) as inner:
                 async for event in inner:
                     self._parked = True
@@ -185,7 +186,7 @@ class AgentExecution:
                         yield event
                     finally:
                         self._parked = False
-                    self.sink.observe(event)
+                    self.sink.delivered(event)
                     if self._cancel_reason is not None and self._finished:
                         raise RunCancelledError(self.run_id, self._cancel_reason)
         finally:
@@ -470,14 +471,17 @@ class AgentExecution:
                     yield await sink.emit(
                         "tool.failed",
                         {**base, "error": rejection, "actor": decision.get("actor")},
+                        durable=True,
                         checkpoint=state.checkpoint(),
                     )
                     continue
             pending.in_flight = call.id
             pending.approval = None
+            # Durable before the effect starts: recovery must know the call may be in flight.
             yield await sink.emit(
                 "tool.started",
                 {**base, "input": call.input, "recovered": recovered},
+                durable=True,
                 checkpoint=state.checkpoint(),
             )
             try:
@@ -487,8 +491,12 @@ class AgentExecution:
                 raise
             pending.results.append(ToolResultPart(call.id, call.name, output))
             pending.in_flight = None
+            # Durable as soon as the effect ended: a crash now must not make it look in flight.
             yield await sink.emit(
-                "tool.completed", {**base, "output": output}, checkpoint=state.checkpoint()
+                "tool.completed",
+                {**base, "output": output},
+                durable=True,
+                checkpoint=state.checkpoint(),
             )
         state.transcript.append(Message("tool", tuple(pending.results)))
         state.pending = None

@@ -1,8 +1,13 @@
 """The one path every run event takes: numbered, committed to the store, then observed.
 
-The engine yields each committed event to its consumer before observers see it, so the
-order is store, consumer, observers. Observers are best-effort: their exceptions and
-failed coroutines are logged and never reach the run.
+Events reach the store first, then the stream consumer, then the observers. Observers are
+best-effort: their exceptions and failed coroutines are logged and never reach the run.
+
+When nobody streams the run (``run_agent``, ``resume_run``, recovery), the sink batches:
+events wait in memory and are committed together at the next durable point, so a tool-call
+run costs four commits instead of one per event. The durable points are exactly the ones
+recovery relies on: before a tool's effect starts, after it ends, and at pause and
+termination; whatever else is lost in a crash is a model step, which recovery repeats.
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ EventObserver = Callable[[RunEvent], Any]
 class EventSink:
     __slots__ = (
         "_background",
+        "_pending",
+        "_pending_changes",
+        "_pending_checkpoint",
+        "batching",
+        "commits",
         "lease",
         "lost",
         "observers",
@@ -51,6 +61,11 @@ class EventSink:
         self.revision = run.revision
         self.observers = observers
         self.sequence = sequence
+        self.batching = False
+        self.commits = 0
+        self._pending: list[RunEvent] = []
+        self._pending_changes: dict[str, Any] = {}
+        self._pending_checkpoint: dict[str, Any] | None = None
         self._background: set[asyncio.Future[Any]] = set()
 
     def event(self, type: str, payload: dict[str, Any], occurred_at: str | None = None) -> RunEvent:
@@ -69,6 +84,7 @@ class EventSink:
         type: str,
         payload: dict[str, Any],
         *,
+        durable: bool = False,
         checkpoint: dict[str, Any] | None = None,
         history: tuple[dict[str, Any], ...] | None = None,
         release_session: bool = False,
@@ -76,12 +92,20 @@ class EventSink:
         **run_changes: Any,
     ) -> RunEvent:
         """Commit one event under the run's lease with the run's next revision, with any
-        run field changes and a new checkpoint."""
+        run field changes and a new checkpoint; while batching, only ``durable`` events
+        and the last ones (which release the lease) commit, taking the waiting ones along."""
         assert self.lease is not None, "a run is written only under its lease"
         if self.lost is not None:
             raise self.lost
         now = utc_now()
         event = self.event(type, payload, now)
+        if self.batching and not (durable or release_lease):
+            self._pending.append(event)
+            self._pending_changes.update(run_changes)
+            if checkpoint is not None:
+                self._pending_checkpoint = checkpoint
+            return event
+        events = (*self._pending, event)
         revision = self.revision + 1
         try:
             await self.store.commit_execution(
@@ -90,9 +114,9 @@ class EventSink:
                     revision,
                     now,
                     self.lease,
-                    (event,),
-                    run_changes or None,
-                    checkpoint,
+                    events,
+                    {**self._pending_changes, **run_changes} or None,
+                    checkpoint if checkpoint is not None else self._pending_checkpoint,
                     history,
                     release_session,
                     release_lease,
@@ -104,7 +128,20 @@ class EventSink:
                 self.lost = error
             raise
         self.revision = revision
+        self.commits += 1
+        if self.batching:
+            self._pending.clear()
+            self._pending_changes.clear()
+            self._pending_checkpoint = None
+            for committed in events:
+                self.observe(committed)
         return event
+
+    def delivered(self, event: RunEvent) -> None:
+        """The consumer has the event; observers see it now, unless the sink batches (it
+        then shows observers each event once it is committed)."""
+        if not self.batching:
+            self.observe(event)
 
     def observe(self, event: RunEvent) -> None:
         for observer in self.observers:

@@ -5,6 +5,7 @@ the next blocking call."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -31,7 +32,14 @@ def _loop() -> asyncio.AbstractEventLoop:
     loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():
         loop = _local.loop = asyncio.new_event_loop()
+        atexit.register(_close, loop)
     return loop
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    if not loop.is_running() and not loop.is_closed():
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -60,6 +60,7 @@ class InMemoryRunStore:
                 raise run_conflict(
                     f"Session {run.session_id} changed while the run was being created."
                 )
+        _check_sequence(run.id, 0, create.events)
         self._sessions[session.id] = dataclasses.replace(
             session, active_run_id=run.id, revision=session.revision + 1, updated_at=run.created_at
         )
@@ -85,6 +86,7 @@ class InMemoryRunStore:
             raise FevexRunError(
                 "INVALID_ARGUMENT", f"A commit cannot change {sorted(changes)} of a run."
             )
+        _check_sequence(run_id, len(self._events[run_id]), commit.events)
         self._append_events(run_id, commit.events)
         stored["revision"] = commit.revision
         stored["updated_at"] = commit.updated_at
@@ -123,11 +125,6 @@ class InMemoryRunStore:
     def _append_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
         stored = self._events[run_id]
         for event in events:
-            if event.sequence != len(stored) + 1:
-                raise run_conflict(
-                    f"Event sequence {event.sequence} of run {run_id} is out of order.",
-                    run_id=run_id,
-                )
             stored.append(event)
             self._cursors[event.id] = (run_id, event.sequence)
 
@@ -210,6 +207,16 @@ class InMemoryRunStore:
 
     async def close(self) -> None:
         return None
+
+
+def _check_sequence(run_id: str, stored: int, events: Sequence[RunEvent]) -> None:
+    """Checked before anything is written, so a rejected write changes nothing."""
+    for offset, event in enumerate(events, start=1):
+        if event.sequence != stored + offset or event.run_id != run_id:
+            raise run_conflict(
+                f"Event sequence {event.sequence} of run {run_id} is out of order.",
+                run_id=run_id,
+            )
 
 
 def _check_session_free(session: Session, session_id: str) -> None:

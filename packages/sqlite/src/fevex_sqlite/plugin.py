@@ -1,0 +1,31 @@
+"""The ``sqlite`` entry point of the ``fevex`` plugin group.
+
+Discovering plugins imports this module, so it imports neither SQLAlchemy nor aiosqlite:
+the factory does, when a ``sqlite:///`` store is actually opened.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fevex.plugins import hookimpl
+from fevex.plugins.hookspecs import Register
+
+if TYPE_CHECKING:
+    from fevex_sqlite.run_store import SQLiteRunStore
+
+__all__ = ["fevex_register_run_stores", "open_sqlite_store"]
+
+
+def open_sqlite_store(url: str, **options: Any) -> SQLiteRunStore:
+    """Open ``sqlite:///relative/runs.db`` or ``sqlite:////absolute/runs.db`` (also as
+    ``sqlite+aiosqlite``). ``options`` are :class:`SQLiteRunStore` keyword arguments:
+    ``busy_timeout`` and ``clock``."""
+    from fevex_sqlite.run_store import SQLiteRunStore
+
+    return SQLiteRunStore(url, **options)
+
+
+@hookimpl
+def fevex_register_run_stores(register: Register) -> None:
+    register("sqlite", open_sqlite_store)
