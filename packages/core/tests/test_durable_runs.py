@@ -502,3 +502,46 @@ async def test_recovery_repeats_an_interrupted_model_step() -> None:
     assert result.output == "second try"
     assert [m.text for m in model.calls[0].messages] == ["Bill.", "go"]
     task.cancel()
+
+
+class CountingStore(InMemoryRunStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.commits: list[list[str]] = []
+
+    async def commit_execution(self, commit: Any) -> None:
+        await super().commit_execution(commit)
+        self.commits.append([event.type for event in commit.events])
+
+
+async def test_an_unstreamed_run_commits_only_at_durable_points() -> None:
+    store = CountingStore()
+    current = [store]
+    seen: list[str] = []
+
+    @define_tool(name="lookup", description="Look up.")
+    async def lookup(request: Charge) -> dict[str, int]:
+        # The call is durable before its effect starts.
+        assert current[0].commits[-1][-1] == "tool.started"
+        return {"amount": request.amount}
+
+    app = make_app(
+        FakeModel(call_of("lookup"), {"output": "done"}),
+        store,
+        tools=[lookup],
+        on_event=lambda event: seen.append(event.type),
+    )
+    result = await app.run_agent("billing", "go")
+    assert store.commits == [
+        ["model.started", "model.completed", "tool.started"],
+        ["tool.completed"],
+        ["model.started", "model.output.delta", "model.completed", "run.completed"],
+    ]
+    assert seen == [event.type for event in result.events]
+    streamed = CountingStore()
+    current[0] = streamed
+    stream_app = make_app(
+        FakeModel(call_of("lookup"), {"output": "done"}), streamed, tools=[lookup]
+    )
+    events = [event async for event in stream_app.stream_agent("billing", "go")]
+    assert len(streamed.commits) == len(events) - 1  # every event but run.started, one by one
