@@ -545,3 +545,19 @@ async def test_an_unstreamed_run_commits_only_at_durable_points() -> None:
     )
     events = [event async for event in stream_app.stream_agent("billing", "go")]
     assert len(streamed.commits) == len(events) - 1  # every event but run.started, one by one
+
+
+async def test_a_provider_error_quoting_a_credential_is_scrubbed() -> None:
+    @define_tool(
+        name="quoting", description="Fails quoting its key.", credentials=["payments-api-key"]
+    )
+    async def quoting(request: Charge, context: ToolContext) -> dict[str, Any]:
+        key = await context.get_credential("payments-api-key")
+        raise FevexRunError("REMOTE_REFUSED", f"remote refused Authorization: Bearer {key}")
+
+    app = make_app(FakeModel(call_of("quoting")), InMemoryRunStore(), tools=[quoting])
+    with pytest.raises(FevexRunError) as caught:
+        await app.run_agent("billing", "go")
+    assert caught.value.code == "REMOTE_REFUSED"
+    assert SECRET not in str(caught.value)
+    assert "[redacted]" in caught.value.message

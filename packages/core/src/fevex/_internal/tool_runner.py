@@ -127,7 +127,13 @@ class ToolCallRun:
             if definition.is_async:
                 return await self.guard(definition.function(*args))
             return await self.guard(asyncio.to_thread(definition.function, *args))
-        except (FevexError, asyncio.CancelledError, TimeoutError):
+        except FevexError as error:
+            # A provider's own error may quote what it sent, credentials included.
+            if self.secrets:
+                error.message = self.scrub(error.message)
+                error.args = (error.message,)
+            raise
+        except (asyncio.CancelledError, TimeoutError):
             raise
         except Exception as error:
             raise FevexRunError(

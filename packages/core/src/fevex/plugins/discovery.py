@@ -28,6 +28,7 @@ __all__ = [
     "get_plugin_manager",
     "list_plugins",
     "open_run_store",
+    "open_tool_provider",
     "open_trace_exporter",
     "plugin_factory",
     "register_plugin",
@@ -231,6 +232,11 @@ def open_run_store(url: str, **options: Any) -> RunStore:
         raise missing_plugin("run_stores", base)
     store: RunStore = factory(url, **options)
     return store
+
+
+def open_tool_provider(name: str, **options: Any) -> Any:
+    """Build the tool provider a plugin registered under ``name`` (``"mcp"``, ...)."""
+    return plugin_factory("tool_providers", name)(**options)
 
 
 def open_trace_exporter(name: str, **options: Any) -> Any:

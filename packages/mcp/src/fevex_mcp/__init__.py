@@ -1,0 +1,10 @@
+"""fevex-mcp: the tools of an MCP server (Streamable HTTP) as fevex tools.
+
+Importing this package imports neither the MCP SDK nor httpx2; creating a provider does.
+"""
+
+from fevex_mcp.__about__ import __version__
+from fevex_mcp.headers import Headers, HeadersSource
+from fevex_mcp.provider import MCPToolProvider, create_mcp_tool_provider
+
+__all__ = ["Headers", "HeadersSource", "MCPToolProvider", "__version__", "create_mcp_tool_provider"]

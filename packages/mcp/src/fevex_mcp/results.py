@@ -1,0 +1,48 @@
+"""A tool result as the JSON value fevex hands to the model, or a safe error.
+
+The value is the result's ``structuredContent`` when the server sent one, otherwise its
+text: one string for one content block, a list of strings for several. Content fevex
+does not pass on (images, audio, resources) is replaced by a labelled placeholder rather
+than dropped without a trace. A result with ``isError`` becomes ``MCP_TOOL_ERROR``,
+whose message carries at most a bounded, labelled excerpt of what the server said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from fevex_mcp.errors import EXCERPT_LIMIT, TOOL_ERROR, remote_excerpt, run_error
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult
+
+__all__ = ["result_value"]
+
+
+def result_value(result: CallToolResult, tool_name: str, secrets: Iterable[str]) -> Any:
+    """The JSON value of ``result`` for the tool fevex calls ``tool_name``."""
+    texts = [_text(block) for block in result.content]
+    if result.is_error:
+        said = next((text for text in texts if text.strip()), "")
+        excerpt = remote_excerpt(said, secrets)
+        raise run_error(
+            TOOL_ERROR,
+            f"Tool {tool_name} reported an error. Server's message (untrusted, first "
+            f"line, at most {EXCERPT_LIMIT} characters): {excerpt!r}",
+            tool_name=tool_name,
+        )
+    if result.structured_content is not None:
+        return result.structured_content
+    if len(texts) == 1:
+        return texts[0]
+    return texts
+
+
+def _text(block: Any) -> str:
+    if getattr(block, "type", None) == "text":
+        return str(block.text)
+    kind = getattr(block, "type", None)
+    if not (isinstance(kind, str) and kind.isidentifier()):
+        kind = "unknown"
+    return f"[{kind} content omitted]"
