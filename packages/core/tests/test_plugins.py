@@ -21,7 +21,7 @@ from fevex.plugins import (
 from fevex.runtime import InMemoryRunStore
 from fevex.testing import FakeModel
 
-pytestmark = pytest.mark.usefixtures("fresh_plugins")
+pytestmark = [pytest.mark.usefixtures("fresh_plugins"), pytest.mark.anyio]
 
 
 class AcmeStore(InMemoryRunStore):
@@ -76,6 +76,30 @@ def test_registered_providers_and_stores_are_used_by_name(monkeypatch: pytest.Mo
     (listed,) = [p for p in list_plugins() if p["name"] == "acme"]
     assert listed["models"] == ["acme"]
     assert listed["run_stores"] == ["acme"]
+
+
+async def test_closing_the_app_closes_the_models_it_built() -> None:
+    closed: list[str] = []
+
+    class Closable(FakeModel):
+        async def aclose(self) -> None:
+            closed.append("plugin model")
+
+    @hookimpl
+    def fevex_register_models(register: Any) -> None:
+        register("closable", lambda name, **options: Closable())
+
+    register_plugin(types.SimpleNamespace(fevex_register_models=fevex_register_models))
+    mine = Closable()
+    app = create_fevex(
+        models={"mine": mine},
+        agents=[
+            define_agent(name="a", instructions="i", model="closable:x"),
+            define_agent(name="b", instructions="i", model="mine"),
+        ],
+    )
+    await app.close()
+    assert closed == ["plugin model"]
 
 
 def test_store_schemes_with_a_driver_suffix_fall_back_to_the_base_scheme() -> None:

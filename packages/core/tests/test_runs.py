@@ -117,6 +117,7 @@ async def test_the_design_example_returns_the_validated_value() -> None:
         ToolResultPart("call-1", "accounts_get", {"id": 42, "status": "active"}),
     )
     assert second_input.tools[0].input_schema["properties"]["account_id"]["type"] == "integer"
+    assert second_input.tools[0].input_schema["additionalProperties"] is False
     assert second_input.output_schema is not None
     assert second_input.output_schema["required"] == ["answer"]
     run = await app.get_run(result.run_id)

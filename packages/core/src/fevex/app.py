@@ -520,9 +520,15 @@ class Fevex:
         return await self.run_store.save_session(compacted, expected_revision=expected)
 
     async def close(self) -> None:
+        """Stop background runs, close the models the app built from ``provider:model``
+        references (those with an ``aclose()``), and close the run store."""
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+        for model in self._composition.owned_models:
+            aclose = getattr(model, "aclose", None)
+            if callable(aclose):
+                await aclose()
         await self.run_store.close()
 
     # -- blocking twins -------------------------------------------------------------

@@ -63,6 +63,8 @@ class Composition:
     policies: tuple[Callable[..., Any], ...] = ()
     credentials: Any = None
     connections: Mapping[str, ConnectionDefinition] = field(default_factory=dict)
+    # Models built from provider:model references: the app owns and closes them.
+    owned_models: tuple[Any, ...] = ()
 
 
 def _config_error(message: str) -> FevexConfigurationError:
@@ -199,7 +201,8 @@ def compose(
         raise _config_error("credentials must be a mapping or a function (name, context) -> str.")
     if isinstance(credentials, Mapping):
         credentials = dict(credentials)
-    return Composition(agent_table, observers, policy_list, credentials, connection_table)
+    owned = tuple(model for key, model in model_table.items() if key not in models)
+    return Composition(agent_table, observers, policy_list, credentials, connection_table, owned)
 
 
 def _model_for(agent: AgentDefinition, models: dict[str, Any]) -> Any:

@@ -131,6 +131,10 @@ class ModelInput:
 
 @runtime_checkable
 class ModelGateway(Protocol):
-    """A model: ``stream`` returns an async iterator of :data:`ModelStreamEvent`."""
+    """A model: ``stream`` returns an async iterator of :data:`ModelStreamEvent`.
+
+    A gateway holding connections may also define ``async aclose()``; an app closes the
+    gateways it built from ``provider:model`` references when it closes.
+    """
 
     def stream(self, input: ModelInput) -> AsyncIterator[ModelStreamEvent]: ...

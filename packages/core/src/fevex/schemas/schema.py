@@ -73,7 +73,7 @@ class CompiledSchema:
         if self._json_schema is None:
             try:
                 if self._adapter is not None:
-                    built = self._adapter.json_schema()
+                    built = _closed(self._adapter.json_schema())
                 else:
                     assert self._protocol is not None
                     built = self._protocol.json_schema()
@@ -89,6 +89,23 @@ class CompiledSchema:
                 ) from error
             self._json_schema = built
         return self._json_schema
+
+
+def _closed(schema: Any) -> Any:
+    """Mark every object schema that lists its properties as closed.
+
+    Models are told to send no extra fields, which providers' strict modes require; local
+    validation still follows the type's own rules.
+    """
+    if isinstance(schema, dict):
+        if "properties" in schema and "additionalProperties" not in schema:
+            schema["additionalProperties"] = False
+        for value in schema.values():
+            _closed(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            _closed(item)
+    return schema
 
 
 def _is_schema_object(source: Any) -> bool:
