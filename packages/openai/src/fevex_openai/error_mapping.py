@@ -1,0 +1,179 @@
+"""OpenAI failures as fevex errors with stable codes.
+
+The provider's own message is kept because it says what to fix; request headers, and so
+the API key, never reach a message or ``details``. ``details`` holds only the status code,
+the provider's error code, the request id and, for rate limits, ``retry_after`` seconds.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from fevex.errors import FevexRunError
+from fevex_openai._sdk import load_openai
+
+__all__ = [
+    "error_from_sdk",
+    "error_from_stream_event",
+    "invalid_request",
+    "provider_error",
+    "retry_after_seconds",
+]
+
+
+def provider_error(
+    code: str, message: str, *, recoverable: bool = False, **details: Any
+) -> FevexRunError:
+    return FevexRunError(
+        code,
+        message,
+        category="model",
+        recoverable=recoverable,
+        details={"provider": "openai", **{k: v for k, v in details.items() if v is not None}},
+    )
+
+
+def invalid_request(code: str, message: str, **details: Any) -> FevexRunError:
+    """A request fevex refuses to send: the fix is in the agent's configuration."""
+    return FevexRunError(
+        code,
+        message,
+        category="configuration",
+        details={"provider": "openai", **{k: v for k, v in details.items() if v is not None}},
+    )
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(float(milliseconds) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(moment.timestamp() - time.time(), 0.0)
+
+
+def _is_context_length(code: str | None, message: str) -> bool:
+    lowered = message.lower()
+    return code == "context_length_exceeded" or (
+        "context length" in lowered or "context window" in lowered
+    )
+
+
+def _body_message(body: object, fallback: str) -> str:
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if isinstance(message, str) and message:
+            return message
+    return fallback
+
+
+def error_from_sdk(error: BaseException) -> FevexRunError | None:
+    """The fevex error for an exception the SDK raised, or ``None`` for any other."""
+    openai = load_openai()
+    if isinstance(error, openai.APITimeoutError):
+        return provider_error(
+            "PROVIDER_NETWORK_ERROR",
+            "The request to OpenAI timed out.",
+            recoverable=True,
+            timeout=True,
+        )
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__
+        reason = f" ({type(cause).__name__})" if cause is not None else ""
+        return provider_error(
+            "PROVIDER_NETWORK_ERROR",
+            f"Could not reach the OpenAI API{reason}: {error.message}",
+            recoverable=True,
+        )
+    if isinstance(error, openai.APIStatusError):
+        return _from_status(error)
+    if isinstance(error, openai.APIError):
+        # Raised while reading a stream: the server sent an error object instead of a chunk.
+        return error_from_stream_event(
+            error.code, _body_message(error.body, error.message), error_type=error.type
+        )
+    if isinstance(error, openai.OpenAIError):
+        return provider_error("PROVIDER_ERROR", f"The OpenAI SDK failed: {error}")
+    return None
+
+
+def _from_status(error: Any) -> FevexRunError:
+    status: int = error.status_code
+    code: str | None = error.code
+    message = _body_message(error.body, error.message)
+    details: dict[str, Any] = {
+        "status_code": status,
+        "provider_code": code,
+        "request_id": error.request_id,
+    }
+    if status in (401, 403):
+        return provider_error(
+            "PROVIDER_AUTHENTICATION",
+            f"OpenAI rejected the credentials ({status}): {message}",
+            **details,
+        )
+    if status == 429:
+        # An exhausted quota is also a 429, but waiting does not help.
+        return provider_error(
+            "PROVIDER_RATE_LIMITED",
+            f"OpenAI rate-limited the request: {message}",
+            recoverable=code != "insufficient_quota",
+            retry_after=retry_after_seconds(error.response.headers),
+            **details,
+        )
+    if status in (400, 413) and _is_context_length(code, message):
+        return provider_error(
+            "PROVIDER_CONTEXT_LENGTH",
+            f"The conversation is longer than the model's context window: {message}",
+            **details,
+        )
+    return provider_error(
+        "PROVIDER_ERROR",
+        f"OpenAI answered {status}: {message}",
+        recoverable=status >= 500 or status in (408, 409),
+        **details,
+    )
+
+
+def error_from_stream_event(
+    code: str | None, message: str, *, error_type: str | None = None
+) -> FevexRunError:
+    """An error the server reported inside an open stream."""
+    details: dict[str, Any] = {"provider_code": code, "mid_stream": True}
+    if _is_context_length(code, message):
+        return provider_error(
+            "PROVIDER_CONTEXT_LENGTH",
+            f"The conversation is longer than the model's context window: {message}",
+            **details,
+        )
+    if code == "rate_limit_exceeded":
+        return provider_error(
+            "PROVIDER_RATE_LIMITED",
+            f"OpenAI rate-limited the request: {message}",
+            recoverable=True,
+            **details,
+        )
+    # A server fault may pass on a second try; a rejected prompt or image will not.
+    transient = code in (None, "server_error") and error_type != "invalid_request_error"
+    return provider_error(
+        "PROVIDER_ERROR",
+        f"OpenAI reported an error during the stream: {message}",
+        recoverable=transient or error_type == "server_error",
+        **details,
+    )
