@@ -271,3 +271,18 @@ async def test_blocking_twins_refuse_to_run_inside_an_event_loop() -> None:
     with pytest.raises(FevexRunError) as caught:
         app.run_agent_sync("support", "hi")
     assert caught.value.code == "SYNC_CALL_IN_EVENT_LOOP"
+
+
+def test_blocking_twins_in_worker_threads_leave_no_open_loop() -> None:
+    import threading
+
+    app = make_app(FakeModel({"output": "from a thread"}))
+    outputs: list[str] = []
+    worker = threading.Thread(
+        target=lambda: outputs.append(app.run_agent_sync("support", "hi").output)
+    )
+    worker.start()
+    worker.join()
+    del worker
+    gc.collect()  # an unclosed loop would surface here as an unraisable ResourceWarning
+    assert outputs == ["from a thread"]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator
+import weakref
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from fevex.errors import FevexRunError
@@ -29,17 +30,39 @@ def _loop() -> asyncio.AbstractEventLoop:
         )
     # A plain loop rather than asyncio.Runner: Runner reinstalls a SIGINT handler on every
     # call, which costs more than a whole in-memory agent run.
-    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
-    if loop is None or loop.is_closed():
-        loop = _local.loop = asyncio.new_event_loop()
-        atexit.register(_close, loop)
-    return loop
+    holder: _ThreadLoop | None = getattr(_local, "holder", None)
+    if holder is None or holder.loop.is_closed():
+        holder = _local.holder = _ThreadLoop()
+    return holder.loop
 
 
-def _close(loop: asyncio.AbstractEventLoop) -> None:
-    if not loop.is_running() and not loop.is_closed():
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
+class _ThreadLoop:
+    """Owns one thread's loop: closed when the thread ends (its locals are dropped) or,
+    for threads still alive then, when the interpreter exits."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._at_exit = _close_at_exit(weakref.ref(self))
+        atexit.register(self._at_exit)
+
+    def close(self) -> None:
+        loop = self.loop
+        if not loop.is_running() and not loop.is_closed():
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+        atexit.unregister(self._at_exit)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _close_at_exit(holder: weakref.ref[_ThreadLoop]) -> Callable[[], None]:
+    def close() -> None:
+        alive = holder()
+        if alive is not None:
+            alive.close()
+
+    return close
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -222,8 +222,9 @@ def open_run_store(url: str, **options: Any) -> RunStore:
     """
     scheme, separator, _ = url.partition(":")
     if not separator or not scheme:
+        # The URL is not repeated: it may carry a password.
         raise FevexConfigurationError(
-            "INVALID_CONFIG", f"Run store URL {url!r} needs a scheme, like 'memory://'."
+            "INVALID_CONFIG", "A run store URL needs a scheme, like 'memory://' or 'sqlite:///'."
         )
     factories = _plugins().factories["run_stores"]
     base = scheme.partition("+")[0]

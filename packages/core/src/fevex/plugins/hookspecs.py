@@ -37,8 +37,10 @@ def fevex_register_run_stores(register: Register) -> None:
 
 @hookspec
 def fevex_register_tool_providers(register: Register) -> None:
-    """Called once when plugins load. Register tool-provider factories by name.
-    Returns nothing."""
+    """Called once when plugins load. Register tool providers:
+    ``register("acme", create_acme_provider)`` where ``create_acme_provider(**options)``
+    returns a :class:`~fevex.tools.ToolProvider`; ``open_tool_provider("acme", ...)`` calls
+    it. Returns nothing."""
 
 
 @hookspec

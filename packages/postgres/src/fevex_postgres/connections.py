@@ -1,0 +1,131 @@
+"""Where a store's connections come from: a SQLAlchemy pool per event loop, and the fevex
+errors that driver and pool failures become.
+
+SQLAlchemy's asyncio pool belongs to the event loop that first waits on it, yet one store
+may serve several loops: ``asyncio.run`` after ``asyncio.run``, or loops on several
+threads. So each loop gets its own engine. The engines of loops that have ended hold only
+idle connections, and closing a psycopg connection awaits nothing, so the next loop to
+arrive closes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from fevex.errors import FevexRunError
+from fevex.runtime.run_store import run_conflict
+
+__all__ = ["ConnectionPools", "store_error", "store_unavailable"]
+
+
+class ConnectionPools:
+    """The pooled connections of one store, one pool per event loop that uses it.
+
+    ``display_url`` (without password) is what error messages name.
+    """
+
+    def __init__(
+        self,
+        engine_url: URL,
+        pool_options: Mapping[str, Any],
+        connect_args: Mapping[str, Any],
+        display_url: str,
+    ) -> None:
+        self._engine_url = engine_url
+        self._pool_options = dict(pool_options)
+        self._connect_args = dict(connect_args)
+        self._display_url = display_url
+        # Built now so that unusable options fail at once; it joins the first loop to ask.
+        self._unbound: AsyncEngine | None = self._create_engine()
+        self._engines: dict[asyncio.AbstractEventLoop, AsyncEngine] = {}
+
+    def _create_engine(self) -> AsyncEngine:
+        return create_async_engine(
+            self._engine_url, connect_args=self._connect_args, **self._pool_options
+        )
+
+    async def _engine(self) -> AsyncEngine:
+        loop = asyncio.get_running_loop()
+        engine = self._engines.get(loop)
+        if engine is not None:
+            return engine
+        engine = self._unbound or self._create_engine()
+        self._unbound = None
+        self._engines[loop] = engine
+        for ended in [other for other in self._engines if other.is_closed()]:
+            await self._engines.pop(ended).dispose()
+        return engine
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[AsyncConnection]:
+        """A connection of this loop's pool, returned to it afterwards."""
+        engine = await self._engine()
+        try:
+            async with engine.connect() as connection:
+                yield connection
+        except DBAPIError as error:
+            raise store_error(self._display_url, error) from error
+        except PoolTimeoutError as error:
+            timeout = self._pool_options["pool_timeout"]
+            reason = f"no pooled connection came free within {timeout} s"
+            raise store_unavailable(self._display_url, reason) from error
+
+    async def close(self) -> None:
+        """Close every pool's connections; the next ``connect`` opens new ones."""
+        current = asyncio.get_running_loop()
+        engines, self._engines = self._engines, {}
+        for loop, engine in engines.items():
+            if loop is not current and loop.is_running():
+                # That loop runs in another thread: its connections are closed there.
+                disposal = asyncio.run_coroutine_threadsafe(engine.dispose(), loop)
+                await asyncio.wrap_future(disposal)
+            else:
+                await engine.dispose()
+
+
+def store_error(display_url: str, error: DBAPIError) -> FevexRunError:
+    """The fevex error for a driver error. The message names the server without its
+    password and never carries the statement or its parameters."""
+    reason = _primary_message(error)
+    if isinstance(error, IntegrityError):
+        return run_conflict(
+            f"The write conflicts with stored data ({reason}); nothing was written."
+        )
+    sqlstate = getattr(error.orig, "sqlstate", None) or ""
+    if sqlstate.startswith("40"):
+        # A deadlock or serialization failure rolled the whole transaction back.
+        return run_conflict(
+            f"A concurrent write got in the way ({reason}); nothing was written, retry."
+        )
+    if isinstance(error, OperationalError | InterfaceError):
+        return store_unavailable(display_url, reason)
+    return FevexRunError(
+        "STORE_ERROR",
+        f"PostgreSQL at {display_url} rejected an operation: {reason}",
+        category="store",
+    )
+
+
+def store_unavailable(display_url: str, reason: str) -> FevexRunError:
+    return FevexRunError(
+        "STORE_UNAVAILABLE",
+        f"PostgreSQL at {display_url} is unavailable: {reason}. The operation may or may not "
+        "have completed; check and retry once the server is reachable.",
+        recoverable=True,
+        category="store",
+    )
+
+
+def _primary_message(error: DBAPIError) -> str:
+    diagnostic = getattr(error.orig, "diag", None)
+    primary = getattr(diagnostic, "message_primary", None)
+    text = (primary or str(error.orig)).strip()
+    return text.splitlines()[0] if text else type(error.orig).__name__

@@ -1,0 +1,172 @@
+"""Explicit, versioned schema migrations.
+
+A store never changes the schema by itself: ``fevex db upgrade --store URL`` (or
+:meth:`PostgresRunStore.upgrade_schema`) applies the migrations a database lacks, in order,
+in one transaction, and records each in ``fevex_schema_version``. A store refuses to work
+on a database whose schema is missing or older than the code (``SCHEMA_OUTDATED``) or newer
+than it (``SCHEMA_TOO_NEW``).
+
+Migrations are history: once released, one is never edited; a change is a new migration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fevex.errors import FevexConfigurationError
+
+__all__ = [
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "Migration",
+    "SchemaUpgrade",
+    "read_schema_version",
+    "schema_outdated",
+    "schema_too_new",
+    "upgrade_schema",
+]
+
+VERSION_TABLE = "fevex_schema_version"
+# Serializes concurrent upgrades of one database: pg_advisory_xact_lock key, "fevex" + 1.
+_UPGRADE_LOCK_KEY = 0x6665766578_0001
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "sessions, runs with their checkpoint and lease, and events",
+        (
+            """
+            CREATE TABLE fevex_sessions (
+                id text PRIMARY KEY,
+                history jsonb NOT NULL DEFAULT '[]'::jsonb,
+                summary text,
+                active_run_id text,
+                revision bigint NOT NULL,
+                created_at text NOT NULL,
+                updated_at text NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE fevex_runs (
+                id text PRIMARY KEY,
+                session_id text NOT NULL REFERENCES fevex_sessions (id),
+                agent_name text NOT NULL,
+                kind text NOT NULL,
+                status text NOT NULL,
+                input jsonb,
+                output jsonb,
+                usage jsonb,
+                error jsonb,
+                pause jsonb,
+                revision bigint NOT NULL,
+                created_at text NOT NULL,
+                updated_at text NOT NULL,
+                checkpoint jsonb,
+                last_sequence integer NOT NULL DEFAULT 0,
+                lease_owner text NOT NULL,
+                lease_generation bigint NOT NULL,
+                lease_expires_at double precision NOT NULL
+            )
+            """,
+            "CREATE INDEX fevex_runs_session ON fevex_runs (session_id)",
+            # Serves claim_expired_run: running runs whose lease expired, oldest first.
+            "CREATE INDEX fevex_runs_claimable ON fevex_runs (status, lease_expires_at)",
+            """
+            CREATE TABLE fevex_events (
+                id text PRIMARY KEY,
+                run_id text NOT NULL REFERENCES fevex_runs (id) ON DELETE CASCADE,
+                sequence integer NOT NULL,
+                type text NOT NULL,
+                occurred_at text NOT NULL,
+                payload jsonb NOT NULL,
+                -- Also the index that list_events reads pages from.
+                CONSTRAINT fevex_events_run_sequence UNIQUE (run_id, sequence)
+            )
+            """,
+        ),
+    ),
+)
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaUpgrade:
+    """What an upgrade did: the version it found and the version it left."""
+
+    previous_version: int
+    version: int
+
+    @property
+    def applied(self) -> tuple[int, ...]:
+        return tuple(range(self.previous_version + 1, self.version + 1))
+
+
+async def read_schema_version(connection: AsyncConnection) -> int:
+    """The schema version recorded in the database; 0 when fevex never migrated it."""
+    exists = await connection.scalar(text(f"SELECT to_regclass('{VERSION_TABLE}') IS NOT NULL"))
+    if not exists:
+        return 0
+    version = await connection.scalar(text(f"SELECT max(version) FROM {VERSION_TABLE}"))
+    return int(version or 0)
+
+
+async def upgrade_schema(connection: AsyncConnection, display_url: str) -> SchemaUpgrade:
+    """Apply the missing migrations inside the caller's transaction; idempotent, and safe
+    to run from several processes at once (they take turns on an advisory lock)."""
+    await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _UPGRADE_LOCK_KEY})
+    await connection.execute(
+        text(
+            f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} ("
+            "version integer PRIMARY KEY, "
+            "description text NOT NULL, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+    )
+    previous = await read_schema_version(connection)
+    if previous > LATEST_VERSION:
+        raise schema_too_new(display_url, previous)
+    for migration in MIGRATIONS[previous:]:
+        for statement in migration.statements:
+            await connection.execute(text(statement))
+        await connection.execute(
+            text(f"INSERT INTO {VERSION_TABLE} (version, description) VALUES (:v, :d)"),
+            {"v": migration.version, "d": migration.description},
+        )
+    return SchemaUpgrade(previous, LATEST_VERSION)
+
+
+def upgrade_command(display_url: str) -> str:
+    return f"fevex db upgrade --store {display_url}"
+
+
+def schema_outdated(display_url: str, version: int) -> FevexConfigurationError:
+    found = "has no fevex schema" if version == 0 else f"has fevex schema version {version}"
+    return FevexConfigurationError(
+        "SCHEMA_OUTDATED",
+        f"The database {found}, and this fevex-postgres needs version {LATEST_VERSION}. "
+        f"Migrate it before starting workers: {upgrade_command(display_url)}",
+        category="store",
+        details={"version": version, "required_version": LATEST_VERSION},
+    )
+
+
+def schema_too_new(display_url: str, version: int) -> FevexConfigurationError:
+    return FevexConfigurationError(
+        "SCHEMA_TOO_NEW",
+        f"The database at {display_url} has fevex schema version {version}, newer than the "
+        f"version {LATEST_VERSION} this fevex-postgres knows; upgrade fevex-postgres on this "
+        "worker.",
+        category="store",
+        details={"version": version, "required_version": LATEST_VERSION},
+    )

@@ -1,0 +1,41 @@
+"""The ``fevex`` entry point: registers the ``postgresql`` run-store scheme and the
+``fevex db`` command.
+
+Importing this module imports neither SQLAlchemy nor psycopg: plugin discovery stays
+cheap, and the driver loads when a store is opened or a ``db`` command runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fevex.plugins import hookimpl
+
+if TYPE_CHECKING:
+    from fevex.cli import CommandRegistry
+    from fevex.plugins.hookspecs import Register
+    from fevex_postgres.postgres_run_store import PostgresRunStore
+
+__all__ = ["fevex_register_commands", "fevex_register_run_stores", "open_postgres_store"]
+
+
+def open_postgres_store(url: str, **options: Any) -> PostgresRunStore:
+    """Open a :class:`~fevex_postgres.PostgresRunStore` for a ``postgresql://`` URL."""
+    from fevex_postgres.postgres_run_store import create_postgres_run_store
+
+    return create_postgres_run_store(url, **options)
+
+
+@hookimpl
+def fevex_register_run_stores(register: Register) -> None:
+    # The core looks a URL's scheme up whole, then by the part before "+", so
+    # "postgresql" also serves postgresql+psycopg:// URLs.
+    register("postgresql", open_postgres_store)
+    register("postgres", open_postgres_store)
+
+
+@hookimpl
+def fevex_register_commands(cli: CommandRegistry) -> None:
+    from fevex_postgres.commands import add_db_command
+
+    add_db_command(cli)

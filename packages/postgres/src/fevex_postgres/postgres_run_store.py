@@ -1,0 +1,569 @@
+"""The PostgreSQL run store: the in-memory store's contract, shared by many processes.
+
+Each operation borrows its own connection from the store's pool and, when it writes, runs
+in one transaction; nothing in the process serializes operations. Concurrency is the
+database's business:
+
+- a commit locks its run row (``SELECT ... FOR UPDATE``) and checks the lease and the
+  revision against it before writing anything, so a fenced-out writer changes nothing;
+- run creation locks (or inserts) the session row, so one session is reserved by one run;
+- lease expiry is judged by the database's clock, never by a worker's;
+- ``claim_expired_run`` takes a candidate with ``FOR UPDATE SKIP LOCKED``, so concurrent
+  recovery processes split the orphaned runs instead of queueing on the same one.
+
+Only JSON goes in and out: JSONB columns, read back with the driver's ``json.loads``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, NamedTuple
+
+from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as upsert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fevex.errors import FevexConfigurationError, FevexRunError
+from fevex.events import RunEvent
+from fevex.runtime.records import AgentRun, Session
+from fevex.runtime.run_store import (
+    RUN_FIELDS_A_COMMIT_CHANGES,
+    EventOrder,
+    ExecutionCommit,
+    ExecutionCreate,
+    RunLease,
+    invalid_cursor,
+    lease_lost,
+    run_conflict,
+)
+from fevex_postgres.connections import ConnectionPools
+from fevex_postgres.migrations import (
+    LATEST_VERSION,
+    SchemaUpgrade,
+    read_schema_version,
+    schema_outdated,
+    schema_too_new,
+    upgrade_schema,
+)
+from fevex_postgres.store_url import POOL_OPTIONS, parse_store_url
+from fevex_postgres.tables import database_now, events, runs, sessions
+
+__all__ = ["PostgresRunStore", "create_postgres_run_store"]
+
+_DEFAULT_POOL_OPTIONS: dict[str, Any] = {
+    "pool_size": 5,
+    "max_overflow": 10,
+    "pool_timeout": 30.0,
+    "pool_recycle": -1,
+    # A connection the server dropped (restart, idle timeout) is replaced before use
+    # instead of failing the operation that drew it.
+    "pool_pre_ping": True,
+}
+_RUN_COLUMNS = (
+    runs.c.id,
+    runs.c.session_id,
+    runs.c.agent_name,
+    runs.c.kind,
+    runs.c.status,
+    runs.c.input,
+    runs.c.output,
+    runs.c.usage,
+    runs.c.error,
+    runs.c.pause,
+    runs.c.revision,
+    runs.c.created_at,
+    runs.c.updated_at,
+)
+_EVENT_COLUMNS = (
+    events.c.id,
+    events.c.run_id,
+    events.c.sequence,
+    events.c.type,
+    events.c.occurred_at,
+    events.c.payload,
+)
+_SESSION_COLUMNS = (
+    sessions.c.id,
+    sessions.c.history,
+    sessions.c.summary,
+    sessions.c.active_run_id,
+    sessions.c.revision,
+    sessions.c.created_at,
+    sessions.c.updated_at,
+)
+
+
+def create_postgres_run_store(url: str, **options: Any) -> PostgresRunStore:
+    """Open a store on the PostgreSQL database at ``url``; see :class:`PostgresRunStore`.
+
+    This is the factory the plugin registers for ``postgresql://`` URLs.
+    """
+    return PostgresRunStore(url, **options)
+
+
+class PostgresRunStore:
+    """A :class:`~fevex.runtime.RunStore` on PostgreSQL through SQLAlchemy and psycopg 3.
+
+    ``url`` is ``postgresql+psycopg://user:password@host:5432/database`` (``postgresql://``
+    works too). ``options`` and the URL's query string set the connection pool:
+    ``pool_size`` (5), ``max_overflow`` (10), ``pool_timeout`` seconds (30),
+    ``pool_recycle`` seconds (-1: never) and ``pool_pre_ping`` (true); keyword arguments win
+    over the query string.
+
+    Opening connects to nothing. The schema is never created or changed here: run
+    ``fevex db upgrade --store URL`` first; until then every operation fails with
+    ``SCHEMA_OUTDATED``.
+
+    Each event loop that uses the store gets a pool of its own (see ``connections.py``).
+    """
+
+    def __init__(self, url: str, **options: Any) -> None:
+        parsed = parse_store_url(url)
+        unknown = sorted(set(options) - set(POOL_OPTIONS))
+        if unknown:
+            raise FevexConfigurationError(
+                "INVALID_CONFIG",
+                f"PostgresRunStore takes no option {', '.join(unknown)}; it takes "
+                f"{', '.join(POOL_OPTIONS)}.",
+            )
+        self.url = parsed.display
+        self.pool_options: dict[str, Any] = {
+            **_DEFAULT_POOL_OPTIONS,
+            **parsed.pool_options,
+            **options,
+        }
+        connect_args: dict[str, Any] = {}
+        if "application_name" not in parsed.engine_url.query:
+            connect_args["application_name"] = "fevex"
+        self._pools = ConnectionPools(parsed.engine_url, self.pool_options, connect_args, self.url)
+        self._schema_ready = False
+
+    def __repr__(self) -> str:
+        return f"PostgresRunStore({self.url!r})"
+
+    # -- schema ---------------------------------------------------------------------
+
+    async def schema_version(self) -> int:
+        """The schema version the database holds (0: none)."""
+        async with self._pools.connect() as connection:
+            return await read_schema_version(connection)
+
+    async def check_schema(self) -> None:
+        """Fail with ``SCHEMA_OUTDATED`` (or ``SCHEMA_TOO_NEW``) unless the database holds
+        exactly the schema this code needs. Operations call it once, lazily."""
+        version = await self.schema_version()
+        if version < LATEST_VERSION:
+            raise schema_outdated(self.url, version)
+        if version > LATEST_VERSION:
+            raise schema_too_new(self.url, version)
+        self._schema_ready = True
+
+    async def upgrade_schema(self) -> SchemaUpgrade:
+        """Apply the migrations the database lacks (what ``fevex db upgrade`` runs)."""
+        async with self._pools.connect() as connection, connection.begin():
+            upgrade = await upgrade_schema(connection, self.url)
+        self._schema_ready = True
+        return upgrade
+
+    # -- connections ----------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[AsyncConnection]:
+        if not self._schema_ready:
+            await self.check_schema()
+        async with self._pools.connect() as connection:
+            yield connection
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[AsyncConnection]:
+        if not self._schema_ready:
+            await self.check_schema()
+        async with self._pools.connect() as connection, connection.begin():
+            yield connection
+
+    # -- runs -----------------------------------------------------------------------
+
+    async def create_execution(self, create: ExecutionCreate) -> RunLease:
+        run = create.run
+        async with self._transaction() as db:
+            if await db.scalar(select(runs.c.id).where(runs.c.id == run.id)) is not None:
+                raise run_conflict(f"Run {run.id} already exists.", run_id=run.id)
+            await _reserve_session(db, run, create.session_revision)
+            last_sequence = _check_sequences(run.id, 0, create.events)
+            created = (
+                await db.execute(
+                    upsert(runs)
+                    .values(
+                        id=run.id,
+                        session_id=run.session_id,
+                        agent_name=run.agent_name,
+                        kind=run.kind,
+                        status=run.status,
+                        input=run.input,
+                        output=run.output,
+                        usage=run.usage,
+                        error=run.error,
+                        pause=run.pause,
+                        revision=run.revision,
+                        created_at=run.created_at,
+                        updated_at=run.updated_at,
+                        checkpoint=create.checkpoint,
+                        last_sequence=last_sequence,
+                        lease_owner=create.lease_owner,
+                        lease_generation=1,
+                        lease_expires_at=database_now() + create.lease_seconds,
+                    )
+                    .on_conflict_do_nothing(index_elements=[runs.c.id])
+                    .returning(runs.c.lease_expires_at)
+                )
+            ).first()
+            if created is None:
+                raise run_conflict(f"Run {run.id} already exists.", run_id=run.id)
+            await _insert_events(db, create.events)
+        return RunLease(create.lease_owner, 1, float(created.lease_expires_at))
+
+    async def commit_execution(self, commit: ExecutionCommit) -> None:
+        run_id = commit.run_id
+        async with self._transaction() as db:
+            stored = (
+                await db.execute(
+                    select(
+                        runs.c.revision,
+                        runs.c.session_id,
+                        runs.c.last_sequence,
+                        runs.c.lease_owner,
+                        runs.c.lease_generation,
+                        (runs.c.lease_expires_at > database_now()).label("live"),
+                    )
+                    .where(runs.c.id == run_id)
+                    .with_for_update()
+                )
+            ).first()
+            if stored is None:
+                raise _run_not_found(run_id)
+            live = (stored.live, stored.lease_owner, stored.lease_generation)
+            if not _holds_lease(*live, commit.lease):
+                raise lease_lost(run_id, commit.lease)
+            if stored.revision + 1 != commit.revision:
+                raise run_conflict(
+                    f"Run {run_id} was changed by another writer (revision {stored.revision}).",
+                    run_id=run_id,
+                )
+            changes = dict(commit.changes or {})
+            if changes and not RUN_FIELDS_A_COMMIT_CHANGES.issuperset(changes):
+                raise FevexRunError(
+                    "INVALID_ARGUMENT", f"A commit cannot change {sorted(changes)} of a run."
+                )
+            last_sequence = _check_sequences(run_id, stored.last_sequence, commit.events)
+            await _insert_events(db, commit.events)
+            values: dict[str, Any] = {
+                **changes,
+                "revision": commit.revision,
+                "updated_at": commit.updated_at,
+                "last_sequence": last_sequence,
+            }
+            if commit.checkpoint is not None:
+                values["checkpoint"] = commit.checkpoint
+            if commit.release_lease:
+                # Expired, not forgotten: owner and generation stay, so the next
+                # acquisition advances the generation past this one.
+                values["lease_expires_at"] = 0.0
+            await db.execute(update(runs).where(runs.c.id == run_id).values(values))
+            if commit.history is not None or commit.release_session:
+                session_values: dict[str, Any] = {
+                    "revision": sessions.c.revision + 1,
+                    "updated_at": commit.updated_at,
+                }
+                if commit.history:
+                    session_values["history"] = sessions.c.history.op("||", return_type=JSONB)(
+                        bindparam("appended", list(commit.history), type_=JSONB)
+                    )
+                if commit.release_session:
+                    session_values["active_run_id"] = None
+                await db.execute(
+                    update(sessions)
+                    .where(sessions.c.id == stored.session_id)
+                    .values(session_values)
+                )
+
+    async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
+        async with self._transaction() as db:
+            renewed = (
+                await db.execute(
+                    update(runs)
+                    .where(
+                        runs.c.id == run_id,
+                        runs.c.lease_owner == lease.owner,
+                        runs.c.lease_generation == lease.generation,
+                        runs.c.lease_expires_at > database_now(),
+                    )
+                    .values(lease_expires_at=database_now() + seconds)
+                    .returning(runs.c.lease_expires_at)
+                )
+            ).first()
+            if renewed is None:
+                if await db.scalar(select(runs.c.id).where(runs.c.id == run_id)) is None:
+                    raise _run_not_found(run_id)
+                raise lease_lost(run_id, lease)
+        return dataclasses.replace(lease, expires_at=float(renewed.lease_expires_at))
+
+    async def acquire_lease(
+        self, run_id: str, owner: str, seconds: float, *, status: str = "running"
+    ) -> RunLease:
+        async with self._transaction() as db:
+            stored = (
+                await db.execute(
+                    select(
+                        runs.c.status,
+                        runs.c.lease_owner,
+                        runs.c.lease_expires_at,
+                        database_now().label("now"),
+                    )
+                    .where(runs.c.id == run_id)
+                    .with_for_update()
+                )
+            ).first()
+            if stored is None:
+                raise _run_not_found(run_id)
+            if stored.status != status:
+                raise run_conflict(f"Run {run_id} is {stored.status}, not {status}.")
+            if stored.lease_expires_at > stored.now:
+                raise run_conflict(
+                    f"Run {run_id} is leased to {stored.lease_owner} for "
+                    f"{stored.lease_expires_at - stored.now:.1f} s more."
+                )
+            acquired = (
+                await db.execute(
+                    update(runs)
+                    .where(runs.c.id == run_id)
+                    .values(
+                        lease_owner=owner,
+                        lease_generation=runs.c.lease_generation + 1,
+                        lease_expires_at=database_now() + seconds,
+                    )
+                    .returning(runs.c.lease_generation, runs.c.lease_expires_at)
+                )
+            ).one()
+        return RunLease(owner, int(acquired.lease_generation), float(acquired.lease_expires_at))
+
+    async def claim_expired_run(self, owner: str, seconds: float) -> tuple[str, RunLease] | None:
+        # SKIP LOCKED: a candidate another claimer holds is passed over, not waited for.
+        candidate = (
+            select(runs.c.id)
+            .where(runs.c.status == "running", runs.c.lease_expires_at <= database_now())
+            .order_by(runs.c.lease_expires_at)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+        async with self._transaction() as db:
+            claimed = (
+                await db.execute(
+                    update(runs)
+                    .where(runs.c.id == candidate)
+                    .values(
+                        lease_owner=owner,
+                        lease_generation=runs.c.lease_generation + 1,
+                        lease_expires_at=database_now() + seconds,
+                    )
+                    .returning(runs.c.id, runs.c.lease_generation, runs.c.lease_expires_at)
+                )
+            ).first()
+        if claimed is None:
+            return None
+        lease = RunLease(owner, int(claimed.lease_generation), float(claimed.lease_expires_at))
+        return str(claimed.id), lease
+
+    async def get_run(self, run_id: str) -> AgentRun | None:
+        async with self._read() as db:
+            row = (await db.execute(select(*_RUN_COLUMNS).where(runs.c.id == run_id))).first()
+        return None if row is None else AgentRun.from_json(dict(row._mapping))
+
+    async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None:
+        async with self._read() as db:
+            checkpoint: dict[str, Any] | None = await db.scalar(
+                select(runs.c.checkpoint).where(runs.c.id == run_id)
+            )
+        return checkpoint
+
+    # -- sessions -------------------------------------------------------------------
+
+    async def get_session(self, session_id: str) -> Session | None:
+        async with self._read() as db:
+            row = (
+                await db.execute(select(*_SESSION_COLUMNS).where(sessions.c.id == session_id))
+            ).first()
+        return None if row is None else Session.from_json(dict(row._mapping))
+
+    async def save_session(self, session: Session, *, expected_revision: int) -> Session:
+        async with self._transaction() as db:
+            stored = (
+                await db.execute(
+                    select(sessions.c.active_run_id, sessions.c.revision)
+                    .where(sessions.c.id == session.id)
+                    .with_for_update()
+                )
+            ).first()
+            if stored is None:
+                raise FevexRunError("SESSION_NOT_FOUND", f"Session {session.id} does not exist.")
+            _check_session_free(session.id, stored.active_run_id)
+            if stored.revision != expected_revision:
+                raise FevexRunError(
+                    "SESSION_CONFLICT",
+                    f"Session {session.id} changed (revision {stored.revision}, "
+                    f"expected {expected_revision}); reload it and decide again.",
+                    recoverable=True,
+                )
+            saved = dataclasses.replace(session, revision=expected_revision + 1, active_run_id=None)
+            await db.execute(
+                update(sessions)
+                .where(sessions.c.id == session.id)
+                .values(
+                    history=list(saved.history),
+                    summary=saved.summary,
+                    active_run_id=None,
+                    revision=saved.revision,
+                    created_at=saved.created_at,
+                    updated_at=saved.updated_at,
+                )
+            )
+        return saved
+
+    # -- events ---------------------------------------------------------------------
+
+    async def list_events(
+        self,
+        run_id: str,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        order: EventOrder = "asc",
+    ) -> Sequence[RunEvent]:
+        if limit is not None and limit < 0:
+            raise FevexRunError("INVALID_ARGUMENT", "limit must not be negative.")
+        async with self._read() as db:
+            start = 0
+            if after is not None:
+                # The cursor is resolved by id alone: no earlier payload is read.
+                cursor = (
+                    await db.execute(
+                        select(events.c.run_id, events.c.sequence).where(events.c.id == after)
+                    )
+                ).first()
+                if cursor is None or cursor.run_id != run_id:
+                    raise invalid_cursor(run_id, after)
+                start = cursor.sequence
+            by_sequence = events.c.sequence.desc() if order == "desc" else events.c.sequence.asc()
+            query = (
+                select(*_EVENT_COLUMNS)
+                .where(events.c.run_id == run_id, events.c.sequence > start)
+                .order_by(by_sequence)
+                .limit(limit)
+            )
+            rows = (await db.execute(query)).all()
+        return [RunEvent.from_json(dict(row._mapping)) for row in rows]
+
+    async def close(self) -> None:
+        """Close the pooled connections; a closed store reconnects if used again."""
+        await self._pools.close()
+
+
+# -- transaction steps ------------------------------------------------------------------
+
+
+class _StoredSession(NamedTuple):
+    active_run_id: str | None
+    revision: int
+
+
+async def _reserve_session(db: AsyncConnection, run: AgentRun, expected: int | None) -> None:
+    """Make ``run`` the session's active run, creating the session when it is new.
+
+    The session row is locked (or inserted) first, so of concurrent creators on one
+    session exactly one gets it; the others wait for its transaction and then see the
+    session held or changed.
+    """
+    stored = await _lock_session(db, run.session_id)
+    if stored is None:
+        if expected is not None:
+            raise run_conflict(f"Session {run.session_id} no longer exists.")
+        inserted = (
+            await db.execute(
+                upsert(sessions)
+                .values(
+                    id=run.session_id,
+                    history=[],
+                    summary=None,
+                    active_run_id=run.id,
+                    revision=1,
+                    created_at=run.created_at,
+                    updated_at=run.created_at,
+                )
+                .on_conflict_do_nothing(index_elements=[sessions.c.id])
+                .returning(sessions.c.id)
+            )
+        ).first()
+        if inserted is not None:
+            return
+        # Another creator inserted the session first and has committed by now.
+        stored = await _lock_session(db, run.session_id)
+        if stored is None:
+            raise run_conflict(f"Session {run.session_id} changed while the run was being created.")
+    _check_session_free(run.session_id, stored.active_run_id)
+    if stored.revision != expected:
+        raise run_conflict(f"Session {run.session_id} changed while the run was being created.")
+    await db.execute(
+        update(sessions)
+        .where(sessions.c.id == run.session_id)
+        .values(active_run_id=run.id, revision=sessions.c.revision + 1, updated_at=run.created_at)
+    )
+
+
+async def _lock_session(db: AsyncConnection, session_id: str) -> _StoredSession | None:
+    row = (
+        await db.execute(
+            select(sessions.c.active_run_id, sessions.c.revision)
+            .where(sessions.c.id == session_id)
+            .with_for_update()
+        )
+    ).first()
+    return None if row is None else _StoredSession(row.active_run_id, row.revision)
+
+
+def _check_sequences(run_id: str, last: int, new_events: Sequence[RunEvent]) -> int:
+    """The run's new last sequence; ``RUN_CONFLICT`` unless the events are the run's own
+    and continue its sequence without a gap."""
+    for event in new_events:
+        if event.sequence != last + 1 or event.run_id != run_id:
+            raise run_conflict(
+                f"Event sequence {event.sequence} of run {run_id} is out of order.",
+                run_id=run_id,
+            )
+        last = event.sequence
+    return last
+
+
+async def _insert_events(db: AsyncConnection, new_events: Sequence[RunEvent]) -> None:
+    if new_events:
+        await db.execute(insert(events), [event.to_json() for event in new_events])
+
+
+def _holds_lease(live: bool, owner: str, generation: int, lease: RunLease) -> bool:
+    return bool(live and owner == lease.owner and generation == lease.generation)
+
+
+def _check_session_free(session_id: str, active_run_id: str | None) -> None:
+    if active_run_id is not None:
+        raise run_conflict(
+            f"Session {session_id} is held by run {active_run_id}; finish, resume or cancel "
+            "that run first.",
+            session_id=session_id,
+            active_run_id=active_run_id,
+        )
+
+
+def _run_not_found(run_id: str) -> FevexRunError:
+    return FevexRunError("RUN_NOT_FOUND", f"Run {run_id} does not exist.")

@@ -1,0 +1,86 @@
+"""The tables as the store's queries see them, at the latest schema version.
+
+``migrations.py`` creates and changes them; these definitions only describe them to
+SQLAlchemy and never create anything. Timestamps stay the ISO 8601 text the runtime wrote,
+so that a snapshot reads back exactly as it was stored; lease expiry is a number of
+seconds since the epoch, compared with the database's own clock.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    extract,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.elements import ColumnElement
+
+__all__ = ["database_now", "events", "metadata", "runs", "sessions"]
+
+metadata = MetaData()
+
+# SQL NULL for Python None: a missing output is not the JSON value null.
+_Json = JSONB(none_as_null=True)
+
+sessions = Table(
+    "fevex_sessions",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("history", _Json, nullable=False),
+    Column("summary", Text),
+    Column("active_run_id", Text),
+    Column("revision", BigInteger, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("updated_at", Text, nullable=False),
+)
+
+runs = Table(
+    "fevex_runs",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("session_id", Text, nullable=False),
+    Column("agent_name", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("input", _Json),
+    Column("output", _Json),
+    Column("usage", _Json),
+    Column("error", _Json),
+    Column("pause", _Json),
+    Column("revision", BigInteger, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("updated_at", Text, nullable=False),
+    Column("checkpoint", _Json),
+    Column("last_sequence", Integer, nullable=False),
+    Column("lease_owner", Text, nullable=False),
+    Column("lease_generation", BigInteger, nullable=False),
+    Column("lease_expires_at", Float(precision=53), nullable=False),
+)
+
+events = Table(
+    "fevex_events",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("run_id", Text, nullable=False),
+    Column("sequence", Integer, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("occurred_at", Text, nullable=False),
+    Column("payload", _Json, nullable=False),
+)
+
+
+def database_now() -> ColumnElement[float]:
+    """Seconds since the epoch by the database server's clock, read when evaluated.
+
+    Every worker compares leases with this one clock, so workers whose own clocks disagree
+    still agree on which lease is live. ``clock_timestamp()`` rather than ``now()``: a
+    transaction's start time would make a long transaction see time stand still.
+    """
+    return extract("epoch", func.clock_timestamp()).cast(Float(precision=53))
