@@ -11,16 +11,11 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import os
 import random
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections import Counter
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,46 +30,6 @@ HERE = Path(__file__).resolve().parent / "durable"
 LEASE_SECONDS = 1.0
 
 
-class EffectService:
-    def __init__(self) -> None:
-        self.applied: Counter[str] = Counter()
-        self.requests: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        service = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                key = self.headers.get("Idempotency-Key", "")
-                length = int(self.headers.get("Content-Length", "0"))
-                self.rfile.read(length)
-                with service._lock:
-                    service.requests[key] += 1
-                    first = key not in service.applied
-                    if first:
-                        service.applied[key] += 1
-                body = json.dumps({"applied": first}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/charge"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> EffectService:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
 def load_app_module() -> ModuleType:
     spec = importlib.util.spec_from_file_location("durable_app", HERE / "durable_app.py")
     assert spec is not None
@@ -82,54 +37,6 @@ def load_app_module() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    testing = pytest.importorskip("fevex_postgres.testing")
-    configured = os.environ.get("FEVEX_TEST_POSTGRES_URL")
-    if configured:
-        url = configured
-        context = None
-    else:
-        context = testing.postgres_server(database="crash")
-        url = context.__enter__()
-    subprocess.run(
-        [sys.executable, "-m", "fevex.cli", "db", "upgrade", "--store", url],
-        check=True,
-        capture_output=True,
-    )
-    yield url
-    if context is not None:
-        context.__exit__(None, None, None)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'runs.db'}"
-    return str(request.getfixturevalue("postgres_url"))
-
-
-@pytest.fixture
-def service() -> Iterator[EffectService]:
-    with EffectService() as running:
-        yield running
-
-
-@pytest.fixture
-def environment(
-    store_url: str, service: EffectService, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, str]:
-    values = {
-        "FEVEX_RUN_STORE": store_url,
-        "FEVEX_TEST_EFFECT_URL": service.url,
-        "FEVEX_TEST_LEASE_SECONDS": str(LEASE_SECONDS),
-        "FEVEX_TEST_TOOL_DELAY": "0.15",
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return {**os.environ, **values}
 
 
 def start_worker(environment: dict[str, str], **extra: str) -> tuple[subprocess.Popen[str], str]:
@@ -167,7 +74,7 @@ async def recover_until_done(app: Any, run_id: str) -> None:
         await asyncio.sleep(0.2)
 
 
-async def assert_completed_exactly_once(app: Any, run_id: str, service: EffectService) -> None:
+async def assert_completed_exactly_once(app: Any, run_id: str, service: Any) -> None:
     run = await app.get_run(run_id)
     assert run.status == "completed", run
     assert run.output == "Charged."
@@ -181,7 +88,7 @@ async def assert_completed_exactly_once(app: Any, run_id: str, service: EffectSe
 
 
 async def test_a_worker_killed_at_random_points_is_recovered_exactly_once(
-    environment: dict[str, str], service: EffectService
+    environment: dict[str, str], service: Any
 ) -> None:
     app = load_app_module().build_app()
     rng = random.Random(20261130)
@@ -201,7 +108,7 @@ async def test_a_worker_killed_at_random_points_is_recovered_exactly_once(
 
 
 async def test_a_frozen_worker_cannot_commit_after_a_takeover(
-    environment: dict[str, str], service: EffectService
+    environment: dict[str, str], service: Any
 ) -> None:
     app = load_app_module().build_app()
     try:
@@ -229,7 +136,7 @@ async def test_a_frozen_worker_cannot_commit_after_a_takeover(
 
 
 async def test_fevex_recover_finds_and_continues_orphaned_runs(
-    environment: dict[str, str], service: EffectService, store_url: str
+    environment: dict[str, str], service: Any, store_url: str
 ) -> None:
     app = load_app_module().build_app()
     orphans = []

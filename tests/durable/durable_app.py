@@ -14,14 +14,21 @@ import asyncio
 import json
 import os
 import sys
-import time
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic import BaseModel
 
-from fevex import Fevex, RunEvent, ToolContext, create_fevex, define_agent, define_tool
+from fevex import (
+    Fevex,
+    RunEvent,
+    RunPausedError,
+    ToolContext,
+    create_fevex,
+    define_agent,
+    define_tool,
+)
 from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, ToolCall
 
 
@@ -29,20 +36,26 @@ class Charge(BaseModel):
     amount: int
 
 
-@define_tool(name="charge", description="Charge the customer.", idempotency="keyed")
-def charge(request: Charge, context: ToolContext) -> dict[str, Any]:
+async def charge(request: Charge, context: ToolContext) -> dict[str, Any]:
     delay = float(os.environ.get("FEVEX_TEST_TOOL_DELAY", "0"))
-    time.sleep(delay)
+    await asyncio.sleep(delay)
+    headers = {"Idempotency-Key": context.idempotency_key or ""}
+    if os.environ.get("FEVEX_TEST_SECRET"):
+        headers["Authorization"] = f"Bearer {await context.get_credential('payments-api-key')}"
+    answer = await asyncio.to_thread(_post, {"amount": request.amount}, headers)
+    await asyncio.sleep(delay)
+    return {"charged": request.amount, "first_time": answer["applied"]}
+
+
+def _post(body: dict[str, Any], headers: dict[str, str]) -> Any:
     posted = urllib.request.Request(
         os.environ["FEVEX_TEST_EFFECT_URL"],
-        data=json.dumps({"amount": request.amount}).encode(),
-        headers={"Idempotency-Key": context.idempotency_key or ""},
+        data=json.dumps(body).encode(),
+        headers=headers,
         method="POST",
     )
     with urllib.request.urlopen(posted, timeout=10) as response:
-        answer = json.load(response)
-    time.sleep(delay)
-    return {"charged": request.amount, "first_time": answer["applied"]}
+        return json.load(response)
 
 
 class BillingModel:
@@ -58,10 +71,21 @@ class BillingModel:
 
 
 def build_app(on_event: Any = None) -> Fevex:
+    """The billing app; ``FEVEX_TEST_APPROVAL=1`` makes the charge wait for approval and
+    ``FEVEX_TEST_SECRET`` is the payments key the charge resolves and sends."""
+    tool = define_tool(
+        name="charge",
+        description="Charge the customer.",
+        idempotency="keyed",
+        approval="required" if os.environ.get("FEVEX_TEST_APPROVAL") else "never",
+        credentials=["payments-api-key"],
+    )(charge)
+    secret = os.environ.get("FEVEX_TEST_SECRET", "")
     return create_fevex(
         models={"default": BillingModel()},
         agents=[define_agent(name="billing", instructions="Bill.", tools=["charge"])],
-        tools=[charge],
+        tools=[tool],
+        credentials={"payments-api-key": secret} if secret else None,
         lease_seconds=float(os.environ.get("FEVEX_TEST_LEASE_SECONDS", "1.0")),
         on_event=on_event,
     )
@@ -76,6 +100,9 @@ async def _main() -> int:
     app = build_app(on_event=_announce)
     try:
         await app.run_agent("billing", "Charge 30.")
+    except RunPausedError as paused:
+        print(f"paused {paused.pause['approvals'][0]['id']}", flush=True)
+        return 0
     except Exception as error:
         print(f"error {getattr(error, 'code', type(error).__name__)}", flush=True)
         return 3

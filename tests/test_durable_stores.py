@@ -1,0 +1,93 @@
+"""The same durable scenarios on SQLite and PostgreSQL, across real processes: a run that
+waits for approval in one process is approved and resumed in another, and the credential
+its tool used is found nowhere in the bytes the store keeps."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.anyio
+
+HERE = Path(__file__).resolve().parent / "durable"
+SENTINEL = "sk-live-SENTINEL-7d1e0c55"
+
+
+def load_app_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("durable_app", HERE / "durable_app.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def stored_bytes(store_url: str) -> bytes:
+    """Every byte the store keeps: the SQLite file with its journal files, or every file
+    of the PostgreSQL cluster's data directory (tables, indexes and WAL)."""
+    if store_url.startswith("sqlite"):
+        database = Path(store_url.removeprefix("sqlite:///"))
+        files = sorted(database.parent.glob(database.name + "*"))
+    else:
+        import psycopg
+
+        dsn = store_url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            connection.execute("CHECKPOINT")
+            row = connection.execute("SHOW data_directory").fetchone()
+        assert row is not None
+        files = [path for path in Path(row[0]).rglob("*") if path.is_file()]
+    assert files
+    return b"".join(path.read_bytes() for path in files)
+
+
+async def test_approve_in_one_process_resume_in_another(
+    environment: dict[str, str], service: Any, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extra = {"FEVEX_TEST_APPROVAL": "1", "FEVEX_TEST_SECRET": SENTINEL}
+    for name, value in extra.items():
+        monkeypatch.setenv(name, value)
+    worker = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, str(HERE / "durable_app.py")],
+        env={**environment, **extra},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    paused = worker.stdout.split()[2]
+    run_id = worker.stdout.split()[0]
+    assert worker.stdout.split()[1] == "paused"
+    assert service.requests == {}
+
+    app = load_app_module().build_app()
+    run = await app.get_run(run_id)
+    assert run.status == "paused"
+    assert run.pause["approvals"][0]["id"] == paused
+    result = await app.resume_run(
+        run_id,
+        {
+            "type": "approval",
+            "approval_id": paused,
+            "decision": "approve",
+            "actor": {"id": "reviewer-42"},
+        },
+    )
+    assert result.output == "Charged."
+    assert service.applied[f"fevex:{run_id}:call-1"] == 1
+    assert service.authorizations == [f"Bearer {SENTINEL}"]
+    types = [event.type for event in await app.list_events(run_id)]
+    assert types.count("run.paused") == 1
+    assert types[-1] == "run.completed"
+    await app.run_store.close()
+    kept = await asyncio.to_thread(stored_bytes, store_url)
+    assert run_id.encode() in kept  # the scan does see what the store holds
+    assert SENTINEL.encode() not in kept
