@@ -4,6 +4,7 @@
   (what the README's test command and ``.ci/run`` call).
 - ``tests(package)``: core plus one package, over the Python matrix.  What a package's tests
   need beyond the root ``test`` group goes in its own ``[dependency-groups] test``.
+- ``contract(store)``: the run-store conformance suite on memory, SQLite and PostgreSQL.
 - ``lint``, ``typecheck``: ruff and ``mypy --strict`` with the root ``pyproject.toml`` config.
 - ``extras``: each ``fevex[extra]`` into a fresh venv from locally built wheels.
 - ``build``: sdist and wheel of every package into ``dist/``.
@@ -125,6 +126,24 @@ def tests(session: nox.Session, package: str) -> None:
     packages = sorted({CORE, package})
     session.install(*_editable(*packages), *_test_requirements(*packages), env=INSTALL_ENV)
     session.run("pytest", f"packages/{package}/tests", *session.posargs)
+
+
+# The conformance suite (fevex.testing.check_run_store) as each store's tests run it.
+CONTRACT_TESTS = {
+    "memory": (CORE, "packages/core/tests/test_run_store_contract.py"),
+    "sqlite": ("sqlite", "packages/sqlite/tests/test_sqlite_contract.py"),
+    "postgres": ("postgres", "packages/postgres/tests/test_contract.py"),
+}
+
+
+@nox.session
+@nox.parametrize("store", list(CONTRACT_TESTS))
+def contract(session: nox.Session, store: str) -> None:
+    """The run-store conformance suite on one store (PostgreSQL: a throwaway server)."""
+    package, test_file = CONTRACT_TESTS[store]
+    packages = sorted({CORE, package})
+    session.install(*_editable(*packages), *_test_requirements(*packages), env=INSTALL_ENV)
+    session.run("pytest", test_file, *session.posargs)
 
 
 @nox.session
