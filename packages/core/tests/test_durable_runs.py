@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from fevex import (
+    ApprovalDecision,
     Fevex,
     FevexConfigurationError,
     FevexRunError,
@@ -19,7 +20,6 @@ from fevex import (
     define_agent,
     define_tool,
 )
-from fevex.app import ApprovalDecision
 from fevex.policies import PolicyRequest
 from fevex.runtime import InMemoryRunStore, RunLease
 from fevex.testing import FakeModel

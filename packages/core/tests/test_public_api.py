@@ -15,6 +15,7 @@ def test_top_level_exports() -> None:
     assert set(fevex.__all__) == {
         "AgentDefinition",
         "AgentRun",
+        "ApprovalDecision",
         "Fevex",
         "FevexConfigurationError",
         "FevexError",

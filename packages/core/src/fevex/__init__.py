@@ -13,13 +13,14 @@ from fevex.errors import (
 from fevex.events import RunEvent
 from fevex.messages import Message
 from fevex.models import ModelGateway
-from fevex.runtime import AgentRun, InMemoryRunStore, Session
+from fevex.runtime import AgentRun, ApprovalDecision, InMemoryRunStore, Session
 from fevex.schemas import Schema
 from fevex.tools import ToolContext, ToolDefinition, define_connection, define_tool
 
 __all__ = [
     "AgentDefinition",
     "AgentRun",
+    "ApprovalDecision",
     "Fevex",
     "FevexConfigurationError",
     "FevexError",

@@ -26,13 +26,14 @@ from fevex.events import RunEvent
 from fevex.messages import ContentPart, Message
 from fevex.models import ModelGateway, Usage
 from fevex.policies.policy import Policy
+from fevex.runtime.approval import ApprovalDecision, approval_decision, check_actor
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
 from fevex.runtime.run_store import EventOrder, ExecutionCreate, RunLease, RunStore
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
 
-__all__ = ["AgentInput", "ApprovalDecision", "Fevex", "RunResult", "create_fevex"]
+__all__ = ["AgentInput", "Fevex", "RunResult", "create_fevex"]
 
 OutputT = TypeVar("OutputT")
 AgentInput = str | Message | Sequence[ContentPart]
@@ -49,16 +50,6 @@ class RunResult(Generic[OutputT]):
     output: OutputT
     usage: Usage
     events: tuple[RunEvent, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalDecision:
-    """A person's decision on a pending approval; ``actor`` must carry an ``id``."""
-
-    approval_id: str
-    decision: Literal["approve", "reject"]
-    actor: Mapping[str, Any]
-    type: Literal["approval"] = "approval"
 
 
 def create_fevex(
@@ -261,9 +252,7 @@ class Fevex:
         if decide is not None:
             decide(state)
         session = await store.get_session(run.session_id)
-        last = await store.list_events(run_id, order="desc", limit=1)
-        sink = EventSink(store, run, self._composition.observers, last[0].sequence if last else 0)
-        sink.lease = lease
+        sink = await self._sink_for(run, lease)
         sink.batching = batching
         opening = await sink.emit(
             opening_type,
@@ -276,6 +265,15 @@ class Fevex:
         return self._execution(
             prepared, sink, self._prefix(prepared, session), state, timeout, (opening,)
         )
+
+    async def _sink_for(self, run: AgentRun, lease: RunLease) -> EventSink:
+        """A sink continuing a stored run's event sequence under a lease just taken."""
+        last = await self.run_store.list_events(run.id, order="desc", limit=1)
+        sink = EventSink(
+            self.run_store, run, self._composition.observers, last[0].sequence if last else 0
+        )
+        sink.lease = lease
+        return sink
 
     async def _events(self, execution: AgentExecution) -> AsyncGenerator[RunEvent, None]:
         try:
@@ -363,7 +361,7 @@ class Fevex:
     ) -> RunResult[Any]:
         """Continue a paused run with a decision on its pending approval, from any process
         sharing the store. An unknown approval fails closed: nothing changes."""
-        approval_id, verdict, actor = _approval_decision(decision)
+        approval_id, verdict, actor = approval_decision(decision)
         run = await self.get_run(run_id)
         if run.status != "paused":
             raise FevexRunError(
@@ -399,7 +397,7 @@ class Fevex:
         continue it from its last committed step. Completed tool calls are not repeated;
         an in-flight keyed tool is retried with the same idempotency key; an in-flight
         tool that is not idempotent fails the run with ``TOOL_EFFECT_UNCERTAIN``."""
-        _check_actor(actor)
+        check_actor(actor)
         execution = await self._continue(
             run_id,
             status="running",
@@ -417,7 +415,7 @@ class Fevex:
         Several processes may call this at once: a store never lets two claim one run.
         Returns the recovered runs' snapshots; a run that fails again is returned failed.
         """
-        _check_actor(actor)
+        check_actor(actor)
         recovered: list[AgentRun] = []
         while limit is None or len(recovered) < limit:
             claimed = await self.run_store.claim_expired_run(self.lease_owner, self.lease_seconds)
@@ -477,11 +475,7 @@ class Fevex:
             lease = await self.run_store.acquire_lease(
                 run_id, self.lease_owner, self.lease_seconds, status="paused"
             )
-            last = await self.run_store.list_events(run_id, order="desc", limit=1)
-            sink = EventSink(
-                self.run_store, run, self._composition.observers, last[0].sequence if last else 0
-            )
-            sink.lease = lease
+            sink = await self._sink_for(run, lease)
             sink.observe(
                 await sink.emit(
                     "run.cancelled",
@@ -614,34 +608,3 @@ def _user_message(input: Any) -> Message:
         "Agent input must be text, a user Message or a list of content parts.",
         category="validation",
     )
-
-
-def _check_actor(actor: Any) -> None:
-    if not isinstance(actor, Mapping) or not isinstance(actor.get("id"), str) or not actor["id"]:
-        raise FevexRunError("INVALID_ARGUMENT", "actor must be a mapping with a non-empty 'id'.")
-
-
-def _approval_decision(decision: Any) -> tuple[str, str, Mapping[str, Any]]:
-    if isinstance(decision, ApprovalDecision):
-        fields: Mapping[str, Any] = {
-            "type": decision.type,
-            "approval_id": decision.approval_id,
-            "decision": decision.decision,
-            "actor": decision.actor,
-        }
-    elif isinstance(decision, Mapping):
-        fields = decision
-    else:
-        raise FevexRunError("INVALID_ARGUMENT", "A decision is an ApprovalDecision or a mapping.")
-    if fields.get("type", "approval") != "approval":
-        raise FevexRunError("INVALID_ARGUMENT", "Only approval decisions resume runs.")
-    approval_id = fields.get("approval_id")
-    verdict = fields.get("decision")
-    if not isinstance(approval_id, str) or verdict not in ("approve", "reject"):
-        raise FevexRunError(
-            "INVALID_ARGUMENT", "A decision needs an approval_id and 'approve' or 'reject'."
-        )
-    actor = fields.get("actor")
-    _check_actor(actor)
-    assert isinstance(actor, Mapping)
-    return approval_id, verdict, actor

@@ -1,3 +1,4 @@
+from fevex.runtime.approval import ApprovalDecision
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.open_run_store import open_run_store
 from fevex.runtime.records import AgentRun, RunStatus, Session
@@ -11,6 +12,7 @@ from fevex.runtime.run_store import (
 
 __all__ = [
     "AgentRun",
+    "ApprovalDecision",
     "EventOrder",
     "ExecutionCommit",
     "ExecutionCreate",
