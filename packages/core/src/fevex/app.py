@@ -260,7 +260,7 @@ class Fevex:
             durable=True,
             status="running",
             pause=None,
-            checkpoint=state.checkpoint(),
+            checkpoint=state.checkpoint,
         )
         return self._execution(
             prepared, sink, self._prefix(prepared, session), state, timeout, (opening,)

@@ -320,25 +320,25 @@ class AgentExecution:
             yield await sink.emit("model.completed", completed_payload, usage=state.usage.to_json())
             self._check_token_budgets(result.usage)
             self.output, output_json, text = self._final_output(result, reader.deltas)
-            state.transcript.append(Message("assistant", _assistant_parts(result, text)))
+            state.add(Message("assistant", _assistant_parts(result, text)))
             self._finished = True
             yield await sink.emit(
                 "run.completed",
                 {"output": output_json, "usage": state.usage.to_json()},
                 status="completed",
                 output=output_json,
-                history=tuple(message.to_json() for message in state.transcript),
+                history=tuple(state.transcript_json),
                 release_session=True,
                 release_lease=True,
             )
             return
-        state.transcript.append(Message("assistant", _assistant_parts(result, reader.text)))
+        state.add(Message("assistant", _assistant_parts(result, reader.text)))
         state.pending = PendingCalls(step, list(result.tool_calls))
         yield await sink.emit(
             "model.completed",
             completed_payload,
             usage=state.usage.to_json(),
-            checkpoint=state.checkpoint(),
+            checkpoint=state.checkpoint,
         )
         self._check_token_budgets(result.usage)
 
@@ -472,7 +472,7 @@ class AgentExecution:
                         "tool.failed",
                         {**base, "error": rejection, "actor": decision.get("actor")},
                         durable=True,
-                        checkpoint=state.checkpoint(),
+                        checkpoint=state.checkpoint,
                     )
                     continue
             pending.in_flight = call.id
@@ -482,7 +482,7 @@ class AgentExecution:
                 "tool.started",
                 {**base, "input": call.input, "recovered": recovered},
                 durable=True,
-                checkpoint=state.checkpoint(),
+                checkpoint=state.checkpoint,
             )
             try:
                 output = await runner.execute()
@@ -496,9 +496,9 @@ class AgentExecution:
                 "tool.completed",
                 {**base, "output": output},
                 durable=True,
-                checkpoint=state.checkpoint(),
+                checkpoint=state.checkpoint,
             )
-        state.transcript.append(Message("tool", tuple(pending.results)))
+        state.add(Message("tool", tuple(pending.results)))
         state.pending = None
 
     def _runner(self, tool: PreparedTool, call: ToolCall) -> ToolCallRun:
@@ -535,7 +535,7 @@ class AgentExecution:
             self.pause,
             status="paused",
             pause=self.pause,
-            checkpoint=self.state.checkpoint(),
+            checkpoint=self.state.checkpoint,
             release_lease=True,
         )
 

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fevex._internal.clock import new_id, utc_now
+from fevex._internal.clock import new_sequential_id, utc_now
 from fevex.errors import FevexError
 from fevex.events import RunEvent
 from fevex.runtime.records import AgentRun
@@ -65,13 +65,13 @@ class EventSink:
         self.commits = 0
         self._pending: list[RunEvent] = []
         self._pending_changes: dict[str, Any] = {}
-        self._pending_checkpoint: dict[str, Any] | None = None
+        self._pending_checkpoint: Callable[[], dict[str, Any]] | None = None
         self._background: set[asyncio.Future[Any]] = set()
 
     def event(self, type: str, payload: dict[str, Any], occurred_at: str | None = None) -> RunEvent:
         self.sequence += 1
         return RunEvent(
-            new_id("evt"),
+            new_sequential_id("evt"),
             self.run.id,
             self.sequence,
             type,
@@ -85,7 +85,7 @@ class EventSink:
         payload: dict[str, Any],
         *,
         durable: bool = False,
-        checkpoint: dict[str, Any] | None = None,
+        checkpoint: Callable[[], dict[str, Any]] | None = None,
         history: tuple[dict[str, Any], ...] | None = None,
         release_session: bool = False,
         release_lease: bool = False,
@@ -93,7 +93,10 @@ class EventSink:
     ) -> RunEvent:
         """Commit one event under the run's lease with the run's next revision, with any
         run field changes and a new checkpoint; while batching, only ``durable`` events
-        and the last ones (which release the lease) commit, taking the waiting ones along."""
+        and the last ones (which release the lease) commit, taking the waiting ones along.
+
+        ``checkpoint`` makes the run's checkpoint; it is called only when the sink commits,
+        when the run's state is that of the last event committed."""
         assert self.lease is not None, "a run is written only under its lease"
         if self.lost is not None:
             raise self.lost
@@ -116,7 +119,7 @@ class EventSink:
                     self.lease,
                     events,
                     {**self._pending_changes, **run_changes} or None,
-                    checkpoint if checkpoint is not None else self._pending_checkpoint,
+                    checkpoint() if checkpoint is not None else self._checkpoint_of_pending(),
                     history,
                     release_session,
                     release_lease,
@@ -136,6 +139,10 @@ class EventSink:
             for committed in events:
                 self.observe(committed)
         return event
+
+    def _checkpoint_of_pending(self) -> dict[str, Any] | None:
+        pending = self._pending_checkpoint
+        return None if pending is None else pending()
 
     def delivered(self, event: RunEvent) -> None:
         """The consumer has the event; observers see it now, unless the sink batches (it

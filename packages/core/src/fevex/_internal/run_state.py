@@ -69,16 +69,26 @@ class PendingCalls:
 @dataclass(slots=True)
 class RunState:
     transcript: list[Message]
+    # The transcript's JSON, kept alongside: checkpoints repeat it at every durable point.
+    transcript_json: list[dict[str, Any]] = field(default_factory=list)
     step: int = 0
     tool_calls: int = 0
     seen_call_ids: set[str] = field(default_factory=set)
     usage: Usage = field(default_factory=Usage)
     pending: PendingCalls | None = None
 
+    def __post_init__(self) -> None:
+        if len(self.transcript_json) != len(self.transcript):
+            self.transcript_json = [message.to_json() for message in self.transcript]
+
+    def add(self, message: Message) -> None:
+        self.transcript.append(message)
+        self.transcript_json.append(message.to_json())
+
     def checkpoint(self) -> dict[str, Any]:
         return {
             "version": CHECKPOINT_VERSION,
-            "transcript": [message.to_json() for message in self.transcript],
+            "transcript": list(self.transcript_json),
             "step": self.step,
             "tool_calls": self.tool_calls,
             "seen_call_ids": sorted(self.seen_call_ids),
@@ -96,8 +106,10 @@ class RunState:
             )
         try:
             pending = data.get("pending")
+            transcript_json = list(data["transcript"])
             return cls(
-                transcript=[message_from_json(m) for m in data["transcript"]],
+                transcript=[message_from_json(m) for m in transcript_json],
+                transcript_json=transcript_json,
                 step=int(data["step"]),
                 tool_calls=int(data["tool_calls"]),
                 seen_call_ids={str(i) for i in data["seen_call_ids"]},
