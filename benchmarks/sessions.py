@@ -47,3 +47,66 @@ def bench_report(session: nox.Session) -> None:
     """Print the table from whatever results .nox/bench-results/ holds."""
     if overhead.main(["--results", str(RESULTS)]) != 0:
         session.error(f"No benchmark results in {RESULTS}")
+
+
+# -- the durable benchmark: run stores, LangGraph's SQLite checkpointer, pgbench ----------
+
+DURABLE_RESULTS = RESULTS / "durable"
+DURABLE_SIDES = ("langgraph", "fevex")
+
+
+@nox.session(venv_backend="none", default=False)
+def bench_durable(session: nox.Session) -> None:
+    """Benchmark the durable stores and LangGraph's SQLite checkpointer, then print the tables."""
+    shutil.rmtree(DURABLE_RESULTS, ignore_errors=True)
+    for side in DURABLE_SIDES:
+        session.notify(f"bench_durable_env(side='{side}')")
+    session.notify("bench_durable_conversation")
+    session.notify("bench_durable_report")
+
+
+@nox.session(python="3.11", default=False)
+@nox.parametrize("side", DURABLE_SIDES)
+def bench_durable_env(session: nox.Session, side: str) -> None:
+    """Install one side's environment; fevex's also measures what needs no peer."""
+    session.chdir(ROOT)
+    if side == "langgraph":
+        session.install("-r", str(REQUIREMENTS / "langgraph-sqlite.txt"))
+    else:
+        packages = [
+            ("-e", str(ROOT / "packages" / name)) for name in ("core", "sqlite", "postgres")
+        ]
+        requirements = ROOT / "benchmarks" / "durable" / "requirements-fevex.txt"
+        session.install("-r", str(requirements), *(part for pair in packages for part in pair))
+    # The conversation rounds alternate between the two environments' interpreters.
+    python = session.run("python", "-c", "import sys; print(sys.executable)", silent=True)
+    DURABLE_RESULTS.mkdir(parents=True, exist_ok=True)
+    (DURABLE_RESULTS / f"{side}-python.txt").write_text(str(python).strip(), encoding="utf-8")
+    if side == "fevex":
+        module = "benchmarks.durable.fevex_side"
+        out = str(DURABLE_RESULTS)
+        session.run("python", "-m", module, "--out", out, env=OFFLINE_ENVIRONMENT)
+
+
+@nox.session(venv_backend="none", default=False)
+def bench_durable_conversation(session: nox.Session) -> None:
+    """The 25-turn conversation, in rounds alternating between the two environments."""
+    from benchmarks.durable import conversation_rounds
+
+    pythons = {side: DURABLE_RESULTS / f"{side}-python.txt" for side in DURABLE_SIDES}
+    missing = [side for side, path in pythons.items() if not path.is_file()]
+    if "fevex" in missing:
+        session.error("Run bench_durable_env(side='fevex') first.")
+    arguments = ["--fevex-python", pythons["fevex"].read_text("utf-8")]
+    if "langgraph" not in missing:
+        arguments += ["--langgraph-python", pythons["langgraph"].read_text("utf-8")]
+    conversation_rounds.main([*arguments, "--out", str(DURABLE_RESULTS / "conversation.json")])
+
+
+@nox.session(venv_backend="none", default=False)
+def bench_durable_report(session: nox.Session) -> None:
+    """Print the durable tables from whatever .nox/bench-results/durable/ holds."""
+    from benchmarks.durable import report
+
+    if report.main(["--results", str(DURABLE_RESULTS)]) != 0:
+        session.error(f"No durable benchmark results in {DURABLE_RESULTS}")

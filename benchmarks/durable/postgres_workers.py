@@ -1,0 +1,233 @@
+"""PostgreSQL throughput with 1, 2, 4 and 8 worker processes, next to pgbench on the server.
+
+Each worker is its own process with its own app, store and connection pool, and runs the
+tool-call run of ``tool_call_runs`` back to back, each run on a new session, during timed
+windows that all workers start together (a barrier). Runs/s is the sum over workers of
+runs completed in a window over that window's length; the figure is the median window.
+Next to it: the CPU the workers used (busy cores, and CPU milliseconds per run), and how
+busy the whole machine was meanwhile (``/proc/stat``: server, workers and anything else),
+which says whether more workers could have found a free core at all.
+
+``pgbench`` then runs on the same server, in a database of its own (``pgbench -i -s 10``):
+its builtin ``tpcb-like`` script (five statements, three updates, one transaction) and
+``select-only``, each with ``-c N -j N`` for the same N and window length, median of the
+windows. A fevex run is four write transactions (see ``tool_call_runs``), so the figures
+that compare are four times runs/s against tpcb-like TPS.
+
+Run with ``python -m benchmarks.durable.postgres_workers [--out FILE] [--postgres-url URL]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import re
+import statistics
+import subprocess
+import time
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from benchmarks.durable import stores, timing
+
+WORKERS = (1, 2, 4, 8)
+WINDOW_SECONDS = 3.0
+WINDOWS = 3
+WARMUP_RUNS = 5
+PGBENCH_SCALE = 10
+BARRIER_TIMEOUT_SECONDS = 120
+# A window never runs more runs than this per worker, however fast the server.
+MAX_RUNS_PER_WINDOW = 100_000
+
+
+def worker(url: str, barrier: Barrier, windows: int, seconds: float, results: Any) -> None:
+    """One worker process: warm up, then run tool-call runs in each synchronised window."""
+    asyncio.run(_work(url, barrier, windows, seconds, results))
+
+
+async def _work(url: str, barrier: Barrier, windows: int, seconds: float, results: Any) -> None:
+    from benchmarks.durable.tool_call_runs import build_app, run_once
+    from fevex_postgres import PostgresRunStore
+
+    app = build_app(PostgresRunStore(url))
+    for _ in range(WARMUP_RUNS):
+        await run_once(app)
+    counted = []
+    for _ in range(windows):
+        # Blocking on purpose: nothing else runs in this loop, and every worker waits here.
+        barrier.wait(BARRIER_TIMEOUT_SECONDS)
+        start, cpu = time.perf_counter(), time.process_time()
+        deadline = start + seconds
+        runs = 0
+        while time.perf_counter() < deadline and runs < MAX_RUNS_PER_WINDOW:
+            await run_once(app)
+            runs += 1
+        counted.append((runs, time.perf_counter() - start, time.process_time() - cpu))
+    await app.close()
+    results.put(counted)
+
+
+def machine_cpu() -> tuple[int, int] | None:
+    """Busy and total CPU time of the whole machine so far (Linux ``/proc/stat``), or None."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(value) for value in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + fields[4]  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def machine_busy(before: tuple[int, int] | None) -> float | None:
+    """The share of the machine's CPU time that was busy since ``before``."""
+    after = machine_cpu()
+    if before is None or after is None or after[1] == before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
+def fevex_windows(url: str, workers: int, windows: int, seconds: float) -> list[dict[str, Any]]:
+    """Each window's runs/s over all workers, the CPU the workers used in it, and how busy
+    the whole machine was (server, workers and anything else running)."""
+    context = multiprocessing.get_context("spawn")
+    # This process joins the barrier too, to watch the machine's CPU during each window.
+    barrier = context.Barrier(workers + 1)
+    results = context.Queue()
+    processes = [
+        context.Process(target=worker, args=(url, barrier, windows, seconds, results))
+        for _ in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    busy = []
+    try:
+        for _ in range(windows):
+            barrier.wait(BARRIER_TIMEOUT_SECONDS)
+            before = machine_cpu()
+            time.sleep(seconds)
+            busy.append(machine_busy(before))
+        per_worker = [results.get(timeout=BARRIER_TIMEOUT_SECONDS + windows * seconds * 4)]
+        per_worker += [results.get(timeout=60) for _ in range(workers - 1)]
+    finally:
+        for process in processes:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.kill()
+    measured = []
+    for window in range(windows):
+        counts = [counted[window] for counted in per_worker]
+        runs = sum(runs for runs, _, _ in counts)
+        cpu = sum(cpu for _, _, cpu in counts)
+        measured.append(
+            {
+                "runs_per_second": sum(runs / elapsed for runs, elapsed, _ in counts),
+                # Busy cores: the workers' CPU seconds per second of window.
+                "worker_cpu_cores": cpu / max(elapsed for _, elapsed, _ in counts),
+                "worker_cpu_ms_per_run": cpu / max(runs, 1) * 1e3,
+                "machine_busy": busy[window],
+            }
+        )
+    return measured
+
+
+class Pgbench:
+    """``pgbench`` from the server's own programs, on a database of its own."""
+
+    def __init__(self, url: str) -> None:
+        from fevex_postgres.testing import find_postgres_bin
+
+        self.program = str(find_postgres_bin() / "pgbench")
+        self.url = stores.create_database(url, "pgbench")
+        parts = urlsplit(stores.libpq_url(self.url))
+        self.connection = [
+            "-h",
+            parts.hostname or "127.0.0.1",
+            "-p",
+            str(parts.port or 5432),
+            "-U",
+            parts.username or "postgres",
+            parts.path.lstrip("/"),
+        ]
+        self.version = self._run("--version", connect=False).strip()
+        self._run("-i", "-q", "-s", str(PGBENCH_SCALE))
+
+    def tps(self, clients: int, seconds: float, *, select_only: bool) -> float:
+        script = ["-S"] if select_only else []
+        output = self._run(
+            *script, "-c", str(clients), "-j", str(clients), "-T", str(round(seconds))
+        )
+        found = re.search(r"tps = ([\d.]+) \(without initial connection time\)", output)
+        if found is None:
+            raise RuntimeError(f"no TPS in pgbench's output:\n{output}")
+        return float(found.group(1))
+
+    def _run(self, *arguments: str, connect: bool = True) -> str:
+        command = [self.program, *arguments, *(self.connection if connect else ())]
+        completed = subprocess.run(
+            command, capture_output=True, text=True, timeout=300, check=False
+        )
+        if completed.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{completed.stderr[-2000:]}")
+        return completed.stdout + completed.stderr
+
+
+def measure(url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS) -> dict[str, Any]:
+    asyncio.run(_migrate(url))
+    pgbench = Pgbench(url)
+    rows = []
+    for workers in WORKERS:
+        fevex = sorted(
+            fevex_windows(url, workers, windows, seconds), key=lambda w: w["runs_per_second"]
+        )
+        median = fevex[len(fevex) // 2]
+        before = machine_cpu()
+        tpcb = [pgbench.tps(workers, seconds, select_only=False) for _ in range(windows)]
+        tpcb_busy = machine_busy(before)
+        select = [pgbench.tps(workers, seconds, select_only=True) for _ in range(windows)]
+        rows.append(
+            {
+                "workers": workers,
+                "fevex_runs_per_second": median["runs_per_second"],
+                "worker_cpu_cores": median["worker_cpu_cores"],
+                "worker_cpu_ms_per_run": median["worker_cpu_ms_per_run"],
+                "machine_busy": median["machine_busy"],
+                "pgbench_tpcb_machine_busy": tpcb_busy,
+                "fevex_windows": fevex,
+                "pgbench_tpcb_tps": statistics.median(tpcb),
+                "pgbench_select_only_tps": statistics.median(select),
+            }
+        )
+        print(f"postgres workers: {rows[-1]}", flush=True)
+    return {
+        "benchmark": "postgres_workers",
+        "machine": timing.machine(),
+        "window_seconds": seconds,
+        "windows": windows,
+        "pgbench": {"version": pgbench.version, "scale": PGBENCH_SCALE},
+        "postgres_settings": stores.server_settings(url),
+        "rows": rows,
+    }
+
+
+async def _migrate(url: str) -> None:
+    store = await stores.open_store("postgres", Path("."), url)
+    await store.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="also write the JSON result to this file")
+    parser.add_argument("--postgres-url", help="use this server instead of a throwaway one")
+    parser.add_argument("--windows", type=int, default=WINDOWS)
+    parser.add_argument("--seconds", type=float, default=WINDOW_SECONDS)
+    arguments = parser.parse_args(argv)
+    with stores.postgres_url(arguments.postgres_url) as url:
+        result = measure(url, arguments.windows, arguments.seconds)
+    timing.write_result(arguments.out, result)
+
+
+if __name__ == "__main__":
+    main()
