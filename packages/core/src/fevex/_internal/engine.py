@@ -190,7 +190,7 @@ class AgentExecution:
                     if self._cancel_reason is not None and self._finished:
                         raise RunCancelledError(self.run_id, self._cancel_reason)
         finally:
-            keeper.stop()
+            await keeper.stop()
 
     async def _run(self) -> AsyncGenerator[RunEvent, None]:
         try:

@@ -8,6 +8,7 @@ local work and writes nothing more under that lease; the store keeps the run for
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -37,13 +38,17 @@ class LeaseKeeper:
     def start(self) -> None:
         self._schedule()
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
+        """Stop renewing; a renewal in flight is cancelled and awaited, so no task of the
+        run outlives it (and none is left holding the store's connection)."""
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
-        if self._renewing is not None:
-            self._renewing.cancel()
-            self._renewing = None
+        renewing = self._renewing
+        if renewing is not None:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
 
     def _schedule(self) -> None:
         # A timer rather than a task per run: most runs end before the first renewal.
