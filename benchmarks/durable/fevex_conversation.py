@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         "run_agent_sync": _blocking(directory / "fevex-sync.db", arguments.conversations),
         REFERENCE: asyncio.run(_in_memory(arguments.conversations)),
     }
-    versions = {name: metadata.version(name) for name in ("fevex", "fevex-sqlite", "aiosqlite")}
+    versions = {name: metadata.version(name) for name in ("fevex", "fevex-sqlite", "sqlalchemy")}
     print(json.dumps({"side": "fevex", "versions": versions, "variants": variants}))
 
 

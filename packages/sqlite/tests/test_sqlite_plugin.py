@@ -44,12 +44,14 @@ def modules_loaded_by(code: str) -> list[str]:
 def test_discovering_the_plugin_imports_no_database_driver(code: str) -> None:
     loaded = modules_loaded_by(code)
     assert "fevex_sqlite" in loaded or "fevex" in loaded
-    assert {"sqlalchemy", "aiosqlite"}.isdisjoint(loaded)
+    assert {"sqlalchemy", "sqlite3", "aiosqlite"}.isdisjoint(loaded)
 
 
 def test_the_probe_sees_the_driver_once_a_store_opens(tmp_path: Path) -> None:
     code = f"import fevex_sqlite; fevex_sqlite.create_sqlite_run_store({str(tmp_path / 'x.db')!r})"
-    assert {"sqlalchemy", "aiosqlite"} <= set(modules_loaded_by(code))
+    loaded = set(modules_loaded_by(code))
+    assert {"sqlalchemy", "sqlite3"} <= loaded
+    assert "aiosqlite" not in loaded  # the store's own thread calls sqlite3: no async driver
 
 
 @pytest.mark.usefixtures("fresh_plugins")

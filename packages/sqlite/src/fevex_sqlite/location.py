@@ -17,6 +17,8 @@ from fevex.errors import FevexConfigurationError
 
 __all__ = ["SCHEMES", "DEFAULT_BUSY_TIMEOUT", "StoreLocation", "parse_location"]
 
+# sqlite+aiosqlite: the spelling of SQLAlchemy's async driver, accepted as an alias of the
+# same file (the store itself runs pysqlite on a thread of its own).
 SCHEMES = ("sqlite", "sqlite+aiosqlite")
 DEFAULT_BUSY_TIMEOUT = 5.0
 _URL_OPTIONS = ("busy_timeout",)

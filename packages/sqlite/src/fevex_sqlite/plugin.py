@@ -1,7 +1,7 @@
 """The ``sqlite`` entry point of the ``fevex`` plugin group.
 
-Discovering plugins imports this module, so it imports neither SQLAlchemy nor aiosqlite:
-the factory does, when a ``sqlite:///`` store is actually opened.
+Discovering plugins imports this module, so it imports neither SQLAlchemy nor sqlite3: the
+factory does, when a ``sqlite:///`` store is actually opened.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ __all__ = ["fevex_register_run_stores", "open_sqlite_store"]
 
 def open_sqlite_store(url: str, **options: Any) -> SQLiteRunStore:
     """Open ``sqlite:///relative/runs.db`` or ``sqlite:////absolute/runs.db`` (also as
-    ``sqlite+aiosqlite``). ``options`` are :class:`SQLiteRunStore` keyword arguments:
+    ``sqlite+aiosqlite``, an alias kept for URLs written for SQLAlchemy's async driver).
+    ``options`` are :class:`SQLiteRunStore` keyword arguments:
     ``busy_timeout`` and ``clock``."""
     from fevex_sqlite.run_store import SQLiteRunStore
 

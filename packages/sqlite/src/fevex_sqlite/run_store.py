@@ -1,5 +1,11 @@
 """The run-store contract on a local SQLite file, with the in-memory store's semantics.
 
+Each operation is one synchronous function run whole, in one transaction, on the store's
+own thread (:mod:`fevex_sqlite.transaction_thread`): one hand-off per operation, however
+many statements it runs. Before that hand-off the caller's arguments are checked and
+encoded to JSON on the caller's own thread: the transaction never reads the caller's
+objects, and holds the write lock for SQL only.
+
 Every write is one transaction begun ``IMMEDIATE`` (see :mod:`fevex_sqlite.engine`): it
 holds the file's write lock from its first read to its commit, so the revision, lease and
 session checks it makes still hold when it writes, whichever thread or process shares the
@@ -9,17 +15,16 @@ Leases are judged by ``clock`` of the writing process, read after the lock is ta
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import RowMapping, text
-from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy import Connection, Row, TextClause, text
+from sqlalchemy.exc import IntegrityError
 
 from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.events import RunEvent
@@ -34,10 +39,9 @@ from fevex.runtime.run_store import (
     lease_lost,
     run_conflict,
 )
-from fevex_sqlite.engine import open_engines
-from fevex_sqlite.errors import is_busy, store_busy
 from fevex_sqlite.location import DEFAULT_BUSY_TIMEOUT, parse_location
 from fevex_sqlite.schema import prepare_database
+from fevex_sqlite.transaction_thread import TransactionThread
 
 __all__ = ["SQLiteRunStore", "create_sqlite_run_store"]
 
@@ -49,12 +53,25 @@ _JSON_RUN_FIELDS = ("input", "output", "usage", "error", "pause")
 _EVENT_COLUMNS = "id, run_id, sequence, type, occurred_at, payload"
 
 _SELECT_RUN = text(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = :id")
-_SELECT_RUN_LEASE = text(
-    "SELECT session_id, status, revision, lease_owner, lease_generation, lease_expires_at "
-    "FROM runs WHERE id = :id"
+_LEASE_COLUMNS = (
+    "runs.session_id, runs.status, runs.revision, runs.lease_owner, runs.lease_generation, "
+    "runs.lease_expires_at"
+)
+_SELECT_RUN_LEASE = text(f"SELECT {_LEASE_COLUMNS} FROM runs WHERE id = :id")
+# What a commit checks and extends, in one statement: the lease and revision, the last
+# event's sequence (one seek to the end of the run in the (run_id, sequence) index) and,
+# when the commit appends to the session's history, that history.
+_LAST_SEQUENCE = (
+    "(SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = runs.id) AS last_sequence"
+)
+_SELECT_COMMIT_TARGET = text(
+    f"SELECT {_LEASE_COLUMNS}, {_LAST_SEQUENCE} FROM runs WHERE runs.id = :id"
+)
+_SELECT_COMMIT_TARGET_AND_HISTORY = text(
+    f"SELECT {_LEASE_COLUMNS}, {_LAST_SEQUENCE}, sessions.history FROM runs "
+    "LEFT JOIN sessions ON sessions.id = runs.session_id WHERE runs.id = :id"
 )
 _SELECT_CHECKPOINT = text("SELECT checkpoint FROM runs WHERE id = :id")
-_RUN_EXISTS = text("SELECT 1 AS found FROM runs WHERE id = :id")
 _INSERT_RUN = text(
     f"INSERT INTO runs ({_RUN_COLUMNS}, checkpoint, lease_owner, lease_generation, "
     "lease_expires_at) VALUES (:id, :session_id, :agent_name, :kind, :status, :input, "
@@ -72,6 +89,13 @@ _FIRST_EXPIRED_RUN = text(
     "AND lease_expires_at <= :now ORDER BY rowid LIMIT 1"
 )
 
+# What creating a run checks, in one row whether or not the session exists: that the run
+# id is new, and whether the session is free and still at the revision the caller read.
+_SELECT_CREATE_TARGET = text(
+    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = :run_id) AS run_exists, "
+    "sessions.id, sessions.active_run_id, sessions.revision "
+    "FROM (SELECT 1) LEFT JOIN sessions ON sessions.id = :session_id"
+)
 _SELECT_SESSION = text(
     "SELECT id, history, summary, active_run_id, revision, created_at, updated_at "
     "FROM sessions WHERE id = :id"
@@ -85,12 +109,16 @@ _RESERVE_SESSION = text(
     "UPDATE sessions SET active_run_id = :run_id, revision = revision + 1, "
     "updated_at = :updated_at WHERE id = :id"
 )
+_END_SESSION_TURN = text(
+    "UPDATE sessions SET history = COALESCE(:history, history), "
+    "active_run_id = CASE WHEN :release THEN NULL ELSE active_run_id END, "
+    "revision = revision + 1, updated_at = :updated_at WHERE id = :id"
+)
 _REPLACE_SESSION = text(
     "UPDATE sessions SET history = :history, summary = :summary, active_run_id = NULL, "
     "revision = :revision, created_at = :created_at, updated_at = :updated_at WHERE id = :id"
 )
 
-_LAST_SEQUENCE = text("SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = :run_id")
 _INSERT_EVENT = text(
     f"INSERT INTO events ({_EVENT_COLUMNS}) "
     "VALUES (:id, :run_id, :sequence, :type, :occurred_at, :payload)"
@@ -114,7 +142,11 @@ class SQLiteRunStore:
     ``path`` is a file path or a ``sqlite:///`` URL; the file, its directory and its schema
     are created (or migrated) on open. ``busy_timeout`` (seconds) bounds how long a write
     waits for another writer's lock before ``STORE_BUSY``; ``clock`` (seconds since the
-    epoch) decides lease expiry, and tests may pass their own.
+    epoch) decides lease expiry, and tests may pass their own: it is called on the store's
+    thread, inside write transactions.
+
+    Operations run one at a time, on one thread of the store's own, started on first use;
+    :meth:`close` ends it, and a closed store starts a new one if used again.
     """
 
     def __init__(
@@ -139,235 +171,214 @@ class SQLiteRunStore:
         self.busy_timeout = float(busy_timeout)
         self.clock = clock
         self.schema_version = prepare_database(self.path, busy_timeout=self.busy_timeout)
-        self._engine, self._write_engine = open_engines(self.path, busy_timeout=self.busy_timeout)
+        self._transactions = TransactionThread(self.path, busy_timeout=self.busy_timeout)
 
     def __repr__(self) -> str:
         return f"SQLiteRunStore({str(self.path)!r})"
-
-    # -- transactions ---------------------------------------------------------------
-
-    def _read(self) -> AbstractAsyncContextManager[AsyncConnection]:
-        return self._transaction(self._engine)
-
-    def _write(self) -> AbstractAsyncContextManager[AsyncConnection]:
-        return self._transaction(self._write_engine)
-
-    @asynccontextmanager
-    async def _transaction(self, engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
-        try:
-            async with engine.begin() as connection:
-                yield connection
-        except OperationalError as error:
-            if is_busy(error.orig or error):
-                raise store_busy(self.path, self.busy_timeout) from error
-            raise
 
     # -- runs -----------------------------------------------------------------------
 
     async def create_execution(self, create: ExecutionCreate) -> RunLease:
         run = create.run
-        async with self._write() as db:
-            if await _one(db, _RUN_EXISTS, id=run.id) is not None:
-                raise run_conflict(f"Run {run.id} already exists.", run_id=run.id)
-            session = await _one(db, _SELECT_SESSION, id=run.session_id)
-            if session is None:
-                if create.session_revision is not None:
-                    raise run_conflict(f"Session {run.session_id} no longer exists.")
-                await db.execute(
-                    _INSERT_SESSION,
-                    {
-                        "id": run.session_id,
-                        "history": "[]",
-                        "summary": None,
-                        "active_run_id": run.id,
-                        "revision": 1,
-                        "created_at": run.created_at,
-                        "updated_at": run.created_at,
-                    },
-                )
-            else:
-                _check_session_free(session)
-                if session["revision"] != create.session_revision:
-                    raise run_conflict(
-                        f"Session {run.session_id} changed while the run was being created."
-                    )
-                await db.execute(
-                    _RESERVE_SESSION,
-                    {"id": run.session_id, "run_id": run.id, "updated_at": run.created_at},
-                )
-            lease = RunLease(create.lease_owner, 1, self.clock() + create.lease_seconds)
-            row = run.to_json()
-            for field in _JSON_RUN_FIELDS:
-                row[field] = _dumps(row[field], f"The run's {field}")
-            row["checkpoint"] = _dumps(create.checkpoint, "The checkpoint")
-            row.update(
-                lease_owner=lease.owner,
-                lease_generation=lease.generation,
-                lease_expires_at=lease.expires_at,
+        row = run.to_json()
+        for field in _JSON_RUN_FIELDS:
+            row[field] = _dumps(row[field], f"The run's {field}")
+        row["checkpoint"] = _dumps(create.checkpoint, "The checkpoint")
+        events = _event_rows(run.id, create.events)
+        return await self._transactions.write(self._create_execution, create, row, events)
+
+    def _create_execution(
+        self,
+        db: Connection,
+        create: ExecutionCreate,
+        row: dict[str, Any],
+        events: list[dict[str, Any]],
+    ) -> RunLease:
+        run = create.run
+        target = db.execute(
+            _SELECT_CREATE_TARGET, {"run_id": run.id, "session_id": run.session_id}
+        ).one()
+        if target.run_exists:
+            raise run_conflict(f"Run {run.id} already exists.", run_id=run.id)
+        if target.id is None:
+            if create.session_revision is not None:
+                raise run_conflict(f"Session {run.session_id} no longer exists.")
+            db.execute(
+                _INSERT_SESSION,
+                {
+                    "id": run.session_id,
+                    "history": "[]",
+                    "summary": None,
+                    "active_run_id": run.id,
+                    "revision": 1,
+                    "created_at": run.created_at,
+                    "updated_at": run.created_at,
+                },
             )
-            await db.execute(_INSERT_RUN, row)
-            await _append_events(db, run.id, create.events)
+        else:
+            _check_session_free(target)
+            if target.revision != create.session_revision:
+                raise run_conflict(
+                    f"Session {run.session_id} changed while the run was being created."
+                )
+            db.execute(
+                _RESERVE_SESSION,
+                {"id": run.session_id, "run_id": run.id, "updated_at": run.created_at},
+            )
+        lease = RunLease(create.lease_owner, 1, self.clock() + create.lease_seconds)
+        db.execute(
+            _INSERT_RUN,
+            {
+                **row,
+                "lease_owner": lease.owner,
+                "lease_generation": lease.generation,
+                "lease_expires_at": lease.expires_at,
+            },
+        )
+        # Events reference their run (a foreign key): a run id that was free has none.
+        _insert_events(db, run.id, events, last_sequence=0)
         return lease
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
-        run_id = commit.run_id
-        async with self._write() as db:
-            stored = await self._stored(db, run_id)
-            self._check_lease(run_id, commit.lease, stored)
-            if stored["revision"] + 1 != commit.revision:
-                raise run_conflict(
-                    f"Run {run_id} was changed by another writer (revision {stored['revision']}).",
-                    run_id=run_id,
-                )
-            changes = commit.changes
-            if changes and not RUN_FIELDS_A_COMMIT_CHANGES.issuperset(changes):
-                raise FevexRunError(
-                    "INVALID_ARGUMENT", f"A commit cannot change {sorted(changes)} of a run."
-                )
-            await _append_events(db, run_id, commit.events)
-            updates: dict[str, Any] = {"revision": commit.revision, "updated_at": commit.updated_at}
-            for field, value in (changes or {}).items():
-                updates[field] = value if field == "status" else _dumps(value, f"The {field}")
-            if commit.checkpoint is not None:
-                updates["checkpoint"] = _dumps(commit.checkpoint, "The checkpoint")
-            if commit.release_lease:
-                # Expired now, generation kept: the next acquire_lease advances it.
-                updates["lease_expires_at"] = 0.0
-            await _update(db, "runs", run_id, updates)
-            if commit.history is not None or commit.release_session:
-                await self._update_session(db, stored["session_id"], commit)
+        changes = commit.changes
+        if changes and not RUN_FIELDS_A_COMMIT_CHANGES.issuperset(changes):
+            raise FevexRunError(
+                "INVALID_ARGUMENT", f"A commit cannot change {sorted(changes)} of a run."
+            )
+        updates: dict[str, Any] = {"revision": commit.revision, "updated_at": commit.updated_at}
+        for field, value in (changes or {}).items():
+            updates[field] = value if field == "status" else _dumps(value, f"The {field}")
+        if commit.checkpoint is not None:
+            updates["checkpoint"] = _dumps(commit.checkpoint, "The checkpoint")
+        if commit.release_lease:
+            # Expired now, generation kept: the next acquire_lease advances it.
+            updates["lease_expires_at"] = 0.0
+        events = _event_rows(commit.run_id, commit.events)
+        history = _dumps(list(commit.history), "The session history") if commit.history else None
+        await self._transactions.write(self._commit_execution, commit, updates, events, history)
 
-    async def _update_session(
-        self, db: AsyncConnection, session_id: str, commit: ExecutionCommit
+    def _commit_execution(
+        self,
+        db: Connection,
+        commit: ExecutionCommit,
+        updates: dict[str, Any],
+        events: list[dict[str, Any]],
+        history: str | None,
     ) -> None:
-        session = await _one(db, _SELECT_SESSION, id=session_id)
-        if session is None:
-            raise FevexRunError("SESSION_NOT_FOUND", f"Session {session_id} does not exist.")
-        updates: dict[str, Any] = {
-            "revision": session["revision"] + 1,
-            "updated_at": commit.updated_at,
-        }
-        if commit.history:
-            history = json.loads(session["history"]) + list(commit.history)
-            updates["history"] = _dumps(history, "The session history")
-        if commit.release_session:
-            updates["active_run_id"] = None
-        await _update(db, "sessions", session_id, updates)
+        run_id = commit.run_id
+        target = _SELECT_COMMIT_TARGET if history is None else _SELECT_COMMIT_TARGET_AND_HISTORY
+        stored = self._stored(db, run_id, target)
+        self._check_lease(run_id, commit.lease, stored)
+        if stored.revision + 1 != commit.revision:
+            raise run_conflict(
+                f"Run {run_id} was changed by another writer (revision {stored.revision}).",
+                run_id=run_id,
+            )
+        _insert_events(db, run_id, events, last_sequence=int(stored.last_sequence))
+        db.execute(_update_run_statement(tuple(updates)), {**updates, "_key": run_id})
+        if commit.history is not None or commit.release_session:
+            _end_session_turn(db, stored, commit, history)
 
-    async def _stored(self, db: AsyncConnection, run_id: str) -> RowMapping:
-        stored = await _one(db, _SELECT_RUN_LEASE, id=run_id)
+    def _stored(
+        self, db: Connection, run_id: str, statement: TextClause = _SELECT_RUN_LEASE
+    ) -> Row[Any]:
+        stored = _one(db, statement, id=run_id)
         if stored is None:
             raise FevexRunError("RUN_NOT_FOUND", f"Run {run_id} does not exist.")
         return stored
 
-    def _check_lease(self, run_id: str, lease: RunLease, stored: RowMapping) -> None:
+    def _check_lease(self, run_id: str, lease: RunLease, stored: Row[Any]) -> None:
         if (
-            stored["lease_owner"] != lease.owner
-            or stored["lease_generation"] != lease.generation
-            or stored["lease_expires_at"] <= self.clock()
+            stored.lease_owner != lease.owner
+            or stored.lease_generation != lease.generation
+            or stored.lease_expires_at <= self.clock()
         ):
             raise lease_lost(run_id, lease)
 
     # -- leases ---------------------------------------------------------------------
 
     async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
-        async with self._write() as db:
-            stored = await self._stored(db, run_id)
-            self._check_lease(run_id, lease, stored)
-            renewed = RunLease(lease.owner, lease.generation, self.clock() + seconds)
-            await _set_lease(db, run_id, renewed)
+        return await self._transactions.write(self._renew_lease, run_id, lease, seconds)
+
+    def _renew_lease(
+        self, db: Connection, run_id: str, lease: RunLease, seconds: float
+    ) -> RunLease:
+        stored = self._stored(db, run_id)
+        self._check_lease(run_id, lease, stored)
+        renewed = RunLease(lease.owner, lease.generation, self.clock() + seconds)
+        _set_lease(db, run_id, renewed)
         return renewed
 
     async def acquire_lease(
         self, run_id: str, owner: str, seconds: float, *, status: str = "running"
     ) -> RunLease:
-        async with self._write() as db:
-            stored = await self._stored(db, run_id)
-            if stored["status"] != status:
-                raise run_conflict(f"Run {run_id} is {stored['status']}, not {status}.")
-            now = self.clock()
-            if stored["lease_expires_at"] > now:
-                raise run_conflict(
-                    f"Run {run_id} is leased to {stored['lease_owner']} for "
-                    f"{stored['lease_expires_at'] - now:.1f} s more."
-                )
-            lease = RunLease(owner, int(stored["lease_generation"]) + 1, now + seconds)
-            await _set_lease(db, run_id, lease)
+        return await self._transactions.write(self._acquire_lease, run_id, owner, seconds, status)
+
+    def _acquire_lease(
+        self, db: Connection, run_id: str, owner: str, seconds: float, status: str
+    ) -> RunLease:
+        stored = self._stored(db, run_id)
+        if stored.status != status:
+            raise run_conflict(f"Run {run_id} is {stored.status}, not {status}.")
+        now = self.clock()
+        if stored.lease_expires_at > now:
+            raise run_conflict(
+                f"Run {run_id} is leased to {stored.lease_owner} for "
+                f"{stored.lease_expires_at - now:.1f} s more."
+            )
+        lease = RunLease(owner, int(stored.lease_generation) + 1, now + seconds)
+        _set_lease(db, run_id, lease)
         return lease
 
     async def claim_expired_run(self, owner: str, seconds: float) -> tuple[str, RunLease] | None:
+        return await self._transactions.write(self._claim_expired_run, owner, seconds)
+
+    def _claim_expired_run(
+        self, db: Connection, owner: str, seconds: float
+    ) -> tuple[str, RunLease] | None:
         # The write lock is held from the scan to the update, so a concurrent claimer,
         # in this process or another, finds the run already leased.
-        async with self._write() as db:
-            now = self.clock()
-            expired = await _one(db, _FIRST_EXPIRED_RUN, now=now)
-            if expired is None:
-                return None
-            run_id = str(expired["id"])
-            lease = RunLease(owner, int(expired["lease_generation"]) + 1, now + seconds)
-            await _set_lease(db, run_id, lease)
+        now = self.clock()
+        expired = _one(db, _FIRST_EXPIRED_RUN, now=now)
+        if expired is None:
+            return None
+        run_id = str(expired.id)
+        lease = RunLease(owner, int(expired.lease_generation) + 1, now + seconds)
+        _set_lease(db, run_id, lease)
         return run_id, lease
 
     # -- reads ----------------------------------------------------------------------
 
     async def get_run(self, run_id: str) -> AgentRun | None:
-        async with self._read() as db:
-            row = await _one(db, _SELECT_RUN, id=run_id)
-        if row is None:
-            return None
-        data = dict(row)
-        for field in _JSON_RUN_FIELDS:
-            data[field] = json.loads(data[field])
-        return AgentRun.from_json(data)
+        return await self._transactions.read(_read_run, run_id)
 
     async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None:
-        async with self._read() as db:
-            row = await _one(db, _SELECT_CHECKPOINT, id=run_id)
-        if row is None:
-            return None
-        checkpoint: dict[str, Any] | None = json.loads(row["checkpoint"])
-        return checkpoint
+        return await self._transactions.read(_read_checkpoint, run_id)
 
     # -- sessions -------------------------------------------------------------------
 
     async def get_session(self, session_id: str) -> Session | None:
-        async with self._read() as db:
-            row = await _one(db, _SELECT_SESSION, id=session_id)
-        return None if row is None else _session(row)
+        return await self._transactions.read(_read_session, session_id)
 
     async def save_session(self, session: Session, *, expected_revision: int) -> Session:
-        async with self._write() as db:
-            stored = await _one(db, _SELECT_SESSION, id=session.id)
-            if stored is None:
-                raise FevexRunError("SESSION_NOT_FOUND", f"Session {session.id} does not exist.")
-            _check_session_free(stored)
-            if stored["revision"] != expected_revision:
-                raise FevexRunError(
-                    "SESSION_CONFLICT",
-                    f"Session {session.id} changed (revision {stored['revision']}, "
-                    f"expected {expected_revision}); reload it and decide again.",
-                    recoverable=True,
-                )
-            saved = Session(
-                session.id,
-                session.created_at,
-                session.updated_at,
-                tuple(session.history),
-                session.summary,
-                None,
-                expected_revision + 1,
-            )
-            await db.execute(
-                _REPLACE_SESSION,
-                {
-                    "id": saved.id,
-                    "history": _dumps(list(saved.history), "The session history"),
-                    "summary": saved.summary,
-                    "revision": saved.revision,
-                    "created_at": saved.created_at,
-                    "updated_at": saved.updated_at,
-                },
-            )
+        saved = Session(
+            session.id,
+            session.created_at,
+            session.updated_at,
+            tuple(session.history),
+            session.summary,
+            None,
+            expected_revision + 1,
+        )
+        row = {
+            "id": saved.id,
+            "history": _dumps(list(saved.history), "The session history"),
+            "summary": saved.summary,
+            "revision": saved.revision,
+            "created_at": saved.created_at,
+            "updated_at": saved.updated_at,
+        }
+        await self._transactions.write(_replace_session, row, expected_revision)
         return saved
 
     # -- events ---------------------------------------------------------------------
@@ -383,23 +394,14 @@ class SQLiteRunStore:
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise FevexRunError("INVALID_ARGUMENT", "limit must be a whole number, not negative.")
         statement = LIST_EVENTS_SQL["desc" if order == "desc" else "asc"]
-        async with self._read() as db:
-            start = 0
-            if after is not None:
-                cursor = await _one(db, _SELECT_CURSOR, id=after)
-                if cursor is None or cursor["run_id"] != run_id:
-                    raise invalid_cursor(run_id, after)
-                start = int(cursor["sequence"])
-            result = await db.execute(
-                statement,
-                {"run_id": run_id, "after": start, "limit": -1 if limit is None else limit},
-            )
-            rows = result.mappings().all()
-        return [_event(row) for row in rows]
+        return await self._transactions.read(
+            _read_events, statement, run_id, after, -1 if limit is None else limit
+        )
 
     async def close(self) -> None:
-        """Close the pooled connections; safe to call more than once."""
-        await self._engine.dispose()
+        """Let the operations already called finish, close the connection and end the
+        store's thread; safe to call more than once, and a closed store opens again if used."""
+        await self._transactions.close()
 
 
 def create_sqlite_run_store(
@@ -413,22 +415,112 @@ def create_sqlite_run_store(
     return SQLiteRunStore(path_or_url, busy_timeout=busy_timeout, clock=clock)
 
 
-async def _one(db: AsyncConnection, statement: Any, **params: Any) -> RowMapping | None:
-    result = await db.execute(statement, params)
-    return result.mappings().one_or_none()
+# -- transactions that need no clock, each run whole on the store's thread -------------
 
 
-async def _update(db: AsyncConnection, table: str, key: str, values: Mapping[str, Any]) -> None:
-    # Column names come from this module only (commit changes are checked against
-    # RUN_FIELDS_A_COMMIT_CHANGES first); values are always bound parameters.
-    assignments = ", ".join(f"{column} = :{column}" for column in values)
-    await db.execute(
-        text(f"UPDATE {table} SET {assignments} WHERE id = :_key"), {**values, "_key": key}
+def _read_run(db: Connection, run_id: str) -> AgentRun | None:
+    row = _one(db, _SELECT_RUN, id=run_id)
+    if row is None:
+        return None
+    data = dict(row._mapping)
+    for field in _JSON_RUN_FIELDS:
+        data[field] = json.loads(data[field])
+    return AgentRun.from_json(data)
+
+
+def _read_checkpoint(db: Connection, run_id: str) -> dict[str, Any] | None:
+    row = _one(db, _SELECT_CHECKPOINT, id=run_id)
+    if row is None:
+        return None
+    checkpoint: dict[str, Any] | None = json.loads(row.checkpoint)
+    return checkpoint
+
+
+def _read_session(db: Connection, session_id: str) -> Session | None:
+    row = _one(db, _SELECT_SESSION, id=session_id)
+    return None if row is None else _session(row)
+
+
+def _replace_session(db: Connection, row: dict[str, Any], expected_revision: int) -> None:
+    stored = _one(db, _SELECT_SESSION, id=row["id"])
+    if stored is None:
+        raise _session_not_found(row["id"])
+    _check_session_free(stored)
+    if stored.revision != expected_revision:
+        raise FevexRunError(
+            "SESSION_CONFLICT",
+            f"Session {row['id']} changed (revision {stored.revision}, "
+            f"expected {expected_revision}); reload it and decide again.",
+            recoverable=True,
+        )
+    db.execute(_REPLACE_SESSION, row)
+
+
+def _end_session_turn(
+    db: Connection, stored: Row[Any], commit: ExecutionCommit, history: str | None
+) -> None:
+    if history is not None:
+        if stored.history is None:
+            raise _session_not_found(stored.session_id)
+        history = _append_to_json_array(stored.history, history)
+    ended = db.execute(
+        _END_SESSION_TURN,
+        {
+            "id": stored.session_id,
+            "history": history,
+            "release": commit.release_session,
+            "updated_at": commit.updated_at,
+        },
     )
+    if ended.rowcount != 1:
+        raise _session_not_found(stored.session_id)
 
 
-async def _set_lease(db: AsyncConnection, run_id: str, lease: RunLease) -> None:
-    await db.execute(
+def _append_to_json_array(stored: str, items: str) -> str:
+    """The JSON array ``stored`` followed by the items of the non-empty JSON array ``items``.
+
+    The history only ever grows by a turn's messages: splicing the encoded messages into
+    the stored text keeps a commit from parsing and re-encoding the whole conversation
+    under the write lock. ``stored`` is always a JSON array (every writer stores a list),
+    here in any spacing.
+    """
+    stored = stored.strip()
+    if not stored[1:-1].strip():
+        return items
+    return f"{stored[:-1]},{items[1:]}"
+
+
+def _read_events(
+    db: Connection, statement: TextClause, run_id: str, after: str | None, limit: int
+) -> list[RunEvent]:
+    start = 0
+    if after is not None:
+        cursor = _one(db, _SELECT_CURSOR, id=after)
+        if cursor is None or cursor.run_id != run_id:
+            raise invalid_cursor(run_id, after)
+        start = int(cursor.sequence)
+    rows = db.execute(statement, {"run_id": run_id, "after": start, "limit": limit})
+    return [_event(row) for row in rows]
+
+
+# -- statements ------------------------------------------------------------------------
+
+
+def _one(db: Connection, statement: TextClause, **params: Any) -> Row[Any] | None:
+    return db.execute(statement, params).one_or_none()
+
+
+@functools.cache
+def _update_run_statement(columns: tuple[str, ...]) -> TextClause:
+    # Column names come from this module only (commit changes are checked against
+    # RUN_FIELDS_A_COMMIT_CHANGES first); values are always bound parameters. One
+    # statement object per set of columns, so that SQLAlchemy's compiled cache serves it.
+    assignments = ", ".join(f"{column} = :{column}" for column in columns)
+    return text(f"UPDATE runs SET {assignments} WHERE id = :_key")
+
+
+def _set_lease(db: Connection, run_id: str, lease: RunLease) -> None:
+    db.execute(
         _SET_LEASE,
         {
             "id": run_id,
@@ -439,18 +531,31 @@ async def _set_lease(db: AsyncConnection, run_id: str, lease: RunLease) -> None:
     )
 
 
-async def _append_events(db: AsyncConnection, run_id: str, events: Sequence[RunEvent]) -> None:
-    if not events:
+def _insert_events(
+    db: Connection, run_id: str, rows: list[dict[str, Any]], *, last_sequence: int
+) -> None:
+    if not rows:
         return
-    result = await db.execute(_LAST_SEQUENCE, {"run_id": run_id})
-    last = int(result.scalar_one())
-    rows = []
-    for offset, event in enumerate(events, start=1):
-        if event.sequence != last + offset:
+    for offset, row in enumerate(rows, start=1):
+        if row["sequence"] != last_sequence + offset:
             raise run_conflict(
-                f"Event sequence {event.sequence} of run {run_id} is out of order.",
+                f"Event sequence {row['sequence']} of run {run_id} is out of order.",
                 run_id=run_id,
             )
+    try:
+        db.execute(_INSERT_EVENT, rows)
+    except IntegrityError as error:
+        raise run_conflict(
+            f"An event id given for run {run_id} is already stored.", run_id=run_id
+        ) from error
+
+
+# -- rows ------------------------------------------------------------------------------
+
+
+def _event_rows(run_id: str, events: Sequence[RunEvent]) -> list[dict[str, Any]]:
+    rows = []
+    for event in events:
         if event.run_id != run_id:
             raise FevexRunError(
                 "INVALID_ARGUMENT",
@@ -466,44 +571,43 @@ async def _append_events(db: AsyncConnection, run_id: str, events: Sequence[RunE
                 "payload": _dumps(event.payload, f"The payload of event {event.id}"),
             }
         )
-    try:
-        await db.execute(_INSERT_EVENT, rows)
-    except IntegrityError as error:
-        raise run_conflict(
-            f"An event id given for run {run_id} is already stored.", run_id=run_id
-        ) from error
+    return rows
 
 
-def _check_session_free(session: RowMapping) -> None:
-    if session["active_run_id"] is not None:
+def _check_session_free(session: Row[Any]) -> None:
+    if session.active_run_id is not None:
         raise run_conflict(
-            f"Session {session['id']} is held by run {session['active_run_id']}; finish, "
+            f"Session {session.id} is held by run {session.active_run_id}; finish, "
             "resume or cancel that run first.",
-            session_id=session["id"],
-            active_run_id=session["active_run_id"],
+            session_id=session.id,
+            active_run_id=session.active_run_id,
         )
 
 
-def _session(row: RowMapping) -> Session:
+def _session_not_found(session_id: str) -> FevexRunError:
+    return FevexRunError("SESSION_NOT_FOUND", f"Session {session_id} does not exist.")
+
+
+def _session(row: Row[Any]) -> Session:
     return Session(
-        id=row["id"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        history=tuple(json.loads(row["history"])),
-        summary=row["summary"],
-        active_run_id=row["active_run_id"],
-        revision=int(row["revision"]),
+        id=row.id,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        history=tuple(json.loads(row.history)),
+        summary=row.summary,
+        active_run_id=row.active_run_id,
+        revision=int(row.revision),
     )
 
 
-def _event(row: RowMapping) -> RunEvent:
+def _event(row: Row[Any]) -> RunEvent:
     return RunEvent(
-        id=row["id"],
-        run_id=row["run_id"],
-        sequence=int(row["sequence"]),
-        type=row["type"],
-        occurred_at=row["occurred_at"],
-        payload=json.loads(row["payload"]),
+        id=row.id,
+        run_id=row.run_id,
+        sequence=int(row.sequence),
+        type=row.type,
+        occurred_at=row.occurred_at,
+        payload=json.loads(row.payload),
     )
 
 
