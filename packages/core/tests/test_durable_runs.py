@@ -561,3 +561,19 @@ async def test_a_provider_error_quoting_a_credential_is_scrubbed() -> None:
     assert caught.value.code == "REMOTE_REFUSED"
     assert SECRET not in str(caught.value)
     assert "[redacted]" in caught.value.message
+
+
+async def test_a_bad_timeout_on_resume_changes_nothing() -> None:
+    store = InMemoryRunStore()
+    app = make_app(FakeModel(charge_call(), {"output": "ok"}), store)
+    paused = await pause(app)
+    decision = {
+        "approval_id": paused.pause["approvals"][0]["id"],
+        "decision": "approve",
+        "actor": {"id": "r"},
+    }
+    with pytest.raises(FevexRunError) as caught:
+        await app.resume_run(paused.run_id, decision, timeout=-1)
+    assert caught.value.code == "INVALID_ARGUMENT"
+    assert (await app.get_run(paused.run_id)).status == "paused"
+    assert (await app.resume_run(paused.run_id, decision)).output == "ok"

@@ -151,12 +151,9 @@ class Fevex:
         sink: EventSink,
         prefix: list[Message],
         state: RunState,
-        timeout: float | None,
+        deadline: float | None,
         opening: tuple[RunEvent, ...],
     ) -> AgentExecution:
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-            raise FevexRunError("INVALID_ARGUMENT", "timeout must be a positive number of seconds.")
-        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         execution = AgentExecution(
             prepared,
             sink,
@@ -183,8 +180,7 @@ class Fevex:
     ) -> AgentExecution:
         prepared = self._agent(agent_name)
         user_message = _user_message(input)
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-            raise FevexRunError("INVALID_ARGUMENT", "timeout must be a positive number of seconds.")
+        deadline = _deadline(timeout)
         session = None
         if session_id is not None:
             if not isinstance(session_id, str) or not session_id:
@@ -221,7 +217,7 @@ class Fevex:
             sink.batching = True
             sink.observe(started)
         return self._execution(
-            prepared, sink, self._prefix(prepared, session), state, timeout, (started,)
+            prepared, sink, self._prefix(prepared, session), state, deadline, (started,)
         )
 
     async def _continue(
@@ -237,6 +233,7 @@ class Fevex:
         batching: bool = True,
     ) -> AgentExecution:
         """Take over a stored run under a new lease and continue from its checkpoint."""
+        deadline = _deadline(timeout)
         prepared = self._agent((await self.get_run(run_id)).agent_name)
         store = self.run_store
         if decide is not None:
@@ -263,7 +260,7 @@ class Fevex:
             checkpoint=state.checkpoint,
         )
         return self._execution(
-            prepared, sink, self._prefix(prepared, session), state, timeout, (opening,)
+            prepared, sink, self._prefix(prepared, session), state, deadline, (opening,)
         )
 
     async def _sink_for(self, run: AgentRun, lease: RunLease) -> EventSink:
@@ -345,9 +342,7 @@ class Fevex:
         try:
             async for _ in self._events(execution):
                 pass
-        except (FevexError, asyncio.CancelledError):
-            pass
-        except Exception:
+        except (Exception, asyncio.CancelledError):
             pass
 
     # -- durable continuation -------------------------------------------------------
@@ -592,6 +587,15 @@ class Fevex:
 
     def close_sync(self) -> None:
         run_sync(self.close())
+
+
+def _deadline(timeout: float | None) -> float | None:
+    """The loop time a run must end by; checked before anything is created or taken."""
+    if timeout is None:
+        return None
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+        raise FevexRunError("INVALID_ARGUMENT", "timeout must be a positive number of seconds.")
+    return asyncio.get_running_loop().time() + timeout
 
 
 def _user_message(input: Any) -> Message:
