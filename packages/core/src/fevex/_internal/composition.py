@@ -40,7 +40,7 @@ class PreparedAgent:
     model: Any
     tools: dict[str, PreparedTool]
     output_schema: CompiledSchema | None
-    # Connection name -> the remote tool names the agent uses (empty: all allowlisted).
+    # Connection name -> the remote tool names the agent uses (checked against allowlists).
     connection_tools: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _specs: tuple[ToolSpec, ...] | None = None
     _output_json_schema: dict[str, Any] | None = None

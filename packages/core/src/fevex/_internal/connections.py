@@ -64,7 +64,7 @@ class ConnectionResolver:
         agent_name: str,
         credentials: CredentialResolver,
     ) -> dict[str, PreparedTool]:
-        """The tools ``wanted`` (connection name -> remote names; empty for all allowed)."""
+        """The tools ``wanted``: connection name -> the remote tool names an agent uses."""
         resolved: dict[str, PreparedTool] = {}
         for connection_name, names in wanted.items():
             connection = self.connections[connection_name]
@@ -86,9 +86,7 @@ class ConnectionResolver:
                 connection.name, run_id, session_id, agent_name, get_credential
             )
             catalogue = await self._discover(connection, context)
-            for remote_name in names or tuple(catalogue):
-                if not connection.exposes(remote_name):
-                    continue
+            for remote_name in names:
                 remote = catalogue.get(remote_name)
                 if remote is None:
                     raise FevexRunError(
