@@ -85,10 +85,6 @@ class AgentExecution:
     def usage(self) -> Usage:
         return self.state.usage
 
-    @property
-    def finished(self) -> bool:
-        return self._finished
-
     # -- cancellation and lease loss ------------------------------------------------
 
     async def cancel(self) -> None:
