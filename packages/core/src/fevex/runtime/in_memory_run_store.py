@@ -159,6 +159,16 @@ class InMemoryRunStore:
                 return run_id, await self.acquire_lease(run_id, owner, seconds)
         return None
 
+    async def expired_run_ids(self, *, limit: int = 100) -> Sequence[str]:
+        now = self.clock()
+        expired = [
+            (live.expires_at if live is not None else 0.0, run_id)
+            for run_id, stored in self._runs.items()
+            if stored["status"] == "running"
+            and ((live := self._leases.get(run_id)) is None or live.expires_at <= now)
+        ]
+        return [run_id for _, run_id in sorted(expired)[:limit]]
+
     async def get_run(self, run_id: str) -> AgentRun | None:
         stored = self._runs.get(run_id)
         return None if stored is None else AgentRun.from_json(stored)

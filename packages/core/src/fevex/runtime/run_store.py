@@ -31,6 +31,7 @@ __all__ = [
     "invalid_cursor",
     "lease_lost",
     "run_conflict",
+    "store_error",
 ]
 
 EventOrder = Literal["asc", "desc"]
@@ -121,6 +122,13 @@ class RunStore(Protocol):
         Concurrent callers never claim the same run."""
         ...
 
+    async def expired_run_ids(self, *, limit: int = 100) -> Sequence[str]:
+        """Ids of ``running`` runs whose lease has expired by the store's clock, oldest
+        expiry first, read without taking or waiting for any lock: what a recovery sweep
+        reports when ``claim_expired_run`` could not take them (a frozen worker still
+        holds a row, or another claimer is taking them)."""
+        ...
+
     async def get_run(self, run_id: str) -> AgentRun | None: ...
 
     async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None: ...
@@ -166,4 +174,18 @@ def invalid_cursor(run_id: str, cursor: str) -> FevexRunError:
         "INVALID_CURSOR",
         f"Event cursor {cursor!r} does not belong to run {run_id}.",
         details={"run_id": run_id},
+    )
+
+
+def store_error(operation: str, error: BaseException, *, code: str = "STORE_ERROR") -> FevexRunError:
+    """A store failure as users see it: a stable code and the operation, never the driver's
+    message (it can quote SQL and its parameters). Raise it ``from error`` so that the
+    original stays available as ``__cause__`` to whoever debugs the store."""
+    return FevexRunError(
+        code,
+        f"The run store failed during {operation} ({type(error).__name__}); nothing of this "
+        "operation was written.",
+        category="store",
+        recoverable=True,
+        details={"operation": operation},
     )
