@@ -21,7 +21,7 @@ from fevex import (
     define_tool,
 )
 from fevex.policies import PolicyRequest
-from fevex.runtime import InMemoryRunStore, RunLease
+from fevex.runtime import InMemoryRunStore, RecoverySweep, RunLease
 from fevex.testing import FakeModel
 
 pytestmark = pytest.mark.anyio
@@ -447,9 +447,10 @@ async def test_a_live_lease_cannot_be_recovered() -> None:
 async def test_recover_expired_runs_finds_orphans() -> None:
     store, _, hanging, frozen = await crashed_run(keyed=True)
     rescuer = make_app(FakeModel({"output": "ok"}), store, tools=[hanging.tool])
-    recovered = await rescuer.recover_expired_runs(actor={"id": "sweeper"})
-    assert [run.status for run in recovered] == ["completed"]
-    assert await rescuer.recover_expired_runs(actor={"id": "sweeper"}) == []
+    sweep = await rescuer.recover_expired_runs(actor={"id": "sweeper"})
+    assert [run.status for run in sweep.recovered] == ["completed"]
+    assert sweep.skipped == sweep.unclaimed == ()
+    assert await rescuer.recover_expired_runs(actor={"id": "sweeper"}) == RecoverySweep()
     frozen.cancel()
 
 

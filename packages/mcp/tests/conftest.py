@@ -327,3 +327,119 @@ async def paging_server() -> AsyncIterator[PagingServer]:
     finally:
         running.should_exit = True
         await task
+
+
+@dataclass
+class ScriptedServer:
+    """A low-level SDK server whose answers the test sets.
+
+    ``tools`` is what it lists. ``failing`` names what goes wrong, in words ``echo``
+    builds from the Authorization header the server received: ``"tools/list"`` or
+    ``"tools/call"`` answer with a JSON-RPC error, ``"isError"`` with a failed tool
+    result, and ``"malformed"`` with a tools/list result that breaks the MCP schema (the
+    first tool's input schema is that text, not an object). ``sse`` makes it answer each
+    POST as an SSE stream instead of a JSON body: both are Streamable HTTP, and servers on
+    the handshake protocol versions stream by default.
+    """
+
+    url: str
+    recorder: Recorder
+    tools: list[Any]
+    failing: str | None = None
+    echo: Callable[[str], str] = str
+    sse: bool = False
+
+
+def reshaping(app: ASGIApp, scripted: list[ScriptedServer]) -> ASGIApp:
+    """Wrap an ASGI app: rewrite its JSON responses as the scripted server says (a
+    malformed tools/list result, an SSE stream instead of a JSON body)."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        reshaped = scope["type"] == "http" and scripted
+        if not (reshaped and (scripted[0].sse or scripted[0].failing == "malformed")):
+            await app(scope, receive, send)
+            return
+        server = scripted[0]
+        headers = {key.decode().lower(): value.decode() for key, value in scope["headers"]}
+        start: Message = {}
+        body = bytearray()
+
+        async def rewrite(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            body.extend(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            sent = [(key.lower(), value) for key, value in start.get("headers", [])]
+            if not (body and (b"content-type", b"application/json") in sent):
+                await send(start)
+                await send({"type": "http.response.body", "body": bytes(body)})
+                return
+            answer = bytes(body)
+            if server.failing == "malformed":
+                answer = malformed(answer, server.echo(headers.get("authorization", "")))
+            content_type = b"application/json"
+            if server.sse:
+                answer = b"event: message\r\ndata: " + answer + b"\r\n\r\n"
+                content_type = b"text/event-stream"
+            kept = [item for item in sent if item[0] not in (b"content-type", b"content-length")]
+            kept += [(b"content-type", content_type), (b"content-length", b"%d" % len(answer))]
+            await send({"type": "http.response.start", "status": start["status"], "headers": kept})
+            await send({"type": "http.response.body", "body": answer})
+
+        await app(scope, receive, rewrite)
+
+    return wrapped
+
+
+def malformed(answer: bytes, text: str) -> bytes:
+    """A tools/list result whose first tool has ``text`` as its input schema."""
+    message = json.loads(answer)
+    tools = message.get("result", {}).get("tools")
+    if not tools:
+        return answer
+    tools[0]["inputSchema"] = text
+    return json.dumps(message).encode()
+
+
+@pytest.fixture
+async def scripted_server() -> AsyncIterator[ScriptedServer]:
+    from mcp import MCPError
+    from mcp.server.lowlevel import Server
+    from mcp.types import CallToolRequestParams, ListToolsResult, PaginatedRequestParams, Tool
+
+    recorder = Recorder()
+    tools = [Tool(name="lookup", input_schema={"type": "object"})]
+    scripted: list[ScriptedServer] = []
+
+    def said(context: Any) -> str:
+        request = context.request
+        authorization = getattr(request, "headers", {}).get("authorization", "")
+        return scripted[0].echo(authorization)
+
+    async def list_tools(context: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        if scripted[0].failing == "tools/list":
+            raise MCPError(-32001, said(context))
+        return ListToolsResult(tools=scripted[0].tools)
+
+    async def call_tool(context: Any, params: CallToolRequestParams) -> CallToolResult:
+        failing = scripted[0].failing
+        if failing == "tools/call":
+            raise MCPError(-32002, said(context))
+        if failing == "isError":
+            return CallToolResult(is_error=True, content=[TextContent(text=said(context))])
+        return CallToolResult(content=[TextContent(text=f"called {params.name}")])
+
+    server = Server("scripted", on_list_tools=list_tools, on_call_tool=call_tool)
+    app = reshaping(server.streamable_http_app(), scripted)
+    running, task, port = await serve(recording(app, recorder))
+    scripted.append(ScriptedServer(f"http://127.0.0.1:{port}/mcp", recorder, tools))
+    try:
+        yield scripted[0]
+    finally:
+        running.should_exit = True
+        await task

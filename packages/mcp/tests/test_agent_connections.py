@@ -3,8 +3,12 @@ refused before the server, and how failures reach the caller."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+import signal
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -138,6 +142,51 @@ async def test_a_slow_tool_hits_the_connection_timeout(mcp_server: Any) -> None:
         await app.run_agent("assistant", "Wait for it.")
     assert caught.value.code == "CONNECTION_TIMEOUT"
     assert [call.name for call in mcp_server.recorder.calls] == ["slow"]
+
+
+@contextlib.contextmanager
+def fail_if_stuck(seconds: float) -> Iterator[None]:
+    """Fail the test when it is still running after ``seconds``. A regular expression
+    that backtracks holds the event loop in one C call, so ``asyncio.wait_for`` never
+    gets its turn; a signal does (the ``re`` engine checks for signals while it runs)."""
+
+    def stuck(signum: int, frame: object) -> None:
+        pytest.fail(f"still running after {seconds} s: the event loop was held")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+async def test_a_backtracking_pattern_in_a_remote_schema_cannot_hold_a_run(
+    scripted_server: Any,
+) -> None:
+    from mcp.types import Tool
+
+    # A server chooses the pattern; a backtracking engine takes ~2^40 steps on this input.
+    schema = {
+        "type": "object",
+        "properties": {"text": {"type": "string", "pattern": "^(a+)+$"}},
+        "required": ["text"],
+    }
+    scripted_server.tools[:] = [Tool(name="match", input_schema=schema)]
+    matching = FakeModel(tool_call("docs__match", text="a" * 40), {"output": "matched"})
+    app = make_app(matching, scripted_server.url, remote="match")
+    with fail_if_stuck(40):
+        result = await asyncio.wait_for(app.run_agent("assistant", "Match it."), 30)
+    assert result.output == "matched"
+    assert scripted_server.recorder.methods.count("tools/call") == 1
+
+    model = FakeModel(tool_call("docs__match", text="a" * 40 + "!"), {"output": "never"})
+    app = make_app(model, scripted_server.url, remote="match")
+    with fail_if_stuck(40), pytest.raises(FevexRunError) as caught:
+        await asyncio.wait_for(app.run_agent("assistant", "Match it."), 30)
+    assert caught.value.code == "TOOL_INPUT_INVALID"
+    assert scripted_server.recorder.methods.count("tools/call") == 1
 
 
 async def test_a_poisoned_description_reaches_the_model_only_as_data(

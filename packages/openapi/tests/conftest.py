@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 import httpx2
@@ -28,6 +30,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from pydantic import BaseModel, Field
 
 from fevex.plugins import reset_plugins
+
+# The helpers live beside the tests; the suite imports test files with importlib, so this
+# folder is put on the path and the helpers carry names no other package uses.
+sys.path.insert(0, str(Path(__file__).parent))
 
 # ---------------------------------------------------------------------------------------
 # The network guard
@@ -144,6 +150,19 @@ class Report(BaseModel):
     lines: list[str]
 
 
+class Numbers(BaseModel):
+    values: set[int]
+
+
+class Batch(BaseModel):
+    rows: set[tuple[int, ...]]
+
+
+class Label(BaseModel):
+    # Backtracks catastrophically in Python's re: nested quantifiers.
+    text: str = Field(pattern="^(a+)+$")
+
+
 @dataclass
 class Service:
     """A FastAPI app served on a loopback port, with what it saw."""
@@ -252,6 +271,43 @@ def billing_app(service: Service) -> FastAPI:
     async def odd_report(request: Request) -> Report:
         _record(service, request)
         return JSONResponse({"lines": "not a list"})  # type: ignore[return-value]
+
+    @app.get("/reports/failing", operation_id="getFailingReport")
+    async def failing_report(request: Request) -> Report:
+        _record(service, request)
+        # Echoes the credential after ``echo_at`` bytes of padding (whitespace, which an
+        # excerpt collapses), so that a test can place it across the error-body limit.
+        padding = " " * service.state.get("echo_at", 0)
+        echoed = request.headers.get("authorization", "")
+        return PlainTextResponse(  # type: ignore[return-value]
+            f"{padding}{echoed} was refused", status_code=500
+        )
+
+    @app.get("/reports/tally", operation_id="getTally")
+    async def tally(request: Request) -> dict[str, int]:
+        _record(service, request)
+        token = request.headers.get("authorization", "").removeprefix("Bearer ")
+        return JSONResponse({token: "many"})  # type: ignore[return-value]
+
+    @app.get("/numbers", operation_id="getNumbers")
+    async def numbers(request: Request) -> Numbers:
+        _record(service, request)
+        return JSONResponse({"values": service.state.get("values", [])})  # type: ignore[return-value]
+
+    @app.post("/batches", operation_id="createBatch")
+    async def create_batch(batch: Batch, request: Request) -> dict[str, int]:
+        _record(service, request)
+        return {"rows": len(batch.rows)}
+
+    @app.get("/labels/latest", operation_id="getLatestLabel")
+    async def latest_label(request: Request) -> Label:
+        _record(service, request)
+        return JSONResponse({"text": service.state.get("label", "aaa")})  # type: ignore[return-value]
+
+    @app.post("/labels", operation_id="createLabel")
+    async def create_label(label: Label, request: Request) -> Label:
+        _record(service, request)
+        return label
 
     return app
 

@@ -10,7 +10,7 @@ import pytest
 
 from fevex import FevexConfigurationError, FevexRunError, ToolContext
 from fevex_openapi import create_openapi_tool_provider
-from fevex_openapi.host_policy import HostPolicy, address_refusal, literal_address
+from fevex_openapi.host_policy import HostPolicy, is_public_address, literal_address
 
 pytestmark = pytest.mark.anyio
 
@@ -32,19 +32,21 @@ def provider(document: dict[str, Any], allow: list[str], **options: Any) -> Any:
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
-        ("http://169.254.169.254/latest", "a cloud metadata address"),
-        ("http://169.254.10.1", "a link-local address"),
-        ("http://[fe80::1]:8080", "a link-local address"),
-        ("http://10.1.2.3", "a private address"),
-        ("http://172.16.0.9", "a private address"),
-        ("http://192.168.1.1", "a private address"),
-        ("http://[fd12::1]", "a private address"),
-        ("http://0.0.0.0:80", "an unspecified address"),
-        ("http://224.0.0.1", "a multicast address"),
-        ("http://100.64.0.1", "not a public address"),
-        ("http://[::ffff:127.0.0.1]", "a loopback address"),
-        ("http://2130706433", "a loopback address"),
-        ("http://0x7f.1", "a loopback address"),
+        ("http://169.254.169.254/latest", "169.254.0.0/16 (Link Local)"),
+        ("http://169.254.10.1", "169.254.0.0/16 (Link Local)"),
+        ("http://[fe80::1]:8080", "fe80::/10 (Link-Local Unicast)"),
+        ("http://10.1.2.3", "10.0.0.0/8 (Private-Use)"),
+        ("http://172.16.0.9", "172.16.0.0/12 (Private-Use)"),
+        ("http://192.168.1.1", "192.168.0.0/16 (Private-Use)"),
+        ("http://[fd12::1]", "fc00::/7 (Unique-Local)"),
+        ("http://0.0.0.0:80", "0.0.0.0/32 (This host on this network)"),
+        ("http://224.0.0.1", "224.0.0.0/4 (Multicast)"),
+        ("http://100.64.0.1", "100.64.0.0/10 (Shared Address Space)"),
+        ("http://[::ffff:127.0.0.1]", "::ffff:0:0/96 (IPv4-mapped Address)"),
+        ("http://[64:ff9b::7f00:1]", "embeds 127.0.0.1, in 127.0.0.0/8 (Loopback)"),
+        ("http://[::127.0.0.1]", "::/96 (IPv4-compatible IPv6 address"),
+        ("http://2130706433", "127.0.0.0/8 (Loopback)"),
+        ("http://0x7f.1", "127.0.0.0/8 (Loopback)"),
         ("http://localhost:8000", "a loopback name"),
         ("http://api.localhost", "a loopback name"),
     ],
@@ -102,18 +104,36 @@ def test_allow_hosts_spellings() -> None:
     ["127.0.0.1", "::1", "169.254.169.254", "fd00:ec2::254", "64:ff9b::a9fe:a9fe", "2002:7f00:1::"],
 )
 def test_addresses_that_are_not_public(address: str) -> None:
-    assert address_refusal(ipaddress.ip_address(address)) is not None
+    assert not is_public_address(ipaddress.ip_address(address))
 
 
 @pytest.mark.parametrize("address", ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"])
 def test_public_addresses(address: str) -> None:
-    assert address_refusal(ipaddress.ip_address(address)) is None
+    assert is_public_address(ipaddress.ip_address(address))
 
 
 def test_legacy_ipv4_spellings_are_read_as_addresses() -> None:
     assert literal_address("127.1") == ipaddress.ip_address("127.0.0.1")
     assert literal_address("017700000001") == ipaddress.ip_address("127.0.0.1")
     assert literal_address("cafe.example") is None
+
+
+async def test_a_redirect_to_an_ipv4_compatible_loopback_address_is_refused_before_connecting(
+    billing: Any, internal: Any, network: Any
+) -> None:
+    # ::127.0.0.1 is loopback written as a deprecated IPv4-compatible IPv6 address.
+    billing.state["redirect_to"] = f"http://[::127.0.0.1]:{internal.port}/admin"
+    exports = provider(
+        billing.document(), ["getLatestExport"], allow_hosts=[f"127.0.0.1:{billing.port}"]
+    )
+
+    with pytest.raises(FevexRunError) as caught:
+        await exports.call_tool("getLatestExport", {}, context())
+
+    assert caught.value.code == "SSRF_BLOCKED"
+    assert f"[::127.0.0.1]:{internal.port}" in caught.value.message
+    assert network.attempts == []  # no connection was even tried
+    assert internal.seen == []
 
 
 async def test_a_redirect_to_another_loopback_port_is_refused(billing: Any, internal: Any) -> None:
@@ -219,7 +239,7 @@ async def test_a_name_that_resolves_to_loopback_is_refused_where_it_connects(
 
     assert caught.value.code == "SSRF_BLOCKED"
     assert "billing.rebind.test" in caught.value.message
-    assert "a loopback address" in caught.value.message
+    assert "127.0.0.0/8 (Loopback)" in caught.value.message
     assert billing.seen == []
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from openapi_agent_runs import finishes_within
 
 from fevex_openapi.validation import schema_problems
 
@@ -49,7 +50,31 @@ ROOT_DEFS = {
             [["a"]],
             [[], [1], ["a"] * 3],
         ),
-        ({"uniqueItems": True}, [[1, 2], [1, True]], [[1, 1.0], [{"a": 1}, {"a": 1}]]),
+        (
+            # Equality as JSON means it: true is not 1, 1 is 1.0, key order is irrelevant.
+            {"uniqueItems": True},
+            [
+                [1, 2],
+                [1, True],
+                [0, False, None, "", [], {}],
+                ["1", 1],
+                [[1], [True]],
+                [2**53 + 1, 2.0**53],
+                [{"a": [1, {"b": True}]}, {"a": [1, {"b": 1}]}],
+                [{"a": 1}, {"a": 1, "b": 1}],
+            ],
+            [
+                [1, 1.0],
+                [0, -0.0],
+                [2**53, 2.0**53],
+                [{"a": 1}, {"a": 1}],
+                [{"a": 1, "b": 2}, {"b": 2, "a": 1}],
+                [[], []],
+                [{"a": [1, {"b": True}]}, {"a": [1.0, {"b": True}]}],
+            ],
+        ),
+        ({"enum": [[1, {"a": True}]]}, [[1.0, {"a": True}]], [[1, {"a": 1}], [True, {"a": True}]]),
+        ({"const": {"a": [1], "b": None}}, [{"b": None, "a": [1.0]}], [{"a": [True], "b": None}]),
         (
             {
                 "properties": {"a": {"type": "string"}},
@@ -104,3 +129,41 @@ def test_a_reference_loop_is_cut_short() -> None:
     assert schema_problems(root, 1) == [
         "value: too deep or too complex to check against its schema"
     ]
+
+
+def test_names_of_undeclared_properties_are_not_quoted() -> None:
+    # A name that came with the value may be anything, a credential included.
+    root = {
+        "type": "object",
+        "properties": {"body": {"properties": {"id": {}}, "additionalProperties": False}},
+        "additionalProperties": {"type": "integer"},
+    }
+    value = {"sk_live_secret_1": "x", "body": {"id": 1, "sk_live_secret_2": 2}}
+    assert schema_problems(root, value, "input") == [
+        "input.<property 0>: expected integer",
+        "input.body.<property 1>: not allowed",
+    ]
+
+
+def test_unique_items_of_any_depth_are_refused_not_crashed_on() -> None:
+    deep: list[object] = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert schema_problems({"uniqueItems": True}, [deep, deep]) == [
+        "value: too deep or too complex to check against its schema"
+    ]
+
+
+def test_unique_items_are_checked_in_linear_time() -> None:
+    # The repeat is last: a pairwise check compares nearly every pair before finding it.
+    values = [*range(200_000), 199_999.0]
+    problems = finishes_within(30, lambda: schema_problems({"uniqueItems": True}, values))
+    assert problems == ["value: items are not unique"]
+
+
+def test_a_backtracking_pattern_is_checked_in_linear_time() -> None:
+    # Python's re would take 2**40 steps here.
+    text = "a" * 40 + "!"
+    problems = finishes_within(30, lambda: schema_problems({"pattern": "^(a+)+$"}, text))
+    assert problems == ["value: does not match the pattern"]
+    assert schema_problems({"pattern": "b"}, "abc") == []  # searched, not anchored

@@ -17,7 +17,10 @@ from sqlalchemy.engine import make_url
 from fevex import FevexConfigurationError
 from fevex.cli import main
 from fevex.plugins import reset_plugins
-from fevex_postgres import LATEST_VERSION, PostgresRunStore
+from fevex_postgres import LATEST_VERSION, PostgresRunStore, migrations
+
+# The advisory lock key upgrades take turns on (migrations._UPGRADE_LOCK_KEY).
+UPGRADE_LOCK_KEY = 0x6665766578_0001
 
 
 @pytest.fixture(autouse=True)
@@ -144,5 +147,29 @@ async def test_after_the_upgrade_a_store_works(empty_database_url: str) -> None:
         await store.check_schema()
         assert await store.schema_version() == LATEST_VERSION
         assert await store.get_run("run_x") is None
+    finally:
+        await store.close()
+
+
+@pytest.mark.anyio
+async def test_an_upgrade_is_not_bound_by_the_workers_timeouts(
+    empty_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A later migration that outlasts statement_timeout, run while another upgrader holds
+    # the upgrade lock for longer than lock_timeout: both timeouts are the workers', and an
+    # upgrade (an operator's step) waits and runs to its end.
+    slow = migrations.Migration(LATEST_VERSION + 1, "slow", ("SELECT pg_sleep(0.6)",))
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, slow))
+    monkeypatch.setattr(migrations, "LATEST_VERSION", slow.version)
+    store = PostgresRunStore(empty_database_url, statement_timeout=0.4, lock_timeout=0.2)
+    try:
+        async with await psycopg.AsyncConnection.connect(libpq(empty_database_url)) as other:
+            await other.execute("SELECT pg_advisory_xact_lock(%s)", (UPGRADE_LOCK_KEY,))
+            upgrade = asyncio.create_task(store.upgrade_schema())
+            await asyncio.sleep(0.5)
+            assert not upgrade.done()
+            await other.rollback()
+        done = await asyncio.wait_for(upgrade, 30)
+        assert done.version == slow.version
     finally:
         await store.close()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
+import logging
 import os
 import socket
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -29,7 +29,9 @@ from fevex.policies.policy import Policy
 from fevex.runtime.approval import ApprovalDecision, approval_decision, check_actor
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
+from fevex.runtime.recovery import RecoverySweep, SkippedRun
 from fevex.runtime.run_store import EventOrder, ExecutionCreate, RunLease, RunStore
+from fevex.schemas.schema import ensure_json
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
 
@@ -38,6 +40,7 @@ __all__ = ["AgentInput", "Fevex", "RunResult", "create_fevex"]
 OutputT = TypeVar("OutputT")
 AgentInput = str | Message | Sequence[ContentPart]
 _STORE_METHODS = ("create_execution", "commit_execution", "get_run", "list_events")
+logger = logging.getLogger("fevex")
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +194,14 @@ class Fevex:
         input_json = (
             input if isinstance(input, str) else [p.to_json() for p in user_message.content]
         )
+        try:
+            ensure_json(input_json)
+        except TypeError as error:
+            raise FevexRunError(
+                "INVALID_INPUT",
+                f"The input cannot be stored by any run store: {error}.",
+                category="validation",
+            ) from None
         now = utc_now()
         run = AgentRun(
             new_id("run"), session_id, agent_name, "running", input_json, now, now, revision=1
@@ -232,24 +243,44 @@ class Fevex:
         lease: RunLease | None = None,
         batching: bool = True,
     ) -> AgentExecution:
-        """Take over a stored run under a new lease and continue from its checkpoint."""
+        """Take over a stored run under a new lease and continue from its checkpoint.
+
+        The takeover is bounded by ``timeout`` too: a store that waits (a row still locked
+        by a frozen worker) ends in ``RUN_TIMEOUT`` with nothing written."""
         deadline = _deadline(timeout)
-        prepared = self._agent((await self.get_run(run_id)).agent_name)
         store = self.run_store
-        if decide is not None:
-            # Fail closed before taking the run: a wrong decision changes nothing.
-            decide(RunState.from_checkpoint(run_id, await store.get_checkpoint(run_id)))
-        if lease is None:
-            lease = await store.acquire_lease(
-                run_id, self.lease_owner, self.lease_seconds, status=status
-            )
-        # Read after acquiring: the previous holder may have committed until its lease ended.
-        run = await self.get_run(run_id)
-        state = RunState.from_checkpoint(run_id, await store.get_checkpoint(run_id))
-        if decide is not None:
-            decide(state)
-        session = await store.get_session(run.session_id)
-        sink = await self._sink_for(run, lease)
+        try:
+            async with asyncio.timeout_at(deadline):
+                prepared = self._agent((await self.get_run(run_id)).agent_name)
+                if decide is not None:
+                    # Fail closed before taking the run: a wrong decision changes nothing.
+                    decide(await _read_state(store, run_id))
+                if lease is None:
+                    lease = await store.acquire_lease(
+                        run_id, self.lease_owner, self.lease_seconds, status=status
+                    )
+                # Read after acquiring: the previous holder may have committed until its
+                # lease ended.
+                run = await self.get_run(run_id)
+                sink = await self._sink_for(run, lease)
+                try:
+                    state = await _read_state(store, run_id)
+                except FevexRunError as error:
+                    if error.details.get("reason") == "malformed":
+                        # No version of fevex can continue it: end it rather than let every
+                        # sweep take it again.
+                        sink.observe(await _fail_taken_run(sink, error))
+                    raise
+                if decide is not None:
+                    decide(state)
+                session = await store.get_session(run.session_id)
+        except TimeoutError:
+            raise FevexRunError(
+                "RUN_TIMEOUT",
+                f"Run {run_id} could not be taken over within {timeout} s; nothing was written.",
+                recoverable=True,
+                details={"run_id": run_id},
+            ) from None
         sink.batching = batching
         opening = await sink.emit(
             opening_type,
@@ -404,30 +435,62 @@ class Fevex:
 
     async def recover_expired_runs(
         self, *, actor: Mapping[str, Any], limit: int | None = None
-    ) -> list[AgentRun]:
+    ) -> RecoverySweep:
         """Claim and recover every running run whose lease expired (at most ``limit``).
 
-        Several processes may call this at once: a store never lets two claim one run.
-        Returns the recovered runs' snapshots; a run that fails again is returned failed.
+        Several processes may call this at once: a store never lets two claim one run. One
+        run that cannot be continued here never stops the sweep: it is skipped (and stays
+        claimed until its lease lapses) or, when no fevex could continue it, failed; either
+        way with a stable code and a log line. Runs whose lease expired but that no claim
+        could take are reported as ``unclaimed``.
         """
         check_actor(actor)
         recovered: list[AgentRun] = []
-        while limit is None or len(recovered) < limit:
+        skipped: list[SkippedRun] = []
+        handled: set[str] = set()
+        while limit is None or len(recovered) + len(skipped) < limit:
             claimed = await self.run_store.claim_expired_run(self.lease_owner, self.lease_seconds)
-            if claimed is None:
+            if claimed is None or claimed[0] in handled:
+                # A run handled already came back because its lease ran out during this
+                # pass: the next pass takes it.
                 break
             run_id, lease = claimed
-            execution = await self._continue(
-                run_id,
-                status="running",
-                opening_type="run.recovered",
-                opening_payload={"actor": dict(actor)},
-                lease=lease,
-            )
-            with contextlib.suppress(FevexError):
+            handled.add(run_id)
+            try:
+                execution = await self._continue(
+                    run_id,
+                    status="running",
+                    opening_type="run.recovered",
+                    opening_payload={"actor": dict(actor)},
+                    lease=lease,
+                )
+            except Exception as error:
+                run = await _settled_run(self, run_id)
+                if run is not None and run.status in TERMINAL_STATUSES:
+                    recovered.append(run)
+                else:
+                    skipped.append(_skipped(run_id, error))
+                continue
+            try:
                 await self._result(execution)
+            except FevexError:
+                pass  # the run's outcome is in the store
+            except Exception:
+                logger.warning("recovering run %s failed unexpectedly", run_id, exc_info=True)
             recovered.append(await self.get_run(run_id))
-        return recovered
+        unclaimed = tuple(
+            run_id
+            for run_id in await self.run_store.expired_run_ids(limit=100)
+            if run_id not in handled
+        )
+        if unclaimed:
+            logger.warning(
+                "recovery could not claim %d expired run(s), e.g. %s: a frozen worker may "
+                "still hold them, or another sweep is taking them",
+                len(unclaimed),
+                unclaimed[0],
+            )
+        return RecoverySweep(tuple(recovered), tuple(skipped), unclaimed)
 
     # -- consulting and controlling runs --------------------------------------------
 
@@ -558,7 +621,7 @@ class Fevex:
 
     def recover_expired_runs_sync(
         self, *, actor: Mapping[str, Any], limit: int | None = None
-    ) -> list[AgentRun]:
+    ) -> RecoverySweep:
         return run_sync(self.recover_expired_runs(actor=actor, limit=limit))
 
     def get_run_sync(self, run_id: str) -> AgentRun:
@@ -587,6 +650,51 @@ class Fevex:
 
     def close_sync(self) -> None:
         run_sync(self.close())
+
+
+async def _read_state(store: RunStore, run_id: str) -> RunState:
+    try:
+        checkpoint = await store.get_checkpoint(run_id)
+    except ValueError as error:
+        # The stored text is not JSON (a damaged row): no fevex can continue from it.
+        raise FevexRunError(
+            "CHECKPOINT_UNSUPPORTED",
+            f"The checkpoint of run {run_id} cannot be read as JSON.",
+            details={"run_id": run_id, "reason": "malformed"},
+        ) from None
+    return RunState.from_checkpoint(run_id, checkpoint)
+
+
+async def _fail_taken_run(sink: EventSink, error: FevexError) -> RunEvent:
+    """End a run this app just took over but cannot continue, under the lease it holds."""
+    return await sink.emit(
+        "run.failed",
+        {"error": error.to_json()},
+        status="failed",
+        error=error.to_json(),
+        pause=None,
+        release_session=True,
+        release_lease=True,
+    )
+
+
+async def _settled_run(app: Fevex, run_id: str) -> AgentRun | None:
+    try:
+        return await app.run_store.get_run(run_id)
+    except Exception:
+        return None
+
+
+def _skipped(run_id: str, error: Exception) -> SkippedRun:
+    if isinstance(error, FevexError):
+        skipped = SkippedRun(run_id, error.code, error.message)
+        logger.warning("recovery skipped run %s: %s", run_id, error)
+    else:
+        skipped = SkippedRun(
+            run_id, "UNEXPECTED_ERROR", f"Continuing the run failed: {type(error).__name__}."
+        )
+        logger.warning("recovery skipped run %s", run_id, exc_info=True)
+    return skipped
 
 
 def _deadline(timeout: float | None) -> float | None:

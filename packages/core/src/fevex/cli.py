@@ -78,12 +78,28 @@ def _recover_command(args: argparse.Namespace) -> int:
     app = _load_app(args.app)
     actor = {"id": args.actor, "type": "service"}
     while True:
-        recovered = asyncio.run(app.recover_expired_runs(actor=actor, limit=args.limit))
-        for run in recovered:
-            print(json.dumps({"run_id": run.id, "status": run.status}), flush=True)
+        try:
+            sweep = asyncio.run(app.recover_expired_runs(actor=actor, limit=args.limit))
+        except Exception as error:
+            # One failed pass (the store unreachable for a while) must not end a watcher.
+            print(f"fevex: recovery pass failed: {_describe(error)}", file=sys.stderr, flush=True)
+            if args.interval is None:
+                return 1
+        else:
+            for run in sweep.recovered:
+                print(json.dumps({"run_id": run.id, "status": run.status}), flush=True)
+            for skipped in sweep.skipped:
+                line = {"run_id": skipped.run_id, "status": "skipped", "code": skipped.code}
+                print(json.dumps(line), flush=True)
+            for run_id in sweep.unclaimed:
+                print(json.dumps({"run_id": run_id, "status": "unclaimed"}), flush=True)
         if args.interval is None:
             return 0
         time.sleep(args.interval)
+
+
+def _describe(error: Exception) -> str:
+    return str(error) if isinstance(error, FevexError) else type(error).__name__
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,10 +6,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 ErrorCategory = Literal["configuration", "validation", "model", "tool", "run", "store", "plugin"]
 ErrorSeverity = Literal["fatal", "error", "warning"]
+_UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 __all__ = [
     "ErrorCategory",
@@ -49,10 +51,14 @@ class FevexError(Exception):
         return f"[{self.code}] {self.message}"
 
     def to_json(self) -> dict[str, Any]:
-        """A safe, JSON-ready description: code, message and classification only."""
+        """A safe, JSON-ready description: code, message and classification only.
+
+        The message can quote what failed (an exception's text), so characters no store can
+        keep (NUL, lone surrogates) are replaced: a run's failure must always be storable.
+        """
         return {
             "code": self.code,
-            "message": self.message,
+            "message": _UNSTORABLE_TEXT.sub("\ufffd", self.message),
             "category": self.category,
             "severity": self.severity,
             "recoverable": self.recoverable,

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fevex.errors import FevexConfigurationError, FevexRunError
+from fevex.tools.redaction import redact_secrets
 
 __all__ = [
     "ARGUMENTS_INVALID",
@@ -45,7 +46,6 @@ HTTP_ERROR = "MCP_HTTP_ERROR"
 UNREACHABLE = "MCP_UNREACHABLE"
 
 EXCERPT_LIMIT = 200
-REDACTED = "[redacted]"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
@@ -59,19 +59,26 @@ def run_error(
     return FevexRunError(code, message, category="tool", recoverable=recoverable, details=details)
 
 
-def remote_excerpt(text: str, secrets: Iterable[str] = ()) -> str:
-    """What a server said, as bounded data: its first line only (a stack trace stops
-    there), printable, at most ``EXCERPT_LIMIT`` characters, without any header value
-    this provider sent (a server that echoes the Authorization header leaks nothing)."""
-    secrets = [secret for secret in secrets if secret]
-    clean = text
-    for secret in secrets:
-        clean = clean.replace(secret, REDACTED)
-    clean = unicodedata.normalize("NFKC", clean)
-    for secret in secrets:
-        clean = clean.replace(unicodedata.normalize("NFKC", secret), REDACTED)
-    first_line = clean.strip().split("\n", 1)[0]
-    first_line = _CONTROL.sub(" ", first_line).strip()
-    if len(first_line) > EXCERPT_LIMIT:
-        first_line = first_line[: EXCERPT_LIMIT - 1] + "…"
-    return first_line
+def remote_excerpt(text: str, secrets: Iterable[str]) -> str:
+    """What a server said, labelled as untrusted and quoted as bounded data: its first
+    line only (a stack trace stops there), printable, in Python's quoting, at most
+    ``EXCERPT_LIMIT`` characters inside the quotes, and without any spelling of any value
+    in ``secrets`` (the header values this provider sent, so also the token inside
+    ``Bearer <token>``).
+
+    Every step that rewrites the text (NFKC, quoting) is followed by a redaction, since
+    it can turn a near-spelling into a spelling; the cut comes last, so that no prefix of
+    a secret survives it.
+    """
+    known = [secret for secret in secrets if secret]
+    known += [unicodedata.normalize("NFKC", secret) for secret in known]
+    clean = unicodedata.normalize("NFKC", redact_secrets(text, known))
+    first_line = _CONTROL.sub(" ", clean.strip().split("\n", 1)[0]).strip()
+    quoted = repr(redact_secrets(first_line, known))
+    quote, body = quoted[0], redact_secrets(quoted[1:-1], known)
+    if len(body) > EXCERPT_LIMIT:
+        body = body[: EXCERPT_LIMIT - 1] + "…"
+    return (
+        f"Server's message (untrusted, first line, at most {EXCERPT_LIMIT} characters): "
+        f"{quote}{body}{quote}"
+    )

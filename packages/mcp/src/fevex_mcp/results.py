@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from fevex_mcp.errors import EXCERPT_LIMIT, TOOL_ERROR, remote_excerpt, run_error
+from fevex_mcp.errors import TOOL_ERROR, remote_excerpt, run_error
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
@@ -25,11 +25,9 @@ def result_value(result: CallToolResult, tool_name: str, secrets: Iterable[str])
     texts = [_text(block) for block in result.content]
     if result.is_error:
         said = next((text for text in texts if text.strip()), "")
-        excerpt = remote_excerpt(said, secrets)
         raise run_error(
             TOOL_ERROR,
-            f"Tool {tool_name} reported an error. Server's message (untrusted, first "
-            f"line, at most {EXCERPT_LIMIT} characters): {excerpt!r}",
+            f"Tool {tool_name} reported an error. {remote_excerpt(said, secrets)}",
             tool_name=tool_name,
         )
     if result.structured_content is not None:

@@ -4,13 +4,16 @@ into fevex errors.
 This is the only module that imports the MCP SDK (and, through it, httpx2). Nothing is
 kept between operations: each discovery and each call opens a session with the headers
 resolved for it, and closes it before returning, so no catalogue, session id or
-connection outlives the caller that asked.
+connection outlives the caller that asked. While a session runs, the log records the SDK
+and the HTTP client create carry none of its header values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
+
+from pydantic import ValidationError
 
 try:
     import httpx2
@@ -35,6 +38,7 @@ from fevex_mcp.errors import (
     remote_excerpt,
     run_error,
 )
+from fevex_mcp.log_redaction import secrets_kept_out_of_logs
 
 __all__ = ["MAX_PAGES", "call_tool", "list_tools"]
 
@@ -93,14 +97,15 @@ async def _with_session(
             statuses.append(response.status_code)
 
     try:
-        async with httpx2.AsyncClient(
-            headers=dict(headers), timeout=_TIMEOUT, event_hooks={"response": [record]}
-        ) as http:
-            transport = streamable_http_client(endpoint.url, http_client=http)
-            async with Client(transport, cache=None, client_info=_CLIENT_INFO) as client:
-                return await operation(client)
+        with secrets_kept_out_of_logs(headers.values()):
+            async with httpx2.AsyncClient(
+                headers=dict(headers), timeout=_TIMEOUT, event_hooks={"response": [record]}
+            ) as http:
+                transport = streamable_http_client(endpoint.url, http_client=http)
+                async with Client(transport, cache=None, client_info=_CLIENT_INFO) as client:
+                    return await operation(client)
     except Exception as error:
-        raise _translate(error, statuses, endpoint, headers.values()) from None
+        raise _translate(error, statuses, endpoint, tuple(headers.values())) from None
 
 
 def _leaves(error: BaseException) -> Iterator[BaseException]:
@@ -112,7 +117,7 @@ def _leaves(error: BaseException) -> Iterator[BaseException]:
 
 
 def _translate(
-    error: Exception, statuses: list[int], endpoint: Endpoint, secrets: Iterable[str]
+    error: Exception, statuses: list[int], endpoint: Endpoint, secrets: tuple[str, ...]
 ) -> BaseException:
     """The fevex error for a failed session; an unknown failure is handed on as itself,
     for the core to report by its type name only."""
@@ -144,13 +149,24 @@ def _translate(
         )
     for leaf in leaves:
         if isinstance(leaf, MCPError):
-            excerpt = remote_excerpt(leaf.message, secrets)
             return run_error(
                 PROTOCOL_ERROR,
                 f"The MCP server at {where} answered with MCP error {leaf.code}. "
-                f"Server's message (untrusted, first line, at most 200 characters): "
-                f"{excerpt!r}",
+                f"{remote_excerpt(leaf.message, secrets)}",
                 mcp_code=leaf.code,
+            )
+    for leaf in leaves:
+        if isinstance(leaf, ValidationError):
+            # The SDK's check of a result; its text quotes what the server sent, so
+            # only where and why it failed is kept, as untrusted text, and not the error.
+            problems = "; ".join(
+                f"{'.'.join(map(str, problem['loc']))}: {problem['msg']}"
+                for problem in leaf.errors(include_input=False, include_url=False)[:3]
+            )
+            return run_error(
+                PROTOCOL_ERROR,
+                f"The MCP server at {where} sent a result that does not follow the MCP "
+                f"schema. {remote_excerpt(problems, secrets)}",
             )
     for leaf in leaves:
         if isinstance(leaf, httpx2.TransportError):

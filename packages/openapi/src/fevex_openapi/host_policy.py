@@ -1,9 +1,14 @@
 """The SSRF guard's rules: which hosts and addresses a provider may reach.
 
-A request may go to a public address. Loopback, link-local (which holds the cloud metadata
-services), private, unique-local, carrier-grade NAT, unspecified, multicast, reserved and
-documentation addresses are refused, unless the request's host is named in ``allow_hosts``
-exactly, alone (``"billing.internal"``) or with the port (``"127.0.0.1:8080"``).
+A request may go to a public address, unless the request's host is named in
+``allow_hosts`` exactly, alone (``"billing.internal"``) or with the port
+(``"127.0.0.1:8080"``). Whether an address is public is decided in one place,
+:func:`address_refusal`, from tables of the IANA IPv4 and IPv6 Special-Purpose Address
+Registries: an address is refused when the most specific registry range holding it is not
+marked globally reachable (deprecated and "N/A" ranges included), and when any IPv4 address
+embedded in an IPv6 one (IPv4-compatible, IPv4-mapped, IPv4-translated, NAT64, 6to4,
+Teredo server and client) would be refused. Multicast, the deprecated site-local range and
+IPv6 space the IETF has not allocated for global unicast are refused as well.
 
 The rules are applied twice: to a URL before it is used (the server at registration and
 before each call, every redirect target), which catches literal addresses and ``localhost``
@@ -23,20 +28,123 @@ from urllib.parse import urlsplit
 
 from fevex_openapi.errors import configuration_error, run_error
 
-__all__ = ["HostPolicy", "IPAddress", "address_refusal", "literal_address"]
+__all__ = [
+    "IPV4_SPECIAL_PURPOSE",
+    "IPV6_SPECIAL_PURPOSE",
+    "OTHER_RANGES",
+    "AddressRange",
+    "HostPolicy",
+    "IPAddress",
+    "address_refusal",
+    "is_public_address",
+    "literal_address",
+]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-_METADATA = frozenset(
-    ipaddress.ip_address(address)
-    for address in (
-        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, Oracle
-        "169.254.170.2",  # AWS ECS task metadata
-        "fd00:ec2::254",  # AWS IPv6
-        "100.100.100.200",  # Alibaba Cloud
-    )
+
+@dataclass(frozen=True, slots=True)
+class AddressRange:
+    """One row of an address registry: a range, its name there, and whether addresses in it
+    are globally reachable (then the guard lets them through)."""
+
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network
+    name: str
+    globally_reachable: bool
+
+
+def _table(*rows: tuple[str, str, bool]) -> tuple[AddressRange, ...]:
+    return tuple(AddressRange(ipaddress.ip_network(n), name, ok) for n, name, ok in rows)
+
+
+# IANA IPv4 Special-Purpose Address Registry (RFC 6890 and later), with its "Globally
+# Reachable" column. 192.88.99.0/24 is deprecated (RFC 7526).
+IPV4_SPECIAL_PURPOSE = _table(
+    ("0.0.0.0/8", "This network", False),
+    ("0.0.0.0/32", "This host on this network", False),
+    ("10.0.0.0/8", "Private-Use", False),
+    ("100.64.0.0/10", "Shared Address Space", False),
+    ("127.0.0.0/8", "Loopback", False),
+    ("169.254.0.0/16", "Link Local", False),
+    ("172.16.0.0/12", "Private-Use", False),
+    ("192.0.0.0/24", "IETF Protocol Assignments", False),
+    ("192.0.0.0/29", "IPv4 Service Continuity Prefix", False),
+    ("192.0.0.8/32", "IPv4 dummy address", False),
+    ("192.0.0.9/32", "Port Control Protocol Anycast", True),
+    ("192.0.0.10/32", "Traversal Using Relays around NAT Anycast", True),
+    ("192.0.0.170/32", "NAT64/DNS64 Discovery", False),
+    ("192.0.0.171/32", "NAT64/DNS64 Discovery", False),
+    ("192.0.2.0/24", "Documentation (TEST-NET-1)", False),
+    ("192.31.196.0/24", "AS112-v4", True),
+    ("192.52.193.0/24", "AMT", True),
+    ("192.88.99.0/24", "Deprecated (6to4 Relay Anycast)", False),
+    ("192.168.0.0/16", "Private-Use", False),
+    ("192.175.48.0/24", "Direct Delegation AS112 Service", True),
+    ("198.18.0.0/15", "Benchmarking", False),
+    ("198.51.100.0/24", "Documentation (TEST-NET-2)", False),
+    ("203.0.113.0/24", "Documentation (TEST-NET-3)", False),
+    ("240.0.0.0/4", "Reserved", False),
+    ("255.255.255.255/32", "Limited Broadcast", False),
 )
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+# IANA IPv6 Special-Purpose Address Registry (RFC 6890 and later). "N/A" rows (Teredo,
+# 6to4: reachability depends on the embedded address) and the deprecated ORCHID block are
+# refused.
+IPV6_SPECIAL_PURPOSE = _table(
+    ("::1/128", "Loopback Address", False),
+    ("::/128", "Unspecified Address", False),
+    ("::ffff:0:0/96", "IPv4-mapped Address", False),
+    ("64:ff9b::/96", "IPv4-IPv6 Translat.", True),
+    ("64:ff9b:1::/48", "IPv4-IPv6 Translat.", False),
+    ("100::/64", "Discard-Only Address Block", False),
+    ("100:0:0:1::/64", "Dummy IPv6 Prefix", False),
+    ("2001::/23", "IETF Protocol Assignments", False),
+    ("2001::/32", "TEREDO", False),
+    ("2001:1::1/128", "Port Control Protocol Anycast", True),
+    ("2001:1::2/128", "Traversal Using Relays around NAT Anycast", True),
+    ("2001:1::3/128", "DNS-SD Service Registration Protocol Anycast", True),
+    ("2001:2::/48", "Benchmarking", False),
+    ("2001:3::/32", "AMT", True),
+    ("2001:4:112::/48", "AS112-v6", True),
+    ("2001:10::/28", "Deprecated (previously ORCHID)", False),
+    ("2001:20::/28", "ORCHIDv2", True),
+    ("2001:30::/28", "Drone Remote ID Protocol Entity Tags (DETs) Prefix", True),
+    ("2001:db8::/32", "Documentation", False),
+    ("2002::/16", "6to4", False),
+    ("2620:4f:8000::/48", "Direct Delegation AS112 Service", True),
+    ("3fff::/20", "Documentation", False),
+    ("5f00::/16", "Segment Routing (SRv6) SIDs", False),
+    ("fc00::/7", "Unique-Local", False),
+    ("fe80::/10", "Link-Local Unicast", False),
+)
+
+# Ranges the special-purpose registries leave out. Multicast has registries of its own; of
+# the IPv6 Address Space Registry only 2000::/3 is global unicast (the special-purpose rows
+# above are more specific and win), the rest being reserved by the IETF, deprecated
+# site-local space among it; the IPv4-compatible and IPv4-translated forms are deprecated.
+OTHER_RANGES = _table(
+    ("224.0.0.0/4", "Multicast", False),
+    ("::/0", "Reserved by the IETF", False),
+    ("2000::/3", "Global Unicast", True),
+    ("::/96", "IPv4-compatible IPv6 address, deprecated by RFC 4291", False),
+    ("::ffff:0:0:0/96", "IPv4-translated IPv6 address, RFC 2765", False),
+    ("fec0::/10", "Site-local, deprecated by RFC 3879", False),
+    ("ff00::/8", "Multicast", False),
+)
+
+_RANGES = {
+    4: tuple(r for r in (*IPV4_SPECIAL_PURPOSE, *OTHER_RANGES) if r.network.version == 4),
+    6: tuple(r for r in (*IPV6_SPECIAL_PURPOSE, *OTHER_RANGES) if r.network.version == 6),
+}
+
+# IPv6 forms that carry an IPv4 address in their last 32 bits. 64:ff9b:1::/48 embeds one
+# too, at a place that depends on the prefix length its operator chose (RFC 6052), and is
+# refused whole by the registry.
+_IPV4_IN_LAST_32_BITS = tuple(
+    ipaddress.IPv6Network(network)
+    for network in ("::/96", "::ffff:0:0/96", "::ffff:0:0:0/96", "64:ff9b::/96")
+)
+
 _LEGACY_IPV4 = re.compile(r"[0-9a-fA-FxX.]+")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -57,28 +165,44 @@ def literal_address(host: str) -> IPAddress | None:
 
 
 def address_refusal(address: IPAddress) -> str | None:
-    """Why ``address`` is not public (``None`` when it is)."""
+    """Why ``address`` is not public, naming the range that refuses it; ``None`` when it is
+    public. This is the guard's one decision about addresses."""
+    refusing = _refusing_range(address)
+    if refusing is not None:
+        return f"an address in {refusing.network} ({refusing.name})"
     if isinstance(address, ipaddress.IPv6Address):
-        embedded = address.ipv4_mapped or address.sixtofour
-        if embedded is None and address in _NAT64:
-            embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-        if embedded is not None:
-            reason = address_refusal(embedded)
-            if reason is not None:
-                return reason
-    if address in _METADATA:
-        return "a cloud metadata address"
-    for reason, applies in (
-        ("a loopback address", address.is_loopback),
-        ("a link-local address", address.is_link_local),
-        ("an unspecified address", address.is_unspecified),
-        ("a multicast address", address.is_multicast),
-        ("a private address", address.is_private),
-        ("not a public address", not address.is_global),
-    ):
-        if applies:
-            return reason
+        for embedded in _embedded_ipv4(address):
+            refusing = _refusing_range(embedded)
+            if refusing is not None:
+                return f"an address that embeds {embedded}, in {refusing.network} ({refusing.name})"
     return None
+
+
+def is_public_address(address: IPAddress) -> bool:
+    """Whether the guard lets a connection go to ``address`` (see :func:`address_refusal`)."""
+    return address_refusal(address) is None
+
+
+def _refusing_range(address: IPAddress) -> AddressRange | None:
+    """The most specific range holding ``address``, when it is not globally reachable."""
+    found: AddressRange | None = None
+    for row in _RANGES[address.version]:
+        if address in row.network and (
+            found is None or row.network.prefixlen > found.network.prefixlen
+        ):
+            found = row
+    return found if found is not None and not found.globally_reachable else None
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    embedded: list[ipaddress.IPv4Address] = []
+    if any(address in network for network in _IPV4_IN_LAST_32_BITS):
+        embedded.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    if address.sixtofour is not None:
+        embedded.append(address.sixtofour)
+    if address.teredo is not None:
+        embedded.extend(address.teredo)  # the server, and the client de-obfuscated
+    return embedded
 
 
 def _normal_host(host: str) -> str:

@@ -4,7 +4,12 @@ Redirects are followed here, one hop at a time, so that each target is checked b
 is requested and the configured headers (credentials) never follow a redirect to another
 origin. The whole exchange, every hop included, runs under one deadline. A success answer
 must be JSON and match its documented schema; any other status becomes an error that
-quotes a short, labelled excerpt of the body with the configured header values removed.
+quotes a short, labelled excerpt of the body.
+
+The service may echo a configured header value (a credential) back anywhere: in an error
+body, a content type, a redirect's host. Every error raised here is redacted with those
+values (:func:`fevex.tools.redaction.redact_secrets`, every spelling of each) before it
+leaves, and text from the service is redacted before it is cut short, never after.
 
 Importing this module imports httpx2; the provider imports it on its first call.
 """
@@ -12,14 +17,17 @@ Importing this module imports httpx2; the provider imports it on its first call.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx2
 
+from fevex.errors import FevexRunError
+from fevex.tools.redaction import REDACTED, redact_secrets, secret_spellings
 from fevex_openapi.errors import run_error
 from fevex_openapi.host_policy import HostPolicy
 from fevex_openapi.operations import Operation, is_json_media_type
@@ -32,6 +40,7 @@ __all__ = ["CallLimits", "send_operation"]
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _ERROR_BODY_BYTES = 4096
 _EXCERPT_CHARS = 300
+_CONTENT_TYPE_CHARS = 60
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
@@ -51,9 +60,23 @@ async def send_operation(
     limits: CallLimits,
 ) -> Any:
     """Call ``operation`` and return its JSON answer (``None`` for an empty one)."""
+    secrets = _header_secrets(headers.values())
+    try:
+        return await _send(operation, parts, headers, policy, limits, secrets)
+    except FevexRunError as error:
+        raise _redacted(error, secrets) from None
+
+
+async def _send(
+    operation: Operation,
+    parts: RequestParts,
+    headers: Mapping[str, str],
+    policy: HostPolicy,
+    limits: CallLimits,
+    secrets: list[str],
+) -> Any:
     url = operation.server_url + parts.path
     host, port = policy.check_url(url)
-    secrets = _secrets(headers.values())
     try:
         async with asyncio.timeout(limits.timeout):
             async with httpx2.AsyncClient(
@@ -71,7 +94,7 @@ async def send_operation(
                     headers=exchange.first_headers(parts),
                     content=parts.body,
                 )
-                status, content_type, body = await exchange.run(request)
+                reply = await exchange.run(request)
     except (TimeoutError, httpx2.TimeoutException):
         raise run_error(
             "OPENAPI_TIMEOUT",
@@ -87,7 +110,16 @@ async def send_operation(
             recoverable=True,
             details={"operation": operation.operation_id},
         ) from None
-    return _answer(operation, status, content_type, body, secrets)
+    return _answer(operation, reply, secrets)
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    status: int
+    content_type: str
+    body: bytes
+    #: False when the body was longer than the read limit and cut there.
+    complete: bool
 
 
 class _Exchange:
@@ -118,7 +150,7 @@ class _Exchange:
             merged["content-type"] = self.operation.body_media_type
         return merged
 
-    async def run(self, request: httpx2.Request) -> tuple[int, str, bytes]:
+    async def run(self, request: httpx2.Request) -> _Reply:
         origin = _origin(request.url)
         for _ in range(self.limits.max_redirects + 1):
             response = await self.client.send(request, stream=True)
@@ -129,8 +161,8 @@ class _Exchange:
                     continue
                 success = 200 <= status < 300
                 limit = self.limits.max_response_bytes if success else _ERROR_BODY_BYTES
-                body = await self.read(response, limit, strict=success)
-                return status, response.headers.get("content-type", ""), body
+                body, complete = await self.read(response, limit, strict=success)
+                return _Reply(status, response.headers.get("content-type", ""), body, complete)
             finally:
                 await response.aclose()
         raise run_error(
@@ -166,7 +198,10 @@ class _Exchange:
                 headers.pop(name, None)
         return self.client.build_request(method, target, headers=headers, content=content or None)
 
-    async def read(self, response: httpx2.Response, limit: int, *, strict: bool) -> bytes:
+    async def read(
+        self, response: httpx2.Response, limit: int, *, strict: bool
+    ) -> tuple[bytes, bool]:
+        """The body, at most ``limit`` bytes of it, and whether that is all of it."""
         body = bytearray()
         async for chunk in response.aiter_bytes():
             body += chunk
@@ -178,8 +213,8 @@ class _Exchange:
                         f"{limit} bytes.",
                         details={"operation": self.operation.operation_id},
                     )
-                return bytes(body[:limit])
-        return bytes(body)
+                return bytes(body[:limit]), False
+        return bytes(body), True
 
 
 def _origin(url: httpx2.URL) -> tuple[str, str, int]:
@@ -187,12 +222,10 @@ def _origin(url: httpx2.URL) -> tuple[str, str, int]:
     return url.scheme, url.host, port
 
 
-def _answer(
-    operation: Operation, status: int, content_type: str, body: bytes, secrets: list[str]
-) -> Any:
-    name = operation.operation_id
+def _answer(operation: Operation, reply: _Reply, secrets: list[str]) -> Any:
+    name, status, body = operation.operation_id, reply.status, reply.body
     if not 200 <= status < 300:
-        excerpt = _excerpt(body, secrets)
+        excerpt = _excerpt(body, reply.complete, secrets)
         message = f"Operation {name} answered HTTP {status}."
         if excerpt:
             message += (
@@ -209,8 +242,9 @@ def _answer(
         if shape is None or not shape.has_content:
             return None
         raise _not_json(name, status, "an empty body where JSON is documented")
-    if not is_json_media_type(content_type):
-        shown = _CONTROL.sub(" ", content_type.split(";", 1)[0].strip())[:60] or "none"
+    if not is_json_media_type(reply.content_type):
+        media_type = redact_secrets(reply.content_type.split(";", 1)[0], secrets)
+        shown = _shortened(media_type, _CONTENT_TYPE_CHARS) or "none"
         raise _not_json(name, status, f"content type {shown!r}")
     try:
         value = json.loads(body.decode("utf-8-sig"), parse_constant=_refuse_constant)
@@ -240,20 +274,64 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _secrets(values: Any) -> list[str]:
-    """The configured header values, and the long words inside them (``Bearer <token>``)."""
+def _header_secrets(values: Iterable[str]) -> list[str]:
+    """The configured header values, as written and lower-cased: a host name the service
+    sends back (a redirect target) comes lower-cased."""
     found: set[str] = set()
     for value in values:
-        found.add(value)
-        found.update(word for word in value.split() if len(word) >= 8)
-    return sorted((secret for secret in found if secret), key=len, reverse=True)
+        found.update((value, value.lower()))
+    found.discard("")
+    return sorted(found)
 
 
-def _excerpt(body: bytes, secrets: list[str]) -> str:
-    text = body.decode("utf-8", errors="replace")
-    for secret in secrets:
-        text = text.replace(secret, "[redacted]")
+def _redacted(error: FevexRunError, secrets: list[str]) -> FevexRunError:
+    message = redact_secrets(error.message, secrets)
+    details = {
+        key: redact_secrets(value, secrets) if isinstance(value, str) else value
+        for key, value in error.details.items()
+    }
+    if message == error.message and details == error.details:
+        return error
+    return run_error(
+        error.code,
+        message,
+        recoverable=error.recoverable,
+        details=details,
+        category=error.category,
+    )
+
+
+def _excerpt(body: bytes, complete: bool, secrets: list[str]) -> str:
+    # A multi-byte character cut by the read limit is dropped, not replaced: the partial
+    # secret before it must stay at the very end to be recognised there.
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(body, final=complete)
+    text = redact_secrets(text, secrets)
+    if not complete:
+        text = _without_cut_secret(text, secrets)
+    return _shortened(text, _EXCERPT_CHARS)
+
+
+def _without_cut_secret(text: str, secrets: list[str]) -> str:
+    """``text`` less the start of a secret at its very end.
+
+    Where the read limit cut a secret, the part before the cut matches none of its
+    spellings, so redaction alone leaves it; and collapsing the whitespace before it can
+    bring it into the excerpt.
+    """
+    cut = 0
+    for spelling in {spelling for secret in secrets for spelling in secret_spellings(secret)}:
+        position = text.find(spelling[0], max(0, len(text) - len(spelling) + 1))
+        while position != -1 and len(text) - position > cut:
+            if spelling.startswith(text[position:]):
+                cut = len(text) - position
+                break
+            position = text.find(spelling[0], position + 1)
+    return text[: len(text) - cut] + REDACTED if cut else text
+
+
+def _shortened(text: str, limit: int) -> str:
+    """``text`` on one line, its whitespace collapsed, cut to ``limit`` characters."""
     text = " ".join(_CONTROL.sub(" ", text).split())
-    if len(text) > _EXCERPT_CHARS:
-        text = text[: _EXCERPT_CHARS - 1] + "…"
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
     return text

@@ -13,11 +13,11 @@ each tool schema stands alone.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
+from fevex.schemas import linear_pattern
 from fevex_openapi.document import OpenApiDocument, escape_part, unescape_part
 from fevex_openapi.errors import configuration_error
 
@@ -209,10 +209,12 @@ def _check_type(value: Any) -> str | None:
 def _check_pattern(value: Any) -> str | None:
     if not isinstance(value, str):
         return "pattern must be a string"
+    # Values from the service are matched against it on the event loop, so it must run in
+    # time linear in the text: a backtracking engine can take hours on a short string.
     try:
-        re.compile(value)
-    except re.error:
-        return "pattern is not a regular expression Python can run"
+        linear_pattern(value)
+    except ValueError as error:
+        return f"pattern is refused, since values are matched in linear time: {error}"
     return None
 
 

@@ -2,17 +2,26 @@
 
 Tool input is checked before any request leaves, and a JSON success response before it
 reaches the run. Problems name where in the value they are, never the value itself (it may
-be a secret or untrusted text).
+be a secret or untrusted text), nor the name of a property the schema does not declare
+(that name came with the value too): such a property is named by its position.
+
+Validation runs on the event loop, so its cost is bounded: it is linear in the size of the
+value (times the size of the schema), and no check holds the loop longer than that.
+Patterns run on a linear-time engine (:func:`fevex.schemas.linear_pattern`); equality for
+``uniqueItems``, ``enum`` and ``const`` compares canonical forms, each computed once per
+value node and validation, so a uniqueness check is one pass over hashes rather than a
+comparison of every pair; nesting deeper than 256 levels and more than 100,000 schema
+checks (combinations over recursive schemas branch) are refused as too complex.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Mapping
-from functools import lru_cache
+from collections.abc import Hashable, Mapping
 from typing import Any
 from urllib.parse import unquote
+
+from fevex.schemas import linear_pattern
 
 __all__ = ["schema_problems"]
 
@@ -27,7 +36,7 @@ def schema_problems(root: Mapping[str, Any], value: Any, name: str = "value") ->
     """What is wrong with ``value`` against the standalone schema ``root`` (empty: valid)."""
     problems: list[str] = []
     try:
-        _Validator(root, problems, [_MAX_STEPS]).check(root, value, name, 0)
+        _Validator(root, problems, _ValidationState()).check(root, value, name, 0)
     except _TooComplexError:
         return [f"{name}: too deep or too complex to check against its schema"]
     return problems[:_MAX_PROBLEMS]
@@ -35,11 +44,6 @@ def schema_problems(root: Mapping[str, Any], value: Any, name: str = "value") ->
 
 class _TooComplexError(Exception):
     pass
-
-
-@lru_cache(maxsize=256)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
 
 
 def _is_number(value: Any) -> bool:
@@ -70,31 +74,113 @@ def _is_multiple(value: float, divisor: float) -> bool:
     return math.isfinite(quotient) and math.isclose(quotient, round(quotient), abs_tol=1e-9)
 
 
-def json_equal(left: Any, right: Any) -> bool:
-    """Equality as JSON means it: ``true`` is not ``1``, ``1`` is ``1.0``."""
-    if isinstance(left, bool) or isinstance(right, bool):
-        return isinstance(left, bool) and isinstance(right, bool) and left == right
-    if _is_number(left) and _is_number(right):
-        return bool(left == right)
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(map(json_equal, left, right))
-    if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(json_equal(left[k], right[k]) for k in left)
-    return type(left) is type(right) and bool(left == right)
+class _CanonicalForms:
+    """Tokens for JSON equality: two values are equal as JSON exactly when their tokens are.
+
+    As JSON means it: ``true`` is not ``1``, ``1`` is ``1.0``, the order of an object's
+    keys does not matter. A scalar's token is a tagged tuple; an array's or object's token
+    is a number standing for its content, the tokens of its items, so the key that gets
+    hashed is flat and an item's form is computed once however often it is compared.
+    Containers are walked with an explicit stack, never by recursion.
+    """
+
+    def __init__(self) -> None:
+        self._interned: dict[Hashable, int] = {}
+        # By id(): every node belongs to the value or schema being validated, which stay
+        # alive (and unchanged) for the whole validation.
+        self._containers: dict[int, int] = {}
+        self._unique: dict[int, bool] = {}
+        self._sets: dict[int, frozenset[Hashable]] = {}
+
+    def token(self, value: Any, depth: int) -> Hashable:
+        if not isinstance(value, list | dict):
+            return _scalar_token(value)
+        stack = [(value, depth)]
+        while stack:
+            node, level = stack[-1]
+            if id(node) in self._containers:
+                stack.pop()
+                continue
+            if level > _MAX_DEPTH:
+                raise _TooComplexError
+            items = node.values() if isinstance(node, dict) else node
+            pending = [
+                (item, level + 1)
+                for item in items
+                if isinstance(item, list | dict) and id(item) not in self._containers
+            ]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            key: Hashable
+            if isinstance(node, dict):
+                key = ("object", frozenset((k, self._known(v)) for k, v in node.items()))
+            else:
+                key = ("array", tuple(self._known(item) for item in node))
+            self._containers[id(node)] = self._interned.setdefault(key, len(self._interned))
+        return self._containers[id(value)]
+
+    def _known(self, value: Any) -> Hashable:
+        if isinstance(value, list | dict):
+            return self._containers[id(value)]
+        return _scalar_token(value)
+
+    def all_unique(self, items: list[Any], depth: int) -> bool:
+        known = self._unique.get(id(items))
+        if known is None:
+            seen: set[Hashable] = set()
+            for item in items:
+                token = self.token(item, depth + 1)
+                if token in seen:
+                    break
+                seen.add(token)
+            known = self._unique[id(items)] = len(seen) == len(items)
+        return known
+
+    def one_of(self, value: Any, allowed: list[Any], depth: int) -> bool:
+        tokens = self._sets.get(id(allowed))
+        if tokens is None:
+            tokens = self._sets[id(allowed)] = frozenset(self.token(item, 0) for item in allowed)
+        return self.token(value, depth) in tokens
+
+
+def _scalar_token(value: Any) -> Hashable:
+    if isinstance(value, bool):
+        return ("boolean", value)
+    if isinstance(value, int | float):
+        # Python compares int and float exactly, so 1 and 1.0 share a key and 2**53 + 1
+        # stays apart from 2.0**53, as the numbers they stand for do.
+        return ("number", value)
+    if isinstance(value, str):
+        return ("string", value)
+    return ("null", None) if value is None else ("other", id(value))
+
+
+class _ValidationState:
+    """What one validation shares with every probe of its combinations: the schema checks
+    it may still make, and what it has computed once rather than again per check."""
+
+    def __init__(self) -> None:
+        self.steps = _MAX_STEPS
+        self.forms = _CanonicalForms()
+        self.pattern_results: dict[tuple[str, int], bool] = {}
 
 
 class _Validator:
-    def __init__(self, root: Mapping[str, Any], problems: list[str], steps: list[int]) -> None:
+    def __init__(
+        self, root: Mapping[str, Any], problems: list[str], state: _ValidationState
+    ) -> None:
         self.root = root
         self.problems = problems
-        self.steps = steps  # shared with probes: one budget per validation
+        self.state = state
 
     def fail(self, path: str, message: str) -> None:
         self.problems.append(f"{path}: {message}")
 
     def matches(self, schema: Any, value: Any, path: str, depth: int) -> bool:
         """Whether ``value`` is valid, without reporting why (for combinations)."""
-        probe = _Validator(self.root, [], self.steps)
+        probe = _Validator(self.root, [], self.state)
         probe.check(schema, value, path, depth)
         return not probe.problems
 
@@ -104,8 +190,8 @@ class _Validator:
         if schema is False:
             self.fail(path, "no value is allowed here")
             return
-        self.steps[0] -= 1
-        if depth > _MAX_DEPTH or self.steps[0] < 0:
+        self.state.steps -= 1
+        if depth > _MAX_DEPTH or self.state.steps < 0:
             raise _TooComplexError
         if not isinstance(schema, Mapping):
             return
@@ -117,9 +203,10 @@ class _Validator:
             if not any(_TYPES[k](value) for k in kinds):
                 self.fail(path, f"expected {' or '.join(kinds)}")
                 return
-        if "enum" in schema and not any(json_equal(value, item) for item in schema["enum"]):
+        forms = self.state.forms
+        if "enum" in schema and not forms.one_of(value, schema["enum"], depth):
             self.fail(path, "not one of the allowed values")
-        if "const" in schema and not json_equal(value, schema["const"]):
+        if "const" in schema and forms.token(value, depth) != forms.token(schema["const"], 0):
             self.fail(path, "not the required constant")
         if _is_number(value):
             self.check_number(schema, value, path)
@@ -161,8 +248,18 @@ class _Validator:
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             self.fail(path, "too long")
         pattern = schema.get("pattern")
-        if pattern is not None and _compiled(pattern).search(value) is None:
+        if pattern is not None and not self.matches_pattern(pattern, value):
             self.fail(path, "does not match the pattern")
+
+    def matches_pattern(self, pattern: str, text: str) -> bool:
+        # Combinations may check one string against one pattern many times; each search is
+        # linear in the string, so it is done once. id(): the string outlives validation.
+        key = (pattern, id(text))
+        found = self.state.pattern_results.get(key)
+        if found is None:
+            # The document's patterns were compiled when it was loaded, so this cannot fail.
+            found = self.state.pattern_results[key] = linear_pattern(pattern).search(text)
+        return found
 
     def check_array(
         self, schema: Mapping[str, Any], value: list[Any], path: str, depth: int
@@ -174,11 +271,7 @@ class _Validator:
             self.fail(path, "too few items")
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             self.fail(path, "too many items")
-        if schema.get("uniqueItems") is True and any(
-            json_equal(value[i], value[j])
-            for i in range(len(value))
-            for j in range(i + 1, len(value))
-        ):
+        if schema.get("uniqueItems") is True and not self.state.forms.all_unique(value, depth):
             self.fail(path, "items are not unique")
 
     def check_object(
@@ -189,13 +282,13 @@ class _Validator:
             if name not in value:
                 self.fail(f"{path}.{name}", "required")
         extra = schema.get("additionalProperties", True)
-        for name, item in value.items():
+        for position, (name, item) in enumerate(value.items()):
             if name in properties:
                 self.check(properties[name], item, f"{path}.{name}", depth + 1)
             elif extra is False:
-                self.fail(f"{path}.{name}", "not allowed")
+                self.fail(f"{path}.<property {position}>", "not allowed")
             elif isinstance(extra, Mapping):
-                self.check(extra, item, f"{path}.{name}", depth + 1)
+                self.check(extra, item, f"{path}.<property {position}>", depth + 1)
         if len(value) < schema.get("minProperties", 0):
             self.fail(path, "too few properties")
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:

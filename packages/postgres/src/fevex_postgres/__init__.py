@@ -14,11 +14,13 @@ from fevex_postgres.__about__ import __version__
 if TYPE_CHECKING:
     from fevex_postgres.migrations import LATEST_VERSION, SchemaUpgrade
     from fevex_postgres.postgres_run_store import PostgresRunStore, create_postgres_run_store
+    from fevex_postgres.timeouts import SessionTimeouts
 
 __all__ = [
     "LATEST_VERSION",
     "PostgresRunStore",
     "SchemaUpgrade",
+    "SessionTimeouts",
     "__version__",
     "create_postgres_run_store",
 ]
@@ -28,6 +30,7 @@ _LAZY = {
     "SchemaUpgrade": "fevex_postgres.migrations",
     "PostgresRunStore": "fevex_postgres.postgres_run_store",
     "create_postgres_run_store": "fevex_postgres.postgres_run_store",
+    "SessionTimeouts": "fevex_postgres.timeouts",
 }
 
 

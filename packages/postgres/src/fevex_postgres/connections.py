@@ -1,6 +1,11 @@
 """Where a store's connections come from: a SQLAlchemy pool per event loop, and the fevex
 errors that driver and pool failures become.
 
+Every failure of the driver or the pool becomes a :class:`~fevex.FevexRunError` with a
+stable code (:func:`store_failure`), raised from the driver's error so that it stays the
+``__cause__``. Its message never quotes the driver, whose text can hold a statement and its
+parameters, except for the reason a server could not be reached at all.
+
 SQLAlchemy's asyncio pool belongs to the event loop that first waits on it, yet one store
 may serve several loops: ``asyncio.run`` after ``asyncio.run``, or loops on several
 threads. So each loop gets its own engine. The engines of loops that have ended hold only
@@ -21,9 +26,24 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from fevex.errors import FevexRunError
-from fevex.runtime.run_store import run_conflict
+from fevex.runtime.run_store import run_conflict, store_error
 
-__all__ = ["ConnectionPools", "store_error", "store_unavailable"]
+__all__ = ["ConnectionPools", "store_failure", "store_unavailable"]
+
+# SQLSTATEs with a code of their own; the others are STORE_ERROR, or STORE_UNAVAILABLE when
+# the connection itself failed.
+_CODES = {
+    "53100": "STORE_FULL",  # disk_full
+    "25006": "STORE_READ_ONLY",  # read_only_sql_transaction
+    "55P03": "STORE_BUSY",  # lock_not_available: lock_timeout ran out
+    "57014": "STORE_TIMEOUT",  # query_canceled: statement_timeout (or pg_cancel_backend)
+    # The server ended this session, idle inside a transaction for longer than
+    # idle_in_transaction_session_timeout: the transaction was rolled back.
+    "25P03": "STORE_TIMEOUT",
+}
+# Failures of the connection, not of a statement: their text says which (refused,
+# authentication, no such database, shutdown) and never quotes a statement.
+_CONNECTION_STATES = ("08", "28", "3D", "57P", "53300")
 
 
 class ConnectionPools:
@@ -65,14 +85,15 @@ class ConnectionPools:
         return engine
 
     @asynccontextmanager
-    async def connect(self) -> AsyncIterator[AsyncConnection]:
-        """A connection of this loop's pool, returned to it afterwards."""
+    async def connect(self, operation: str) -> AsyncIterator[AsyncConnection]:
+        """A connection of this loop's pool, returned to it afterwards; a failure of the
+        driver is reported as one of the store's ``operation``."""
         engine = await self._engine()
         try:
             async with engine.connect() as connection:
                 yield connection
         except DBAPIError as error:
-            raise store_error(self._display_url, error) from error
+            raise store_failure(operation, self._display_url, error) from error
         except PoolTimeoutError as error:
             timeout = self._pool_options["pool_timeout"]
             reason = f"no pooled connection came free within {timeout} s"
@@ -91,27 +112,34 @@ class ConnectionPools:
                 await engine.dispose()
 
 
-def store_error(display_url: str, error: DBAPIError) -> FevexRunError:
-    """The fevex error for a driver error. The message names the server without its
-    password and never carries the statement or its parameters."""
-    reason = _primary_message(error)
-    if isinstance(error, IntegrityError):
-        return run_conflict(
-            f"The write conflicts with stored data ({reason}); nothing was written."
-        )
+def store_failure(operation: str, display_url: str, error: DBAPIError) -> FevexRunError:
+    """The fevex error for a driver error during ``operation``; raise it ``from error``.
+    The message names the server without its password and never carries the statement or
+    its parameters."""
     sqlstate = getattr(error.orig, "sqlstate", None) or ""
+    if isinstance(error, IntegrityError):
+        # Constraint names are the schema's own; the values are in the driver's text only.
+        constraint = getattr(getattr(error.orig, "diag", None), "constraint_name", None)
+        violated = f" (constraint {constraint})" if constraint else ""
+        return run_conflict(
+            f"The write conflicts with stored data{violated}; nothing was written.",
+            operation=operation,
+        )
     if sqlstate.startswith("40"):
         # A deadlock or serialization failure rolled the whole transaction back.
         return run_conflict(
-            f"A concurrent write got in the way ({reason}); nothing was written, retry."
+            "A concurrent write got in the way (a deadlock or serialization failure); "
+            "nothing was written, retry.",
+            operation=operation,
         )
-    if isinstance(error, OperationalError | InterfaceError):
-        return store_unavailable(display_url, reason)
-    return FevexRunError(
-        "STORE_ERROR",
-        f"PostgreSQL at {display_url} rejected an operation: {reason}",
-        category="store",
-    )
+    code = _CODES.get(sqlstate)
+    if code is not None:
+        return store_error(operation, error, code=code)
+    if isinstance(error, OperationalError | InterfaceError) and (
+        not sqlstate or sqlstate.startswith(_CONNECTION_STATES)
+    ):
+        return store_unavailable(display_url, _primary_message(error))
+    return store_error(operation, error)
 
 
 def store_unavailable(display_url: str, reason: str) -> FevexRunError:

@@ -124,6 +124,10 @@ async def read_schema_version(connection: AsyncConnection) -> int:
 async def upgrade_schema(connection: AsyncConnection, display_url: str) -> SchemaUpgrade:
     """Apply the missing migrations inside the caller's transaction; idempotent, and safe
     to run from several processes at once (they take turns on an advisory lock)."""
+    # The store's session timeouts bound what a worker may hold; an upgrade is an operator's
+    # explicit step that may wait for another upgrade and rebuild large tables.
+    await connection.execute(text("SET LOCAL statement_timeout = 0"))
+    await connection.execute(text("SET LOCAL lock_timeout = 0"))
     await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _UPGRADE_LOCK_KEY})
     await connection.execute(
         text(

@@ -9,7 +9,10 @@ database's business:
 - run creation locks (or inserts) the session row, so one session is reserved by one run;
 - lease expiry is judged by the database's clock, never by a worker's;
 - ``claim_expired_run`` takes a candidate with ``FOR UPDATE SKIP LOCKED``, so concurrent
-  recovery processes split the orphaned runs instead of queueing on the same one.
+  recovery processes split the orphaned runs instead of queueing on the same one;
+- no session can hold a row lock for long, nor wait for one: every connection carries the
+  server-side timeouts of :mod:`fevex_postgres.timeouts`, so the row of a worker frozen
+  inside a commit is released before its lease expires.
 
 Only JSON goes in and out: JSONB columns, read back with the driver's ``json.loads``.
 """
@@ -48,8 +51,9 @@ from fevex_postgres.migrations import (
     schema_too_new,
     upgrade_schema,
 )
-from fevex_postgres.store_url import POOL_OPTIONS, parse_store_url
+from fevex_postgres.store_url import POOL_OPTIONS, TIMEOUT_OPTIONS, parse_store_url
 from fevex_postgres.tables import database_now, events, runs, sessions
+from fevex_postgres.timeouts import SessionTimeouts, session_timeouts
 
 __all__ = ["PostgresRunStore", "create_postgres_run_store"]
 
@@ -110,8 +114,11 @@ class PostgresRunStore:
     ``url`` is ``postgresql+psycopg://user:password@host:5432/database`` (``postgresql://``
     works too). ``options`` and the URL's query string set the connection pool:
     ``pool_size`` (5), ``max_overflow`` (10), ``pool_timeout`` seconds (30),
-    ``pool_recycle`` seconds (-1: never) and ``pool_pre_ping`` (true); keyword arguments win
-    over the query string.
+    ``pool_recycle`` seconds (-1: never) and ``pool_pre_ping`` (true); and the server-side
+    timeouts of every session, in seconds, each below the app's ``lease_seconds``:
+    ``statement_timeout`` (10), ``lock_timeout`` (5, below ``statement_timeout``) and
+    ``idle_in_transaction_session_timeout`` (10), kept in :attr:`timeouts`. Keyword
+    arguments win over the query string.
 
     Opening connects to nothing. The schema is never created or changed here: run
     ``fevex db upgrade --store URL`` first; until then every operation fails with
@@ -122,23 +129,35 @@ class PostgresRunStore:
 
     def __init__(self, url: str, **options: Any) -> None:
         parsed = parse_store_url(url)
-        unknown = sorted(set(options) - set(POOL_OPTIONS))
+        known = (*POOL_OPTIONS, *TIMEOUT_OPTIONS)
+        unknown = sorted(set(options) - set(known))
         if unknown:
             raise FevexConfigurationError(
                 "INVALID_CONFIG",
                 f"PostgresRunStore takes no option {', '.join(unknown)}; it takes "
-                f"{', '.join(POOL_OPTIONS)}.",
+                f"{', '.join(known)}.",
             )
         self.url = parsed.display
         self.pool_options: dict[str, Any] = {
             **_DEFAULT_POOL_OPTIONS,
             **parsed.pool_options,
-            **options,
+            **{name: value for name, value in options.items() if name in POOL_OPTIONS},
         }
+        self.timeouts: SessionTimeouts = session_timeouts(
+            parsed.timeouts,
+            {name: value for name, value in options.items() if name in TIMEOUT_OPTIONS},
+        )
+        engine_url = parsed.engine_url
         connect_args: dict[str, Any] = {}
-        if "application_name" not in parsed.engine_url.query:
+        if "application_name" not in engine_url.query:
             connect_args["application_name"] = "fevex"
-        self._pools = ConnectionPools(parsed.engine_url, self.pool_options, connect_args, self.url)
+        # The URL's own libpq options (a search_path, say) ride after the timeouts.
+        given = engine_url.query.get("options")
+        connect_args["options"] = self.timeouts.libpq_options(
+            given if isinstance(given, str) or given is None else " ".join(given)
+        )
+        engine_url = engine_url.difference_update_query(["options"])
+        self._pools = ConnectionPools(engine_url, self.pool_options, connect_args, self.url)
         self._schema_ready = False
 
     def __repr__(self) -> str:
@@ -148,7 +167,7 @@ class PostgresRunStore:
 
     async def schema_version(self) -> int:
         """The schema version the database holds (0: none)."""
-        async with self._pools.connect() as connection:
+        async with self._pools.connect("schema_version") as connection:
             return await read_schema_version(connection)
 
     async def check_schema(self) -> None:
@@ -163,7 +182,7 @@ class PostgresRunStore:
 
     async def upgrade_schema(self) -> SchemaUpgrade:
         """Apply the migrations the database lacks (what ``fevex db upgrade`` runs)."""
-        async with self._pools.connect() as connection, connection.begin():
+        async with self._pools.connect("upgrade_schema") as connection, connection.begin():
             upgrade = await upgrade_schema(connection, self.url)
         self._schema_ready = True
         return upgrade
@@ -171,24 +190,24 @@ class PostgresRunStore:
     # -- connections ----------------------------------------------------------------
 
     @asynccontextmanager
-    async def _read(self) -> AsyncIterator[AsyncConnection]:
+    async def _read(self, operation: str) -> AsyncIterator[AsyncConnection]:
         if not self._schema_ready:
             await self.check_schema()
-        async with self._pools.connect() as connection:
+        async with self._pools.connect(operation) as connection:
             yield connection
 
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[AsyncConnection]:
+    async def _transaction(self, operation: str) -> AsyncIterator[AsyncConnection]:
         if not self._schema_ready:
             await self.check_schema()
-        async with self._pools.connect() as connection, connection.begin():
+        async with self._pools.connect(operation) as connection, connection.begin():
             yield connection
 
     # -- runs -----------------------------------------------------------------------
 
     async def create_execution(self, create: ExecutionCreate) -> RunLease:
         run = create.run
-        async with self._transaction() as db:
+        async with self._transaction("create_execution") as db:
             if await db.scalar(select(runs.c.id).where(runs.c.id == run.id)) is not None:
                 raise run_conflict(f"Run {run.id} already exists.", run_id=run.id)
             await _reserve_session(db, run, create.session_revision)
@@ -227,7 +246,7 @@ class PostgresRunStore:
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
         run_id = commit.run_id
-        async with self._transaction() as db:
+        async with self._transaction("commit_execution") as db:
             stored = (
                 await db.execute(
                     select(
@@ -290,7 +309,7 @@ class PostgresRunStore:
                 )
 
     async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
-        async with self._transaction() as db:
+        async with self._transaction("renew_lease") as db:
             renewed = (
                 await db.execute(
                     update(runs)
@@ -313,7 +332,25 @@ class PostgresRunStore:
     async def acquire_lease(
         self, run_id: str, owner: str, seconds: float, *, status: str = "running"
     ) -> RunLease:
-        async with self._transaction() as db:
+        try:
+            return await self._acquire_lease(run_id, owner, seconds, status)
+        except FevexRunError as error:
+            if error.code != "STORE_BUSY":
+                raise
+            # lock_timeout ran out on the run's row: a transaction of another worker holds
+            # it, and the lease cannot be judged until it ends.
+            raise run_conflict(
+                f"Run {run_id} stayed locked by another worker's transaction for "
+                f"{self.timeouts.lock_timeout:g} s; that worker is writing the run, or froze "
+                "inside a commit and the server ends its session after "
+                f"{self.timeouts.idle_in_transaction_session_timeout:g} s. Retry then.",
+                run_id=run_id,
+            ) from error
+
+    async def _acquire_lease(
+        self, run_id: str, owner: str, seconds: float, status: str
+    ) -> RunLease:
+        async with self._transaction("acquire_lease") as db:
             stored = (
                 await db.execute(
                     select(
@@ -359,7 +396,7 @@ class PostgresRunStore:
             .with_for_update(skip_locked=True)
             .scalar_subquery()
         )
-        async with self._transaction() as db:
+        async with self._transaction("claim_expired_run") as db:
             claimed = (
                 await db.execute(
                     update(runs)
@@ -377,13 +414,27 @@ class PostgresRunStore:
         lease = RunLease(owner, int(claimed.lease_generation), float(claimed.lease_expires_at))
         return str(claimed.id), lease
 
+    async def expired_run_ids(self, *, limit: int = 100) -> Sequence[str]:
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise FevexRunError("INVALID_ARGUMENT", "limit must be a whole number, not negative.")
+        # A plain read: MVCC shows locked rows as they were committed, so a run whose row a
+        # frozen worker holds (which claim_expired_run skips) is listed all the same.
+        query = (
+            select(runs.c.id)
+            .where(runs.c.status == "running", runs.c.lease_expires_at <= database_now())
+            .order_by(runs.c.lease_expires_at, runs.c.id)
+            .limit(limit)
+        )
+        async with self._read("expired_run_ids") as db:
+            return [str(run_id) for run_id in await db.scalars(query)]
+
     async def get_run(self, run_id: str) -> AgentRun | None:
-        async with self._read() as db:
+        async with self._read("get_run") as db:
             row = (await db.execute(select(*_RUN_COLUMNS).where(runs.c.id == run_id))).first()
         return None if row is None else AgentRun.from_json(dict(row._mapping))
 
     async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None:
-        async with self._read() as db:
+        async with self._read("get_checkpoint") as db:
             checkpoint: dict[str, Any] | None = await db.scalar(
                 select(runs.c.checkpoint).where(runs.c.id == run_id)
             )
@@ -392,14 +443,14 @@ class PostgresRunStore:
     # -- sessions -------------------------------------------------------------------
 
     async def get_session(self, session_id: str) -> Session | None:
-        async with self._read() as db:
+        async with self._read("get_session") as db:
             row = (
                 await db.execute(select(*_SESSION_COLUMNS).where(sessions.c.id == session_id))
             ).first()
         return None if row is None else Session.from_json(dict(row._mapping))
 
     async def save_session(self, session: Session, *, expected_revision: int) -> Session:
-        async with self._transaction() as db:
+        async with self._transaction("save_session") as db:
             stored = (
                 await db.execute(
                     select(sessions.c.active_run_id, sessions.c.revision)
@@ -444,7 +495,7 @@ class PostgresRunStore:
     ) -> Sequence[RunEvent]:
         if limit is not None and limit < 0:
             raise FevexRunError("INVALID_ARGUMENT", "limit must not be negative.")
-        async with self._read() as db:
+        async with self._read("list_events") as db:
             start = 0
             if after is not None:
                 # The cursor is resolved by id alone: no earlier payload is read.

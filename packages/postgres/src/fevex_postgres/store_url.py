@@ -2,10 +2,10 @@
 that is safe to show.
 
 ``postgresql://``, ``postgres://``, ``postgresql+psycopg://`` and
-``postgresql+psycopg_async://`` all mean the same store on psycopg 3. Pool options may ride
-in the query string (``?pool_size=20``) because ``FEVEX_RUN_STORE`` can only carry a URL;
-every other query parameter goes to libpq untouched (``sslmode``, ``application_name``,
-``options=-csearch_path%3Dfevex``, ...).
+``postgresql+psycopg_async://`` all mean the same store on psycopg 3. Pool options and the
+server-side timeouts may ride in the query string (``?pool_size=20&lock_timeout=2``) because
+``FEVEX_RUN_STORE`` can only carry a URL; every other query parameter goes to libpq
+untouched (``sslmode``, ``application_name``, ``options=-csearch_path%3Dfevex``, ...).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sqlalchemy.exc import ArgumentError
 
 from fevex.errors import FevexConfigurationError
 
-__all__ = ["POOL_OPTIONS", "StoreUrl", "parse_store_url"]
+__all__ = ["POOL_OPTIONS", "TIMEOUT_OPTIONS", "StoreUrl", "parse_store_url"]
 
 DRIVER = "postgresql+psycopg"
 _SCHEMES = frozenset(
@@ -44,15 +44,23 @@ POOL_OPTIONS: Mapping[str, Callable[[str], Any]] = {
     "pool_recycle": float,
     "pool_pre_ping": _boolean,
 }
+# The server-side timeouts of the store's sessions, in seconds (see timeouts.py).
+TIMEOUT_OPTIONS: Mapping[str, Callable[[str], Any]] = {
+    "statement_timeout": float,
+    "lock_timeout": float,
+    "idle_in_transaction_session_timeout": float,
+}
+_URL_OPTIONS = {**POOL_OPTIONS, **TIMEOUT_OPTIONS}
 
 
 @dataclass(frozen=True, slots=True)
 class StoreUrl:
-    """A parsed store URL: the engine's URL (psycopg 3, pool options removed) and the pool
-    options the query string carried."""
+    """A parsed store URL: the engine's URL (psycopg 3, the store's own options removed),
+    and the pool options and timeouts the query string carried."""
 
     engine_url: URL
     pool_options: dict[str, Any] = field(default_factory=dict)
+    timeouts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def display(self) -> str:
@@ -72,8 +80,8 @@ class StoreUrl:
 
 def parse_store_url(url: str) -> StoreUrl:
     """Read a PostgreSQL store URL; ``INVALID_CONFIG`` when it names another driver or an
-    unreadable pool option. Messages never repeat the URL as given, which may hold a
-    password."""
+    unreadable pool option or timeout. Messages never repeat the URL as given, which may hold
+    a password."""
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError, TypeError):
@@ -89,7 +97,7 @@ def parse_store_url(url: str) -> StoreUrl:
             "write the URL as postgresql+psycopg://... (or postgresql://...).",
         )
     options: dict[str, Any] = {}
-    for name, read in POOL_OPTIONS.items():
+    for name, read in _URL_OPTIONS.items():
         if name not in parsed.query:
             continue
         raw = parsed.query[name]
@@ -101,4 +109,6 @@ def parse_store_url(url: str) -> StoreUrl:
                 "INVALID_CONFIG", f"The run store URL sets {name} to {text!r}, which is unusable."
             ) from None
     engine_url = parsed.set(drivername=DRIVER).difference_update_query(list(options))
-    return StoreUrl(engine_url, options)
+    pool = {name: value for name, value in options.items() if name in POOL_OPTIONS}
+    timeouts = {name: value for name, value in options.items() if name in TIMEOUT_OPTIONS}
+    return StoreUrl(engine_url, pool, timeouts)

@@ -1,13 +1,54 @@
-"""The errors this store adds to the run-store contract, each with a stable code."""
+"""The errors this store adds to the run-store contract, each with a stable code.
+
+A failure of SQLite itself during an operation becomes a :class:`~fevex.FevexRunError` by
+:func:`store_failure`: its code says what happened (``STORE_BUSY``, ``STORE_FULL``,
+``STORE_READ_ONLY``, else ``STORE_ERROR``) and its message never quotes the driver, whose
+text can hold the SQL statement and its parameters; the driver's error stays the
+``__cause__``.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-from fevex.errors import FevexConfigurationError, FevexRunError
+from sqlalchemy.exc import DBAPIError
 
-__all__ = ["is_busy", "schema_too_new", "store_busy", "unusable_file"]
+from fevex.errors import FevexConfigurationError, FevexRunError
+from fevex.runtime.run_store import store_error
+
+__all__ = [
+    "is_busy",
+    "is_database_error",
+    "schema_too_new",
+    "store_busy",
+    "store_failure",
+    "unusable_file",
+]
+
+# SQLite's primary result codes (the low byte of an extended code) and the fevex code each
+# becomes; any other failure is STORE_ERROR.
+_CODES = {
+    sqlite3.SQLITE_FULL: "STORE_FULL",
+    sqlite3.SQLITE_READONLY: "STORE_READ_ONLY",
+}
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def is_database_error(error: BaseException) -> bool:
+    """Whether ``error`` is SQLite's (through SQLAlchemy or straight from ``sqlite3``), as
+    opposed to a refusal of the store or a bug."""
+    return isinstance(error, DBAPIError | sqlite3.Error)
+
+
+def store_failure(
+    operation: str, error: BaseException, *, path: Path, busy_timeout: float
+) -> FevexRunError:
+    """The fevex error for SQLite's failure during ``operation``; raise it ``from error``."""
+    code = _primary_code(error)
+    if code in _BUSY:
+        return store_busy(path, busy_timeout)
+    return store_error(operation, error, code=_CODES.get(code or 0, "STORE_ERROR"))
 
 
 def store_busy(path: Path, busy_timeout: float) -> FevexRunError:
@@ -42,7 +83,16 @@ def unusable_file(path: Path, reason: str) -> FevexConfigurationError:
 
 def is_busy(error: BaseException) -> bool:
     """Whether a sqlite3 error means another connection held the lock too long."""
-    code = getattr(error, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    code = _primary_code(error)
+    if code is not None:
+        return code in _BUSY
     return "database is locked" in str(error)
+
+
+def _primary_code(error: BaseException) -> int | None:
+    # From a statement, SQLAlchemy's wrapper around sqlite3's error; from BEGIN or a
+    # connection of the schema module, sqlite3's own.
+    if isinstance(error, DBAPIError) and error.orig is not None:
+        error = error.orig
+    code = getattr(error, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None

@@ -88,6 +88,11 @@ _FIRST_EXPIRED_RUN = text(
     "SELECT id, lease_generation FROM runs WHERE status = 'running' "
     "AND lease_expires_at <= :now ORDER BY rowid LIMIT 1"
 )
+# Oldest expiry first, ties by id, over the same partial index.
+_EXPIRED_RUN_IDS = text(
+    "SELECT id FROM runs WHERE status = 'running' AND lease_expires_at <= :now "
+    "ORDER BY lease_expires_at, id LIMIT :limit"
+)
 
 # What creating a run checks, in one row whether or not the session exists: that the run
 # id is new, and whether the session is free and still at the revision the caller read.
@@ -143,10 +148,13 @@ class SQLiteRunStore:
     are created (or migrated) on open. ``busy_timeout`` (seconds) bounds how long a write
     waits for another writer's lock before ``STORE_BUSY``; ``clock`` (seconds since the
     epoch) decides lease expiry, and tests may pass their own: it is called on the store's
-    thread, inside write transactions.
+    thread, inside its transactions.
 
     Operations run one at a time, on one thread of the store's own, started on first use;
-    :meth:`close` ends it, and a closed store starts a new one if used again.
+    :meth:`close` ends it, and a closed store starts a new one if used again. A failure of
+    SQLite is a :class:`~fevex.FevexRunError` with a stable code (``STORE_BUSY``,
+    ``STORE_FULL``, ``STORE_READ_ONLY`` or ``STORE_ERROR``) whose message never quotes the
+    SQL or its parameters; the driver's error is its ``__cause__``.
     """
 
     def __init__(
@@ -185,7 +193,9 @@ class SQLiteRunStore:
             row[field] = _dumps(row[field], f"The run's {field}")
         row["checkpoint"] = _dumps(create.checkpoint, "The checkpoint")
         events = _event_rows(run.id, create.events)
-        return await self._transactions.write(self._create_execution, create, row, events)
+        return await self._transactions.write(
+            "create_execution", self._create_execution, create, row, events
+        )
 
     def _create_execution(
         self,
@@ -255,7 +265,9 @@ class SQLiteRunStore:
             updates["lease_expires_at"] = 0.0
         events = _event_rows(commit.run_id, commit.events)
         history = _dumps(list(commit.history), "The session history") if commit.history else None
-        await self._transactions.write(self._commit_execution, commit, updates, events, history)
+        await self._transactions.write(
+            "commit_execution", self._commit_execution, commit, updates, events, history
+        )
 
     def _commit_execution(
         self,
@@ -298,7 +310,9 @@ class SQLiteRunStore:
     # -- leases ---------------------------------------------------------------------
 
     async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
-        return await self._transactions.write(self._renew_lease, run_id, lease, seconds)
+        return await self._transactions.write(
+            "renew_lease", self._renew_lease, run_id, lease, seconds
+        )
 
     def _renew_lease(
         self, db: Connection, run_id: str, lease: RunLease, seconds: float
@@ -312,7 +326,9 @@ class SQLiteRunStore:
     async def acquire_lease(
         self, run_id: str, owner: str, seconds: float, *, status: str = "running"
     ) -> RunLease:
-        return await self._transactions.write(self._acquire_lease, run_id, owner, seconds, status)
+        return await self._transactions.write(
+            "acquire_lease", self._acquire_lease, run_id, owner, seconds, status
+        )
 
     def _acquire_lease(
         self, db: Connection, run_id: str, owner: str, seconds: float, status: str
@@ -331,7 +347,9 @@ class SQLiteRunStore:
         return lease
 
     async def claim_expired_run(self, owner: str, seconds: float) -> tuple[str, RunLease] | None:
-        return await self._transactions.write(self._claim_expired_run, owner, seconds)
+        return await self._transactions.write(
+            "claim_expired_run", self._claim_expired_run, owner, seconds
+        )
 
     def _claim_expired_run(
         self, db: Connection, owner: str, seconds: float
@@ -347,18 +365,30 @@ class SQLiteRunStore:
         _set_lease(db, run_id, lease)
         return run_id, lease
 
+    async def expired_run_ids(self, *, limit: int = 100) -> Sequence[str]:
+        # A read: in WAL mode it neither takes nor waits for the write lock, so a writer
+        # stuck inside a transaction (in this store's thread or another process) does not
+        # keep it from listing the runs that writer holds.
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise FevexRunError("INVALID_ARGUMENT", "limit must be a whole number, not negative.")
+        return await self._transactions.read("expired_run_ids", self._expired_run_ids, limit)
+
+    def _expired_run_ids(self, db: Connection, limit: int) -> list[str]:
+        rows = db.execute(_EXPIRED_RUN_IDS, {"now": self.clock(), "limit": limit})
+        return [str(row.id) for row in rows]
+
     # -- reads ----------------------------------------------------------------------
 
     async def get_run(self, run_id: str) -> AgentRun | None:
-        return await self._transactions.read(_read_run, run_id)
+        return await self._transactions.read("get_run", _read_run, run_id)
 
     async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None:
-        return await self._transactions.read(_read_checkpoint, run_id)
+        return await self._transactions.read("get_checkpoint", _read_checkpoint, run_id)
 
     # -- sessions -------------------------------------------------------------------
 
     async def get_session(self, session_id: str) -> Session | None:
-        return await self._transactions.read(_read_session, session_id)
+        return await self._transactions.read("get_session", _read_session, session_id)
 
     async def save_session(self, session: Session, *, expected_revision: int) -> Session:
         saved = Session(
@@ -378,7 +408,7 @@ class SQLiteRunStore:
             "created_at": saved.created_at,
             "updated_at": saved.updated_at,
         }
-        await self._transactions.write(_replace_session, row, expected_revision)
+        await self._transactions.write("save_session", _replace_session, row, expected_revision)
         return saved
 
     # -- events ---------------------------------------------------------------------
@@ -395,7 +425,7 @@ class SQLiteRunStore:
             raise FevexRunError("INVALID_ARGUMENT", "limit must be a whole number, not negative.")
         statement = LIST_EVENTS_SQL["desc" if order == "desc" else "asc"]
         return await self._transactions.read(
-            _read_events, statement, run_id, after, -1 if limit is None else limit
+            "list_events", _read_events, statement, run_id, after, -1 if limit is None else limit
         )
 
     async def close(self) -> None:

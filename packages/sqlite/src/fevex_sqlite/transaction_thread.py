@@ -21,13 +21,17 @@ that safe to find out later (a commit retried at the same revision is ``RUN_CONF
 the first one landed; a lease is fenced by its generation). An operation cancelled before
 the thread started it never runs. No transaction outlives its function, so a cancelled
 caller cannot leave the connection inside one.
+
+Failures: a refusal of the store (a :class:`~fevex.FevexRunError` the function raised)
+passes as it is. A failure of SQLite (a busy lock, a full disk, a read-only file, an I/O
+error) rolls the transaction back, ends the connection and becomes the fevex error of
+:func:`fevex_sqlite.errors.store_failure`, named after the store operation that met it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,11 +39,10 @@ from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Connection
-from sqlalchemy.exc import OperationalError
 
 from fevex.errors import FevexRunError
 from fevex_sqlite.engine import begin, connect, open_engine
-from fevex_sqlite.errors import is_busy, store_busy
+from fevex_sqlite.errors import is_database_error, store_failure
 
 __all__ = ["TransactionThread"]
 
@@ -70,28 +73,47 @@ class TransactionThread:
         self._worker: _Worker | None = None
 
     async def read(
-        self, work: Callable[Concatenate[Connection, P], T], /, *args: P.args, **kwargs: P.kwargs
+        self,
+        operation: str,
+        work: Callable[Concatenate[Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
     ) -> T:
-        """``work(connection, *args, **kwargs)`` in a ``DEFERRED`` transaction."""
-        return await self._run(False, lambda connection: work(connection, *args, **kwargs))
+        """``work(connection, *args, **kwargs)`` in a ``DEFERRED`` transaction; a failure
+        of SQLite is reported as one of the store's ``operation``."""
+        return await self._run(
+            operation, False, lambda connection: work(connection, *args, **kwargs)
+        )
 
     async def write(
-        self, work: Callable[Concatenate[Connection, P], T], /, *args: P.args, **kwargs: P.kwargs
+        self,
+        operation: str,
+        work: Callable[Concatenate[Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
     ) -> T:
         """``work(connection, *args, **kwargs)`` in an ``IMMEDIATE`` transaction, which
         commits when it returns and rolls back when it raises."""
-        return await self._run(True, lambda connection: work(connection, *args, **kwargs))
+        return await self._run(
+            operation, True, lambda connection: work(connection, *args, **kwargs)
+        )
 
-    async def _run(self, writes: bool, work: Callable[[Connection], T]) -> T:
+    async def _run(self, operation: str, writes: bool, work: Callable[[Connection], T]) -> T:
         loop = asyncio.get_running_loop()
         with self._lock:
             if self._worker is None:
                 self._worker = _Worker()
             worker = self._worker
-            done: Future[T] = worker.executor.submit(self._transaction, worker, writes, work)
+            done: Future[T] = worker.executor.submit(
+                self._transaction, worker, operation, writes, work
+            )
         return await asyncio.wrap_future(done, loop=loop)
 
-    def _transaction(self, worker: _Worker, writes: bool, work: Callable[[Connection], T]) -> T:
+    def _transaction(
+        self, worker: _Worker, operation: str, writes: bool, work: Callable[[Connection], T]
+    ) -> T:
         # On the worker's thread.
         try:
             connection = worker.connection
@@ -109,9 +131,12 @@ class TransactionThread:
             # closing it would only hide this one.
             with contextlib.suppress(Exception):
                 _close_connection(worker)
-            if _is_busy(error):
-                raise store_busy(self.path, self.busy_timeout) from error
+            if is_database_error(error):
+                raise self._failure(operation, error) from error
             raise
+
+    def _failure(self, operation: str, error: BaseException) -> FevexRunError:
+        return store_failure(operation, error, path=self.path, busy_timeout=self.busy_timeout)
 
     async def close(self) -> None:
         """Let the operations already submitted finish, close the connection and end the
@@ -122,16 +147,14 @@ class TransactionThread:
             return
         closed = worker.executor.submit(_close_connection, worker)
         worker.executor.shutdown(wait=False)
-        await asyncio.wrap_future(closed, loop=asyncio.get_running_loop())
+        try:
+            await asyncio.wrap_future(closed, loop=asyncio.get_running_loop())
+        except Exception as error:
+            if is_database_error(error):
+                raise self._failure("close", error) from error
+            raise
         # The thread has nothing left but the shutdown: joining it does not wait.
         worker.executor.shutdown(wait=True)
-
-
-def _is_busy(error: BaseException) -> bool:
-    # From a statement, SQLAlchemy's wrapper; from BEGIN (fevex_sqlite.engine), sqlite3's.
-    if isinstance(error, OperationalError):
-        return is_busy(error.orig or error)
-    return isinstance(error, sqlite3.OperationalError) and is_busy(error)
 
 
 def _close_connection(worker: _Worker) -> None:

@@ -20,11 +20,13 @@ from typing import Any
 from fevex._internal.composition import PreparedTool
 from fevex._internal.tool_runner import CredentialResolver, resolve_credential_value
 from fevex.errors import FevexError, FevexRunError
-from fevex.schemas.json_schema import JsonSchema
+from fevex.schemas.json_schema import JsonSchema, schema_patterns
+from fevex.schemas.pattern import linear_pattern
 from fevex.schemas.schema import compile_schema, ensure_json
 from fevex.tools.connection import ConnectionContext, ConnectionDefinition, RemoteTool
 from fevex.tools.context import ToolContext
 from fevex.tools.definition import ToolDefinition
+from fevex.tools.redaction import redact_secrets
 
 MAX_DESCRIPTION = 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -68,9 +70,10 @@ class ConnectionResolver:
         resolved: dict[str, PreparedTool] = {}
         for connection_name, names in wanted.items():
             connection = self.connections[connection_name]
+            secrets: set[str] = set()
 
             async def get_credential(
-                name: str, connection: ConnectionDefinition = connection
+                name: str, connection: ConnectionDefinition = connection, secrets: set[str] = secrets
             ) -> str:
                 if name not in connection.credentials:
                     raise FevexRunError(
@@ -80,12 +83,22 @@ class ConnectionResolver:
                         category="tool",
                     )
                 context = ToolContext(run_id, session_id, agent_name, "discovery", connection.name)
-                return await resolve_credential_value(credentials, name, context)
+                value = await resolve_credential_value(credentials, name, context)
+                secrets.add(value)
+                return value
 
             context = ConnectionContext(
                 connection.name, run_id, session_id, agent_name, get_credential
             )
-            catalogue = await self._discover(connection, context)
+            try:
+                catalogue = await self._discover(connection, context)
+            except FevexError as error:
+                # A provider's error may quote what the server answered, which may echo the
+                # credential the discovery sent.
+                if secrets:
+                    error.message = redact_secrets(error.message, secrets)
+                    error.args = (error.message,)
+                raise
             for remote_name in names:
                 remote = catalogue.get(remote_name)
                 if remote is None:
@@ -158,6 +171,17 @@ class ConnectionResolver:
             if override is not None and override.input_schema is not None
             else remote_schema
         )
+        for pattern in schema_patterns(schema):
+            try:
+                linear_pattern(pattern)
+            except ValueError:
+                raise FevexRunError(
+                    "CONNECTION_TOOL_INVALID",
+                    f"Connection {connection.name} describes tool {remote.name!r} with a "
+                    "pattern that cannot be checked in linear time (look-around or "
+                    "back-references); override its input_schema to use the tool.",
+                    category="tool",
+                ) from None
         description = (
             override.description
             if override is not None and override.description is not None

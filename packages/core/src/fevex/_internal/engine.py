@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 from fevex._internal.clock import new_id
 from fevex._internal.composition import PreparedAgent, PreparedTool
 from fevex._internal.connections import ConnectionResolver
+from fevex._internal.deadline import DeadlineReached
 from fevex._internal.event_sink import EventSink
 from fevex._internal.lease_keeper import LeaseKeeper
 from fevex._internal.run_state import PendingCalls, RunState
@@ -28,6 +29,7 @@ from fevex.events import RunEvent
 from fevex.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from fevex.models import ModelInput, ModelResult, ModelStreamReader, ToolCall, Usage
 from fevex.policies.policy import Policy
+from fevex.schemas.schema import ensure_json
 from fevex.tools.context import _Cancellation
 
 T = TypeVar("T")
@@ -122,8 +124,16 @@ class AgentExecution:
         try:
             if self.deadline is None:
                 return await awaitable
-            async with asyncio.timeout_at(self.deadline):
-                return await awaitable
+            deadline = asyncio.timeout_at(self.deadline)
+            try:
+                async with deadline:
+                    return await awaitable
+            except TimeoutError:
+                # Only the run's own deadline is the run's timeout; a TimeoutError that user
+                # code raised is that code's failure (and its retry policy applies).
+                if deadline.expired():
+                    raise DeadlineReached from None
+                raise
         finally:
             self._awaiting = False
 
@@ -144,10 +154,18 @@ class AgentExecution:
             self.settled.set()
 
     async def _persist_failed(self, error: FevexError) -> RunEvent | None:
-        if self._finished or self._lease_error is not None or error.code == "LEASE_LOST":
+        if self._lease_error is not None or error.code == "LEASE_LOST":
             self._finished = True
             return None
+        # A store that refused a commit, the last one included, gets a run.failed without
+        # the refused events; if it refuses that too (a full disk), the run stays running
+        # and its lease lapses, so recovery continues it once the store is healthy.
+        refused = error.category == "store"
+        if self._finished and not refused:
+            return None
         self._finished = True
+        if refused:
+            self.sink.discard_pending()
         return await self.sink.emit(
             "run.failed",
             {"error": error.to_json()},
@@ -227,7 +245,7 @@ class AgentExecution:
                     self._cancel_reason = "aborted"
                 self._observe(await self._persist_cancelled(self._cancel_reason))
             raise
-        except TimeoutError:
+        except DeadlineReached:
             if self._cancel_reason is None:
                 self._cancel_reason = "timeout"
             cancelled = await self._persist_cancelled(self._cancel_reason)
@@ -300,6 +318,7 @@ class AgentExecution:
             async for event in stream:
                 yield event
         result = reader.finish()
+        self._check_call_ids(result.tool_calls)
         state.step = step
         state.usage = state.usage + result.usage
         self._provider_state = result.provider_state
@@ -353,7 +372,7 @@ class AgentExecution:
                     event = await self._guard(iterator.__anext__())
                 except StopAsyncIteration:
                     break
-                except (FevexError, asyncio.CancelledError, TimeoutError):
+                except (FevexError, asyncio.CancelledError, DeadlineReached):
                     raise
                 except Exception as error:
                     raise _model_error(error) from error
@@ -416,7 +435,10 @@ class AgentExecution:
         try:
             raw = json.loads(text) if isinstance(result.output, str) else result.output
             value = schema.validate(raw)
-            return value, schema.to_json(value), text
+            output_json = schema.to_json(value)
+            # Decoded JSON can hold what its text did not (an escaped NUL).
+            ensure_json(output_json)
+            return value, output_json, text
         except Exception as error:
             raise FevexRunError(
                 "OUTPUT_INVALID",
@@ -535,6 +557,19 @@ class AgentExecution:
             release_lease=True,
         )
 
+    def _check_call_ids(self, calls: tuple[ToolCall, ...]) -> None:
+        """Each call id names one effect (and its idempotency key), in the step and in the
+        run: a reused id fails the run before anything of the step is committed."""
+        seen = self.state.seen_call_ids
+        for call in calls:
+            if call.id in seen:
+                raise _fail(
+                    "DUPLICATE_TOOL_CALL_ID",
+                    f"The model reused tool call id {call.id!r}; no tool of this step ran.",
+                    tool_call_id=call.id,
+                )
+            seen.add(call.id)
+
     def _admit_tool_call(self, call: ToolCall) -> PreparedTool:
         state = self.state
         state.tool_calls += 1
@@ -545,13 +580,6 @@ class AgentExecution:
                 f"The run asked for more than {limit} tool calls.",
                 limit=limit,
             )
-        if call.id in state.seen_call_ids:
-            raise _fail(
-                "DUPLICATE_TOOL_CALL_ID",
-                f"The model reused tool call id {call.id!r} within the run.",
-                tool_call_id=call.id,
-            )
-        state.seen_call_ids.add(call.id)
         tool = self.tools.get(call.name)
         if tool is None:
             raise _fail(

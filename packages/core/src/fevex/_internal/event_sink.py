@@ -140,6 +140,14 @@ class EventSink:
                 self.observe(committed)
         return event
 
+    def discard_pending(self) -> None:
+        """Drop the batched events a failed commit carried, so that the run's terminal
+        event does not carry again whatever the store refused."""
+        self.sequence -= len(self._pending)
+        self._pending.clear()
+        self._pending_changes.clear()
+        self._pending_checkpoint = None
+
     def _checkpoint_of_pending(self) -> dict[str, Any] | None:
         pending = self._pending_checkpoint
         return None if pending is None else pending()

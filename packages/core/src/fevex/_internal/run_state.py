@@ -97,14 +97,21 @@ class RunState:
         }
 
     @classmethod
-    def from_checkpoint(cls, run_id: str, data: dict[str, Any] | None) -> RunState:
-        if not data or data.get("version") != CHECKPOINT_VERSION:
+    def from_checkpoint(cls, run_id: str, data: Any) -> RunState:
+        """The state a checkpoint holds; ``CHECKPOINT_UNSUPPORTED`` otherwise, with
+        ``details["reason"]`` ``"version"`` for a checkpoint of a newer fevex (another
+        worker may continue it) or ``"malformed"`` for one no version can read."""
+        version = data.get("version") if isinstance(data, dict) else None
+        if isinstance(version, int) and not isinstance(version, bool) and version > CHECKPOINT_VERSION:
             raise FevexRunError(
                 "CHECKPOINT_UNSUPPORTED",
-                f"Run {run_id} has no checkpoint this version of fevex can continue from.",
-                details={"run_id": run_id},
+                f"Run {run_id} has a checkpoint of version {version}; this fevex reads "
+                f"version {CHECKPOINT_VERSION}. A newer fevex can continue it.",
+                details={"run_id": run_id, "reason": "version"},
             )
         try:
+            if version != CHECKPOINT_VERSION:
+                raise ValueError("no checkpoint of a known version")
             pending = data.get("pending")
             transcript_json = list(data["transcript"])
             return cls(
@@ -116,9 +123,12 @@ class RunState:
                 usage=Usage.from_json(data.get("usage")),
                 pending=None if pending is None else PendingCalls.from_json(pending),
             )
-        except (KeyError, TypeError, ValueError) as error:
+        except Exception as error:
+            # Whatever the stored JSON holds, reading it is a plain-data walk: any failure
+            # means the checkpoint is malformed, never an error that stops a recovery sweep.
             raise FevexRunError(
                 "CHECKPOINT_UNSUPPORTED",
-                f"The checkpoint of run {run_id} is malformed: {error}",
-                details={"run_id": run_id},
+                f"The checkpoint of run {run_id} is malformed ({type(error).__name__}); "
+                "no version of fevex can continue the run.",
+                details={"run_id": run_id, "reason": "malformed"},
             ) from None

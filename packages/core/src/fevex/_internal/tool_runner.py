@@ -15,14 +15,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fevex._internal.composition import PreparedTool
+from fevex._internal.deadline import DeadlineReached
 from fevex.errors import FevexError, FevexRunError
 from fevex.models import ToolCall
 from fevex.policies.policy import Policy, PolicyRequest, enforce_policies
 from fevex.schemas.schema import ensure_json
 from fevex.tools.context import ToolContext, _Cancellation
+from fevex.tools.redaction import redact_secrets, secret_spellings
 
 CredentialResolver = Mapping[str, str] | Callable[[str, ToolContext], str | Awaitable[str]] | None
-REDACTED = "[redacted]"
 
 
 class ToolCallRun:
@@ -133,7 +134,7 @@ class ToolCallRun:
                 error.message = self.scrub(error.message)
                 error.args = (error.message,)
             raise
-        except (asyncio.CancelledError, TimeoutError):
+        except (asyncio.CancelledError, DeadlineReached):
             raise
         except Exception as error:
             raise FevexRunError(
@@ -179,9 +180,7 @@ class ToolCallRun:
         return value
 
     def scrub(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return redact_secrets(text, self.secrets) if self.secrets else text
 
     def _validated_output(self, raw: Any) -> Any:
         tool = self.tool
@@ -189,8 +188,10 @@ class ToolCallRun:
             output = (
                 tool.output_schema.to_json(tool.output_schema.validate(raw))
                 if tool.output_schema is not None
-                else _plain_json(raw)
+                else raw
             )
+            # Also after a schema's dump: text can still hold what no store keeps (NUL).
+            ensure_json(output)
         except Exception as error:
             raise FevexRunError(
                 "TOOL_OUTPUT_INVALID",
@@ -200,7 +201,11 @@ class ToolCallRun:
             ) from None
         if self.secrets:
             text = json.dumps(output)
-            if any(secret in text or json.dumps(secret)[1:-1] in text for secret in self.secrets):
+            if any(
+                spelling in text
+                for secret in self.secrets
+                for spelling in secret_spellings(secret)
+            ):
                 raise FevexRunError(
                     "TOOL_OUTPUT_CONTAINS_CREDENTIAL",
                     f"The output of tool {tool.definition.name} contains a credential it "
@@ -227,11 +232,6 @@ async def resolve_credential_value(
             f"No value for credential {name!r} (tool {context.tool_name}).",
             category="tool",
         )
-    return value
-
-
-def _plain_json(value: Any) -> Any:
-    ensure_json(value)
     return value
 
 

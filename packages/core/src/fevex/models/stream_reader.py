@@ -3,6 +3,12 @@
 A stream is ``output.delta`` events then exactly one ``completed``. The reader rejects a
 missing or duplicate terminal, events after the terminal, unknown events, and a final
 output that does not equal the accumulated deltas, each with its own stable code.
+
+It is also where model output enters a run, so it refuses what no store can keep (NUL
+characters, lone surrogates, NaN, non-JSON values, excessive nesting: see
+:func:`fevex.schemas.schema.ensure_json`) before any of it is committed:
+``MODEL_OUTPUT_UNSTORABLE`` for text, reasoning and tool-call ids and names,
+``TOOL_INPUT_INVALID`` for a tool call's input, so that no tool starts with it.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from typing import Any
 
 from fevex.errors import FevexRunError
 from fevex.models.gateway import ModelResult, ToolCall, Usage
+from fevex.schemas.schema import ensure_json
 
 __all__ = ["ModelStreamReader"]
 
@@ -46,6 +53,7 @@ class ModelStreamReader:
                 raise _violation(
                     "MODEL_STREAM_INVALID_EVENT", "An output.delta must carry a string."
                 )
+            _check_storable(delta, "an output delta")
             self.deltas.append(delta)
             return delta
         if kind == "completed":
@@ -101,4 +109,28 @@ def _checked_result(result: Any) -> ModelResult:
             )
     if not isinstance(result.usage, Usage):
         raise _violation("MODEL_STREAM_INVALID_EVENT", "ModelResult.usage must be a Usage value.")
+    _check_storable(result.output, "the output")
+    _check_storable(result.reasoning, "the reasoning")
+    for call in result.tool_calls:
+        _check_storable([call.id, call.name], "a tool call's id or name")
+        try:
+            ensure_json(call.input)
+        except TypeError as error:
+            raise FevexRunError(
+                "TOOL_INPUT_INVALID",
+                f"The model called tool {call.name!r} with input that cannot be stored: {error}; "
+                "the tool did not run.",
+                category="validation",
+                details={"tool_name": call.name},
+            ) from None
     return result
+
+
+def _check_storable(value: Any, what: str) -> None:
+    try:
+        ensure_json(value)
+    except TypeError as error:
+        raise _violation(
+            "MODEL_OUTPUT_UNSTORABLE",
+            f"The model sent {what} that no run store can keep ({error}).",
+        ) from None

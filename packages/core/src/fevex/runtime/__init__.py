@@ -2,6 +2,7 @@ from fevex.runtime.approval import ApprovalDecision
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.open_run_store import open_run_store
 from fevex.runtime.records import AgentRun, RunStatus, Session
+from fevex.runtime.recovery import RecoverySweep, SkippedRun
 from fevex.runtime.run_store import (
     EventOrder,
     ExecutionCommit,
@@ -17,9 +18,11 @@ __all__ = [
     "ExecutionCommit",
     "ExecutionCreate",
     "InMemoryRunStore",
+    "RecoverySweep",
     "RunLease",
     "RunStatus",
     "RunStore",
     "Session",
+    "SkippedRun",
     "open_run_store",
 ]

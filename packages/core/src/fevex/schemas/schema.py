@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fevex.errors import FevexRunError
@@ -141,22 +142,63 @@ def _describe(source: Any) -> str:
     return getattr(source, "__name__", None) or repr(source)
 
 
+# What every store can keep: PostgreSQL's jsonb refuses NUL and lone surrogates (UTF-8 cannot
+# encode them) and NaN; Python's json module recurses per level and stops printing integers
+# past 4,300 digits. Values are checked against these limits where they enter a run, so that
+# every store sees the same, storable values and a run ends with a code instead of a commit
+# that fails again on every recovery.
+MAX_JSON_DEPTH = 64
+_MAX_INT_BITS = 14_000
+_UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
 def ensure_json(value: Any) -> None:
-    """Raise ``TypeError`` unless ``value`` is plain JSON (dict/list/str/int/float/bool/None)."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise TypeError("JSON has no NaN or infinity")
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"JSON object keys must be strings, not {type(key).__name__}")
-            ensure_json(item)
-        return
-    if isinstance(value, list):
-        for item in value:
-            ensure_json(item)
-        return
-    raise TypeError(f"{type(value).__name__} is not JSON")
+    """Raise ``TypeError`` unless ``value`` is plain JSON that every store can keep.
+
+    Plain JSON is dict (string keys), list, str, int, float, bool and None; refused are
+    NaN and infinities, NUL characters and lone surrogates (in keys too), integers over
+    4,000 digits and nesting deeper than ``MAX_JSON_DEPTH``. The walk is iterative and
+    linear in the size of the value; the message says where, never what the value is.
+    """
+    stack: list[tuple[Any, int, Any]] = [(value, 0, None)]
+    while stack:
+        item, depth, path = stack.pop()
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, str):
+            if _UNSTORABLE_TEXT.search(item) is not None:
+                raise TypeError(f"{_where(path)}: text holds a NUL character or a lone surrogate")
+        elif isinstance(item, int):
+            if item.bit_length() > _MAX_INT_BITS:
+                raise TypeError(f"{_where(path)}: integer too large")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise TypeError(f"{_where(path)}: JSON has no NaN or infinity")
+        elif isinstance(item, dict | list):
+            if depth >= MAX_JSON_DEPTH:
+                raise TypeError(f"value: nested deeper than {MAX_JSON_DEPTH} levels")
+            if isinstance(item, list):
+                stack.extend((child, depth + 1, (path, index)) for index, child in enumerate(item))
+                continue
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise TypeError(
+                        f"{_where(path)}: JSON object keys must be strings, not "
+                        f"{type(key).__name__}"
+                    )
+                if _UNSTORABLE_TEXT.search(key) is not None:
+                    raise TypeError(
+                        f"{_where(path)}: a key holds a NUL character or a lone surrogate"
+                    )
+                stack.append((child, depth + 1, (path, key)))
+        else:
+            raise TypeError(f"{_where(path)}: {type(item).__name__} is not JSON")
+
+
+def _where(path: Any) -> str:
+    """``value[3][<key>]``: positions only, since keys can be data (even secrets)."""
+    parts: list[str] = []
+    while path is not None:
+        path, key = path
+        parts.append(f"[{key}]" if isinstance(key, int) else "[<key>]")
+    return "value" + "".join(reversed(parts))

@@ -51,6 +51,10 @@ What a store must guarantee, and the check that proves it:
   belongs to another run raises ``INVALID_CURSOR``. [``check_event_paging``]
 - ``claim_expired_run`` gives each expired running run to one claimer only, and never a
   live, paused or finished run. [``check_expired_run_claims``]
+- ``expired_run_ids`` lists the running runs whose lease expired (also one released while
+  running), oldest expiry first in a stable order, at most ``limit``, and never a live,
+  paused or finished run; listing takes nothing: each listed run is then acquired with the
+  next generation. [``check_expired_run_ids``]
 - A paused commit that releases its lease lets a resumer acquire it at once with the next
   generation; the session stays reserved. [``check_paused_lease_release``]
 """
@@ -71,6 +75,7 @@ from fevex.runtime.run_store import (
     RunLease,
 )
 from fevex.testing._run_store_steps import (
+    _ALL_EXPIRED,
     _ORDERS,
     CHECK_TIMEOUT,
     LONG,
@@ -626,6 +631,64 @@ async def check_expired_run_claims(
         await _finish(store, live)
 
 
+async def check_expired_run_ids(factory: RunStoreFactory, clock: ManualClock | None = None) -> None:
+    async with _opened(factory) as store:
+        lapsed = await _create(store, seconds=SHORT_LEASE)
+        # Created after ``lapsed`` but expired before it: released while still running
+        # (its worker gave it up), so the order below is by expiry, not by creation.
+        released = await _create(store)
+        await _commit(store, released, release_lease=True)
+        live = await _create(store)
+        paused = await _create(store)
+        await _commit(store, paused, changes={"status": "paused"}, release_lease=True)
+        finished = await _create(store)
+        await _finish(store, finished)
+        await _let_short_leases_expire(clock)
+
+        # A shared storage may list other expired runs too: look at these runs only.
+        listed = list(await store.expired_run_ids(limit=_ALL_EXPIRED))
+        _ensure(
+            all(type(run_id) is str for run_id in listed) and len(set(listed)) == len(listed),
+            f"expired_run_ids must list each run id once, as a str: {listed!r}",
+        )
+        for run, what in ((lapsed, "whose lease expired"), (released, "whose lease was released")):
+            _ensure(run.id in listed, f"expired_run_ids left out a running run {what}")
+        for run, what in ((live, "live-leased"), (paused, "paused"), (finished, "completed")):
+            _ensure(run.id not in listed, f"expired_run_ids listed a {what} run")
+        _ensure(
+            listed.index(released.id) < listed.index(lapsed.id),
+            "expired_run_ids must list the oldest expiry first: the run released while running "
+            "expired before the one whose lease lapsed, but was listed after it",
+        )
+        for limit in (0, 1, 2):
+            head = list(await store.expired_run_ids(limit=limit))
+            _ensure(
+                head == listed[:limit],
+                f"expired_run_ids(limit={limit}) returned {head}, want the first {limit} of "
+                f"{listed[: limit + 2]}...",
+            )
+        default = await store.expired_run_ids()
+        _ensure(len(default) <= 100, f"expired_run_ids() listed {len(default)} runs, over 100")
+
+        # Listing took nothing: each run is acquired with the next generation, and is no
+        # longer listed once its lease is live.
+        for run in (lapsed, released):
+            taken = await store.acquire_lease(run.id, "worker-b", LONG)
+            _ensure(
+                taken.generation == run.lease.generation + 1,
+                f"after expired_run_ids, acquiring {run.lease} gave {taken}: listing must not "
+                "take or change the lease",
+            )
+            run.lease = taken
+        relisted = await store.expired_run_ids(limit=_ALL_EXPIRED)
+        for run in (lapsed, released):
+            _ensure(run.id not in relisted, "expired_run_ids listed a run just acquired")
+            await _finish(store, run)
+        await _finish(store, live)
+        paused.lease = await store.acquire_lease(paused.id, "worker-b", LONG, status="paused")
+        await _finish(store, paused, status="cancelled")
+
+
 async def check_paused_lease_release(
     factory: RunStoreFactory, clock: ManualClock | None = None
 ) -> None:
@@ -668,6 +731,7 @@ RUN_STORE_CHECKS: tuple[RunStoreCheck, ...] = (
     check_session_compaction,
     check_event_paging,
     check_expired_run_claims,
+    check_expired_run_ids,
     check_paused_lease_release,
 )
 """Every check in the order :func:`check_run_store` runs them: async functions of

@@ -1,0 +1,37 @@
+"""What a recovery sweep reports: the runs it continued, left for others, or could not take."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fevex.runtime.records import AgentRun
+
+__all__ = ["RecoverySweep", "SkippedRun"]
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedRun:
+    """A run the sweep claimed but left for another worker: ``code`` says why
+    (``AGENT_NOT_FOUND`` after a deploy removed its agent, ``CHECKPOINT_UNSUPPORTED`` for a
+    checkpoint of a newer fevex, a store error). The run stays ``running``; its claim lapses
+    with the lease, and the next sweep of any worker tries again."""
+
+    run_id: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecoverySweep:
+    """One pass of ``recover_expired_runs``.
+
+    ``recovered`` holds the runs the pass continued, as they stand after it (completed,
+    paused, or failed, for example with ``CHECKPOINT_UNSUPPORTED`` when the checkpoint is
+    unreadable); ``skipped`` the runs it claimed and left; ``unclaimed`` the ids of runs
+    whose lease had expired but which no claim could take (a frozen worker still holds the
+    row, or another sweep was taking it).
+    """
+
+    recovered: tuple[AgentRun, ...] = ()
+    skipped: tuple[SkippedRun, ...] = ()
+    unclaimed: tuple[str, ...] = ()
