@@ -117,3 +117,28 @@ def environment(
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     return {**os.environ, **values}
+
+
+def _stored_bytes(store_url: str) -> bytes:
+    """Every byte the store keeps: the SQLite file with its journal files, or every file
+    of the PostgreSQL cluster's data directory (tables, indexes and WAL)."""
+    if store_url.startswith("sqlite"):
+        database = Path(store_url.removeprefix("sqlite:///"))
+        files = sorted(database.parent.glob(database.name + "*"))
+    else:
+        import psycopg
+
+        dsn = store_url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            connection.execute("CHECKPOINT")
+            row = connection.execute("SHOW data_directory").fetchone()
+        assert row is not None
+        files = [path for path in Path(row[0]).rglob("*") if path.is_file()]
+    assert files
+    return b"".join(path.read_bytes() for path in files)
+
+
+@pytest.fixture
+def stored_bytes() -> Any:
+    """``stored_bytes(store_url)``: every byte the store keeps, to search for secrets."""
+    return _stored_bytes

@@ -29,27 +29,12 @@ def load_app_module() -> ModuleType:
     return module
 
 
-def stored_bytes(store_url: str) -> bytes:
-    """Every byte the store keeps: the SQLite file with its journal files, or every file
-    of the PostgreSQL cluster's data directory (tables, indexes and WAL)."""
-    if store_url.startswith("sqlite"):
-        database = Path(store_url.removeprefix("sqlite:///"))
-        files = sorted(database.parent.glob(database.name + "*"))
-    else:
-        import psycopg
-
-        dsn = store_url.replace("postgresql+psycopg://", "postgresql://")
-        with psycopg.connect(dsn, autocommit=True) as connection:
-            connection.execute("CHECKPOINT")
-            row = connection.execute("SHOW data_directory").fetchone()
-        assert row is not None
-        files = [path for path in Path(row[0]).rglob("*") if path.is_file()]
-    assert files
-    return b"".join(path.read_bytes() for path in files)
-
-
 async def test_approve_in_one_process_resume_in_another(
-    environment: dict[str, str], service: Any, store_url: str, monkeypatch: pytest.MonkeyPatch
+    environment: dict[str, str],
+    service: Any,
+    store_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    stored_bytes: Any,
 ) -> None:
     extra = {"FEVEX_TEST_APPROVAL": "1", "FEVEX_TEST_SECRET": SENTINEL}
     for name, value in extra.items():

@@ -8,7 +8,7 @@ SOURCE = ROOT / "packages" / "core" / "src" / "fevex"
 # Codes built from parts in the source, listed whole here.
 COMPOSED = {"MAX_INPUT_TOKENS_EXCEEDED", "MAX_OUTPUT_TOKENS_EXCEEDED"}
 NOT_CODES = {"FEVEX_RUN_STORE", "FEVEX_PLUGINS", "FEVEX_DISABLE_PLUGIN_AUTOLOAD", "EVENT_TYPES"}
-NOT_CODES |= {"COMMAND", "RUN_FIELDS_A_COMMIT_CHANGES", "RUN_STORE_CHECKS"}
+NOT_CODES |= {"COMMAND", "RUN_FIELDS_A_COMMIT_CHANGES", "RUN_STORE_CHECKS", "REDACTED"}
 
 
 def raised_codes() -> set[str]:

@@ -492,3 +492,30 @@ async def test_a_commit_the_store_refuses_ends_the_run_failed_not_running() -> N
     assert run.error["code"] == "STORE_ERROR"
     assert "model.completed" not in [e.type for e in await app.list_events(run.id)]
 
+
+
+class BusyOnce(InMemoryRunStore):
+    """A store whose first renewal meets a busy database."""
+
+    busy = 1
+
+    async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
+        if self.busy:
+            self.busy -= 1
+            raise FevexRunError("STORE_BUSY", "busy", recoverable=True, category="store")
+        return await super().renew_lease(run_id, lease, seconds)
+
+
+async def test_a_busy_store_at_renewal_is_retried_not_a_lost_lease() -> None:
+    @define_tool(name="lookup", description="Look up.")
+    async def lookup(query: Query) -> dict[str, Any]:
+        await asyncio.sleep(0.5)  # past the first renewal at a third of the lease
+        return {}
+
+    store = BusyOnce()
+    app = make_app(
+        FakeModel(calls(("c1", "lookup")), {"output": "done"}), [lookup], store, lease_seconds=0.6
+    )
+    result = await asyncio.wait_for(app.run_agent("worker", "go"), 30)
+    assert result.output == "done"
+    assert store.busy == 0

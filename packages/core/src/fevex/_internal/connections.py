@@ -135,7 +135,7 @@ class ConnectionResolver:
                 f"({type(error).__name__}).",
                 category="tool",
                 recoverable=True,
-            ) from error
+            ) from None
         catalogue: dict[str, RemoteTool] = {}
         for tool in tools:
             if isinstance(tool, RemoteTool) and isinstance(tool.name, str):
@@ -210,7 +210,9 @@ class ConnectionResolver:
                     f"Tool {name} failed on the remote side ({type(error).__name__}).",
                     category="tool",
                     recoverable=True,
-                ) from error
+                    # Not chained: the provider's exception can quote the server, and with
+                    # it a credential, into any traceback that logs the run's error.
+                ) from None
 
         definition = ToolDefinition(
             name=name,

@@ -154,13 +154,17 @@ class AgentExecution:
             self.settled.set()
 
     async def _persist_failed(self, error: FevexError) -> RunEvent | None:
-        if self._lease_error is not None or error.code == "LEASE_LOST":
+        if self._lease_error is not None or (
+            error.category == "store" and error.code != "STORE_ERROR"
+        ):
+            # A lost lease, or a store that is busy, full, read-only or unreachable for a
+            # while: nothing more is written; the lease lapses and recovery continues the
+            # run from its last commit once the store is healthy.
             self._finished = True
             return None
         # A store that refused a commit, the last one included, gets a run.failed without
-        # the refused events; if it refuses that too (a full disk), the run stays running
-        # and its lease lapses, so recovery continues it once the store is healthy.
-        refused = error.category == "store"
+        # the refused events, so that the run does not fail the same way on every recovery.
+        refused = error.code == "STORE_ERROR"
         if self._finished and not refused:
             return None
         self._finished = True

@@ -1,7 +1,8 @@
 """Keeps a running run's lease alive, and stops the run the moment it cannot.
 
-Renewal happens every third of the lease. A renewal that fails, or that does not finish
-before the lease would expire (a blocked store), marks the lease lost: the run stops its
+Renewal happens every third of the lease. A recoverable store error (busy, timed out) is
+retried every tenth of the lease while the lease runs. A renewal that fails otherwise, or
+that does not finish before the lease would expire (a blocked store), marks the lease lost: the run stops its
 local work and writes nothing more under that lease; the store keeps the run for recovery.
 """
 
@@ -50,10 +51,12 @@ class LeaseKeeper:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewing
 
-    def _schedule(self) -> None:
+    def _schedule(self, delay: float | None = None) -> None:
         # A timer rather than a task per run: most runs end before the first renewal.
         loop = asyncio.get_running_loop()
-        self._handle = loop.call_later(self._seconds / 3, self._renew_soon)
+        self._handle = loop.call_later(
+            self._seconds / 3 if delay is None else delay, self._renew_soon
+        )
 
     def _renew_soon(self) -> None:
         self._handle = None
@@ -65,6 +68,11 @@ class LeaseKeeper:
             async with asyncio.timeout(max(remaining, 0.001)):
                 self.lease = await self._store.renew_lease(self._run_id, self.lease, self._seconds)
         except FevexError as error:
+            if error.recoverable and error.code != "LEASE_LOST" and remaining > self._seconds / 10:
+                # A busy or briefly failing store is not a lost lease: try again while the
+                # lease still runs.
+                self._schedule(self._seconds / 10)
+                return
             self._on_lost(error)
             return
         except TimeoutError:
