@@ -253,7 +253,7 @@ async def test_an_error_message_with_a_nul_is_stored_without_it() -> None:
 
     error, run = await failure(make_app(FakeModel(calls(("c1", "lookup"))), [lookup]))
     assert error.code == "TOOL_FAILED"
-    assert "\x00" not in json.dumps(run.error) and "\\u0000" not in json.dumps(run.error)
+    assert "\\u0000" not in json.dumps(run.error)
     json.dumps(run.error).encode("utf-8")
 
 
@@ -491,7 +491,6 @@ async def test_a_commit_the_store_refuses_ends_the_run_failed_not_running() -> N
     assert run.error is not None
     assert run.error["code"] == "STORE_ERROR"
     assert "model.completed" not in [e.type for e in await app.list_events(run.id)]
-
 
 
 class BusyOnce(InMemoryRunStore):

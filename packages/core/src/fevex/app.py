@@ -655,7 +655,7 @@ class Fevex:
 async def _read_state(store: RunStore, run_id: str) -> RunState:
     try:
         checkpoint = await store.get_checkpoint(run_id)
-    except ValueError as error:
+    except ValueError:
         # The stored text is not JSON (a damaged row): no fevex can continue from it.
         raise FevexRunError(
             "CHECKPOINT_UNSUPPORTED",

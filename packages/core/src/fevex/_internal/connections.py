@@ -73,7 +73,9 @@ class ConnectionResolver:
             secrets: set[str] = set()
 
             async def get_credential(
-                name: str, connection: ConnectionDefinition = connection, secrets: set[str] = secrets
+                name: str,
+                connection: ConnectionDefinition = connection,
+                secrets: set[str] = secrets,
             ) -> str:
                 if name not in connection.credentials:
                     raise FevexRunError(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable, Sequence
 from contextlib import aclosing
 from typing import Any, Literal, TypeVar
 
@@ -561,7 +561,7 @@ class AgentExecution:
             release_lease=True,
         )
 
-    def _check_call_ids(self, calls: tuple[ToolCall, ...]) -> None:
+    def _check_call_ids(self, calls: Sequence[ToolCall]) -> None:
         """Each call id names one effect (and its idempotency key), in the step and in the
         run: a reused id fails the run before anything of the step is committed."""
         seen = self.state.seen_call_ids

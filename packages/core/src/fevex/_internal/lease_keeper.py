@@ -2,8 +2,9 @@
 
 Renewal happens every third of the lease. A recoverable store error (busy, timed out) is
 retried every tenth of the lease while the lease runs. A renewal that fails otherwise, or
-that does not finish before the lease would expire (a blocked store), marks the lease lost: the run stops its
-local work and writes nothing more under that lease; the store keeps the run for recovery.
+that does not finish before the lease would expire (a blocked store), marks the lease
+lost: the run stops its local work and writes nothing more under that lease; the store
+keeps the run for recovery.
 """
 
 from __future__ import annotations

@@ -102,7 +102,11 @@ class RunState:
         ``details["reason"]`` ``"version"`` for a checkpoint of a newer fevex (another
         worker may continue it) or ``"malformed"`` for one no version can read."""
         version = data.get("version") if isinstance(data, dict) else None
-        if isinstance(version, int) and not isinstance(version, bool) and version > CHECKPOINT_VERSION:
+        if (
+            isinstance(version, int)
+            and not isinstance(version, bool)
+            and version > CHECKPOINT_VERSION
+        ):
             raise FevexRunError(
                 "CHECKPOINT_UNSUPPORTED",
                 f"Run {run_id} has a checkpoint of version {version}; this fevex reads "

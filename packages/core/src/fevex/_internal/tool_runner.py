@@ -202,9 +202,7 @@ class ToolCallRun:
         if self.secrets:
             text = json.dumps(output)
             if any(
-                spelling in text
-                for secret in self.secrets
-                for spelling in secret_spellings(secret)
+                spelling in text for secret in self.secrets for spelling in secret_spellings(secret)
             ):
                 raise FevexRunError(
                     "TOOL_OUTPUT_CONTAINS_CREDENTIAL",

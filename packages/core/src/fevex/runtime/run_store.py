@@ -177,7 +177,9 @@ def invalid_cursor(run_id: str, cursor: str) -> FevexRunError:
     )
 
 
-def store_error(operation: str, error: BaseException, *, code: str = "STORE_ERROR") -> FevexRunError:
+def store_error(
+    operation: str, error: BaseException, *, code: str = "STORE_ERROR"
+) -> FevexRunError:
     """A store failure as users see it: a stable code and the operation, never the driver's
     message (it can quote SQL and its parameters). Raise it ``from error`` so that the
     original stays available as ``__cause__`` to whoever debugs the store."""
