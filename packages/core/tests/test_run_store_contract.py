@@ -157,6 +157,13 @@ class ForgetsOnClose(InMemoryRunStore):
             table.clear()
 
 
+class ListsLiveRuns(InMemoryRunStore):
+    """Reports every running run as expired, live leases included."""
+
+    async def expired_run_ids(self, *, limit: int = 100) -> Sequence[str]:
+        return [run_id for run_id, run in self._runs.items() if run["status"] == "running"]
+
+
 @pytest.mark.parametrize(
     ("broken", "failing_check"),
     [
@@ -170,6 +177,7 @@ class ForgetsOnClose(InMemoryRunStore):
         (ForgivingCursors, "check_event_paging"),
         (RacyClaims, "check_expired_run_claims"),
         (ForgetsOnClose, "check_commit_survives_reopen"),
+        (ListsLiveRuns, "check_expired_run_ids"),
     ],
     ids=lambda value: value if isinstance(value, str) else value.__name__,
 )

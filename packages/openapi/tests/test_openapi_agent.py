@@ -6,49 +6,14 @@ import json
 from typing import Any
 
 import pytest
+from openapi_agent_runs import TOKEN, agent_app, bearer, call
 
-from fevex import FevexRunError, ToolContext, create_fevex, define_agent, define_connection
+from fevex import FevexRunError, create_fevex, define_agent, define_connection
 from fevex.runtime import InMemoryRunStore
 from fevex.testing import FakeModel
 from fevex_openapi import create_openapi_tool_provider
 
 pytestmark = pytest.mark.anyio
-
-TOKEN = "bt_live_4f9c2e7a1d8b6350"
-
-
-async def bearer(context: ToolContext) -> dict[str, str]:
-    return {"Authorization": f"Bearer {await context.get_credential('billing-token')}"}
-
-
-def call(name: str, input: dict[str, Any], call_id: str = "call-1") -> dict[str, Any]:
-    return {"tool_calls": [{"id": call_id, "name": name, "input": input}]}
-
-
-def billing_app(billing: Any, model: FakeModel, allow: list[str], **provider: Any) -> Any:
-    provider.setdefault("allow_hosts", [f"127.0.0.1:{billing.port}"])
-    provider.setdefault("headers", bearer)
-    connection = define_connection(
-        name="billing",
-        provider=create_openapi_tool_provider(
-            document=billing.document(), operations={"allow": allow}, **provider
-        ),
-        allowlist=allow,
-        credentials=["billing-token"],
-    )
-    return create_fevex(
-        models={"default": model},
-        agents=[
-            define_agent(
-                name="clerk",
-                instructions="Answer billing questions.",
-                tools=[f"billing__{name}" for name in allow],
-            )
-        ],
-        connections=[connection],
-        credentials={"billing-token": TOKEN},
-        run_store=InMemoryRunStore(),
-    )
 
 
 async def test_an_agent_calls_an_allowlisted_operation_with_a_credential(
@@ -58,7 +23,7 @@ async def test_an_agent_calls_an_allowlisted_operation_with_a_credential(
         call("billing__getInvoice", {"path": {"invoice_id": 42}, "query": {"currency": "USD"}}),
         {"output": "Invoice 42 is open."},
     )
-    app = billing_app(billing, model, ["getInvoice"])
+    app = agent_app(billing, model, ["getInvoice"])
 
     result = await app.run_agent("clerk", "What is the status of invoice 42?")
 
@@ -107,7 +72,7 @@ async def test_an_agent_calls_an_allowlisted_operation_with_a_credential(
 async def test_a_json_body_is_sent_and_the_created_resource_returned(billing: Any) -> None:
     body = {"customer": "acme", "amount": 99.5, "tags": ["q3"]}
     model = FakeModel(call("billing__createInvoice", {"body": body}), {"output": "Created."})
-    app = billing_app(billing, model, ["createInvoice"])
+    app = agent_app(billing, model, ["createInvoice"])
 
     result = await app.run_agent("clerk", "Bill acme 99.50.")
 
@@ -129,7 +94,7 @@ async def test_every_accepted_constraint_is_enforced_before_the_request(
     billing: Any, input: dict[str, Any]
 ) -> None:
     model = FakeModel(call("billing__createInvoice", input))
-    app = billing_app(billing, model, ["createInvoice"])
+    app = agent_app(billing, model, ["createInvoice"])
 
     with pytest.raises(FevexRunError) as caught:
         await app.run_agent("clerk", "Bill someone.")
@@ -141,7 +106,7 @@ async def test_every_accepted_constraint_is_enforced_before_the_request(
 
 async def test_an_operation_outside_the_allowlist_is_not_a_tool(billing: Any) -> None:
     model = FakeModel(call("billing__createInvoice", {"body": {"customer": "a", "amount": 1}}))
-    app = billing_app(billing, model, ["getInvoice"])
+    app = agent_app(billing, model, ["getInvoice"])
 
     with pytest.raises(FevexRunError) as caught:
         await app.run_agent("clerk", "Bill someone.")
@@ -154,7 +119,7 @@ async def test_an_error_status_is_a_safe_error_with_a_labelled_redacted_excerpt(
     billing: Any,
 ) -> None:
     model = FakeModel(call("billing__getBrokenReport", {}))
-    app = billing_app(billing, model, ["getBrokenReport"])
+    app = agent_app(billing, model, ["getBrokenReport"])
 
     with pytest.raises(FevexRunError) as caught:
         await app.run_agent("clerk", "Report?")
@@ -171,7 +136,7 @@ async def test_an_error_status_is_a_safe_error_with_a_labelled_redacted_excerpt(
 
 
 async def test_a_success_that_is_not_json_is_refused(billing: Any) -> None:
-    app = billing_app(billing, FakeModel(call("billing__getPlainReport", {})), ["getPlainReport"])
+    app = agent_app(billing, FakeModel(call("billing__getPlainReport", {})), ["getPlainReport"])
 
     with pytest.raises(FevexRunError) as caught:
         await app.run_agent("clerk", "Report?")
@@ -180,7 +145,7 @@ async def test_a_success_that_is_not_json_is_refused(billing: Any) -> None:
 
 
 async def test_a_success_that_breaks_its_documented_schema_is_refused(billing: Any) -> None:
-    app = billing_app(billing, FakeModel(call("billing__getOddReport", {})), ["getOddReport"])
+    app = agent_app(billing, FakeModel(call("billing__getOddReport", {})), ["getOddReport"])
 
     with pytest.raises(FevexRunError) as caught:
         await app.run_agent("clerk", "Report?")
@@ -192,7 +157,7 @@ async def test_a_success_that_breaks_its_documented_schema_is_refused(billing: A
 async def test_every_call_has_a_timeout(billing: Any) -> None:
     billing.state["delay"] = 3.0
     model = FakeModel(call("billing__getSlowReport", {}))
-    app = billing_app(billing, model, ["getSlowReport"], timeout=0.3)
+    app = agent_app(billing, model, ["getSlowReport"], timeout=0.3)
 
     with pytest.raises(FevexRunError) as caught:
         await app.run_agent("clerk", "Report?")

@@ -269,7 +269,7 @@ class Fevex:
                     if error.details.get("reason") == "malformed":
                         # No version of fevex can continue it: end it rather than let every
                         # sweep take it again.
-                        sink.observe(await _fail_taken_run(sink, error))
+                        sink.observe(await sink.emit_failed(error))
                     raise
                 if decide is not None:
                     decide(state)
@@ -663,19 +663,6 @@ async def _read_state(store: RunStore, run_id: str) -> RunState:
             details={"run_id": run_id, "reason": "malformed"},
         ) from None
     return RunState.from_checkpoint(run_id, checkpoint)
-
-
-async def _fail_taken_run(sink: EventSink, error: FevexError) -> RunEvent:
-    """End a run this app just took over but cannot continue, under the lease it holds."""
-    return await sink.emit(
-        "run.failed",
-        {"error": error.to_json()},
-        status="failed",
-        error=error.to_json(),
-        pause=None,
-        release_session=True,
-        release_lease=True,
-    )
 
 
 async def _settled_run(app: Fevex, run_id: str) -> AgentRun | None:

@@ -170,14 +170,7 @@ class AgentExecution:
         self._finished = True
         if refused:
             self.sink.discard_pending()
-        return await self.sink.emit(
-            "run.failed",
-            {"error": error.to_json()},
-            status="failed",
-            error=error.to_json(),
-            release_session=True,
-            release_lease=True,
-        )
+        return await self.sink.emit_failed(error)
 
     def _observe(self, event: RunEvent | None) -> None:
         """Show observers an event no consumer will receive."""

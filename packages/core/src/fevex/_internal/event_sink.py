@@ -140,6 +140,18 @@ class EventSink:
                 self.observe(committed)
         return event
 
+    async def emit_failed(self, error: FevexError) -> RunEvent:
+        """End the run ``failed`` with ``error``, freeing its session and lease."""
+        return await self.emit(
+            "run.failed",
+            {"error": error.to_json()},
+            status="failed",
+            error=error.to_json(),
+            pause=None,
+            release_session=True,
+            release_lease=True,
+        )
+
     def discard_pending(self) -> None:
         """Drop the batched events a failed commit carried, so that the run's terminal
         event does not carry again whatever the store refused."""
