@@ -174,6 +174,25 @@ async def test_recover_run_honours_its_timeout_while_a_frozen_worker_holds_the_r
     assert (await store.acquire_lease(run.id, "recovery", 60.0)).generation == lease.generation + 1
 
 
+async def test_a_sweep_reports_the_run_a_frozen_worker_still_locks(
+    open_store: OpenStore, database_url: str
+) -> None:
+    store = open_store()
+    run, _ = await create(store, seconds=0.2)
+    app = create_fevex(
+        models={"default": FakeModel()},
+        agents=[define_agent(name="a", instructions="Answer.")],
+        run_store=store,
+    )
+    async with await psycopg.AsyncConnection.connect(libpq(database_url)) as frozen:
+        await frozen.execute("SELECT 1 FROM fevex_runs WHERE id = %s FOR UPDATE", (run.id,))
+        await asyncio.sleep(0.3)  # the lease has expired; the row is still locked
+        sweep = await asyncio.wait_for(app.recover_expired_runs(actor={"id": "sweeper"}), 20)
+        await frozen.rollback()
+    assert sweep.recovered == sweep.skipped == ()
+    assert run.id in sweep.unclaimed
+
+
 async def test_a_lock_wait_past_lock_timeout_is_store_busy_and_writes_nothing(
     open_store: OpenStore, database_url: str
 ) -> None:
