@@ -467,6 +467,7 @@ class Fevex:
             except Exception as error:
                 run = await _settled_run(self, run_id)
                 if run is not None and run.status in TERMINAL_STATUSES:
+                    logger.warning("recovery ended run %s as %s: %s", run_id, run.status, error)
                     recovered.append(run)
                 else:
                     skipped.append(_skipped(run_id, error))
@@ -478,11 +479,13 @@ class Fevex:
             except Exception:
                 logger.warning("recovering run %s failed unexpectedly", run_id, exc_info=True)
             recovered.append(await self.get_run(run_id))
-        unclaimed = tuple(
-            run_id
-            for run_id in await self.run_store.expired_run_ids(limit=100)
-            if run_id not in handled
-        )
+        try:
+            expired = await self.run_store.expired_run_ids(limit=100)
+        except Exception:
+            # The report is best-effort: the runs this pass took are done either way.
+            logger.warning("recovery could not list the expired runs it left", exc_info=True)
+            expired = ()
+        unclaimed = tuple(run_id for run_id in expired if run_id not in handled)
         if unclaimed:
             logger.warning(
                 "recovery could not claim %d expired run(s), e.g. %s: a frozen worker may "
