@@ -20,6 +20,7 @@ from fevex import (
     define_agent,
     define_tool,
 )
+from fevex.events import EVENT_TYPES
 from fevex.policies import PolicyRequest
 from fevex.runtime import InMemoryRunStore, RecoverySweep, RunLease
 from fevex.testing import FakeModel
@@ -131,6 +132,7 @@ async def test_another_process_resumes_an_approved_run() -> None:
     assert result.output == "Charged 30."
     assert effects == [(f"fevex:{paused.run_id}:call-1", 30)]
     types = [e.type for e in await second.list_events(paused.run_id)]
+    assert set(types) <= set(EVENT_TYPES)
     assert types[types.index("run.paused") :] == [
         "run.paused",
         "run.resumed",
@@ -414,6 +416,7 @@ async def test_recovery_retries_an_in_flight_keyed_tool_with_the_same_key() -> N
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     assert [e.type for e in events].count("run.completed") == 1
     assert "run.recovered" in [e.type for e in events]
+    assert {e.type for e in events} <= set(EVENT_TYPES)
     assert (await rescuer.get_run(run_id)).status == "completed"
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,6 +20,7 @@ from fevex import (
     RunEvent,
     create_fevex,
     define_agent,
+    define_tool,
 )
 from fevex.models import Completed, ModelInput, ModelResult, OutputDelta
 from fevex.runtime import InMemoryRunStore
@@ -92,6 +97,41 @@ async def test_abandoning_the_stream_cancels_and_persists_the_run() -> None:
     assert model.closed
     session = await app.get_session(run.session_id)
     assert session.active_run_id is None
+
+
+async def test_closing_the_stream_after_its_opening_event_cancels_the_run() -> None:
+    entered: list[str] = []
+
+    @define_tool(name="effect", description="An effect the caller abandons.")
+    async def effect(request: dict[str, Any]) -> dict[str, Any]:
+        entered.append("effect")
+        return {}
+
+    app = create_fevex(
+        models={
+            "default": FakeModel(
+                {"tool_calls": [{"id": "c1", "name": "effect", "input": {}}]}, {"output": "x"}
+            )
+        },
+        agents=[define_agent(name="support", instructions="Help.", tools=["effect"])],
+        tools=[effect],
+        run_store=InMemoryRunStore(),
+    )
+    stream = app.stream_agent("support", "hi")
+    first = await anext(stream)
+    assert first.type == "run.started"
+    await stream.aclose()
+    run = await app.get_run(first.run_id)
+    assert run.status == "cancelled"
+    assert (await app.list_events(run.id))[-1].type == "run.cancelled"
+    assert (await app.get_session(run.session_id)).active_run_id is None
+    assert entered == []
+    # The session is free for the next run, and nothing is left for recovery to execute.
+    assert (await app.run_agent("support", "again", session_id=run.session_id)).output == "x"
+    assert entered == ["effect"]
+    with pytest.raises(FevexRunError) as caught:
+        await app.recover_run(run.id, actor={"id": "x"})
+    assert caught.value.code == "RUN_CONFLICT"
 
 
 async def test_dropping_the_stream_without_closing_it_also_cancels() -> None:
@@ -286,3 +326,56 @@ def test_blocking_twins_in_worker_threads_leave_no_open_loop() -> None:
     del worker
     gc.collect()  # an unclosed loop would surface here as an unraisable ResourceWarning
     assert outputs == ["from a thread"]
+
+
+INTERRUPTED_SCRIPT = """
+import json, sys, time
+from fevex import create_fevex, define_agent, define_tool
+from fevex.runtime import InMemoryRunStore
+from fevex.testing import FakeModel
+
+@define_tool(name="slow", description="A slow blocking tool.")
+def slow(request: dict) -> dict:
+    print("started", flush=True)
+    for _ in range(40):  # about two seconds, in small sleeps
+        time.sleep(0.05)
+    return {}
+
+runs = []
+app = create_fevex(
+    models={"default": FakeModel(
+        {"tool_calls": [{"id": "c1", "name": "slow", "input": {}}]}, {"output": "done"}
+    )},
+    agents=[define_agent(name="support", instructions="Help.", tools=["slow"])],
+    tools=[slow],
+    run_store=InMemoryRunStore(),
+    on_event=lambda event: runs.append(event.run_id),
+)
+try:
+    app.run_agent_sync("support", "hi")
+except KeyboardInterrupt:
+    run = app.get_run_sync(runs[0])
+    session = app.get_session_sync(run.session_id)
+    print(json.dumps({"status": run.status, "held_by": session.active_run_id}), flush=True)
+    raise
+"""
+
+
+def test_ctrl_c_in_a_blocking_run_cancels_it_with_one_keyboard_interrupt() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_SCRIPT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "started\n"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode != 0
+    assert json.loads(out) == {"status": "cancelled", "held_by": None}
+    assert err.count("Traceback") == 1, err
+    assert err.rstrip().endswith("KeyboardInterrupt"), err

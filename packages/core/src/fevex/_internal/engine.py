@@ -187,9 +187,6 @@ class AgentExecution:
         )
         keeper.start()
         try:
-            for event in self.opening:
-                yield event
-                self.sink.delivered(event)
             async with aclosing(self._run()) as inner:
                 async for event in inner:
                     self._parked = True
@@ -205,6 +202,10 @@ class AgentExecution:
 
     async def _run(self) -> AsyncGenerator[RunEvent, None]:
         try:
+            # Yielded inside the loop's handlers: a consumer that stops right after the
+            # opening event cancels the run like one that stops anywhere else.
+            for event in self.opening:
+                yield event
             tool_specs, output_schema = self.agent.model_boundary()
             if self.agent.connection_tools and self.connections is not None:
                 run = self.sink.run

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import signal
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -71,7 +72,7 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     except BaseException:
         coroutine.close()
         raise
-    return loop.run_until_complete(coroutine)
+    return _complete(loop, coroutine)
 
 
 def iterate_sync(iterator: AsyncIterator[T]) -> Iterator[T]:
@@ -79,13 +80,50 @@ def iterate_sync(iterator: AsyncIterator[T]) -> Iterator[T]:
     try:
         while True:
             try:
-                yield loop.run_until_complete(_next(iterator))
+                yield _complete(loop, _next(iterator))
             except StopAsyncIteration:
                 return
     finally:
         aclose = getattr(iterator, "aclose", None)
         if aclose is not None:
             loop.run_until_complete(aclose())
+
+
+def _complete(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to its end; Ctrl-C cancels it, as ``asyncio.run`` does.
+
+    A ``KeyboardInterrupt`` raised wherever the loop happens to be would leave the run's
+    task pending (the run stays ``running``, its session held) and print a traceback per
+    abandoned task. Instead the first SIGINT cancels the task, which persists
+    ``run.cancelled``, and one ``KeyboardInterrupt`` is raised once it has; a second SIGINT
+    interrupts at once.
+    """
+    task = loop.create_task(coroutine)
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        # Only the main thread gets signals, and a handler of the application's own wins.
+        return loop.run_until_complete(task)
+    interrupted = False
+
+    def interrupt(signum: int, frame: Any) -> None:
+        nonlocal interrupted
+        if interrupted or task.done():
+            raise KeyboardInterrupt
+        interrupted = True
+        task.cancel()
+        loop.call_soon_threadsafe(lambda: None)  # wake the selector
+
+    signal.signal(signal.SIGINT, interrupt)
+    try:
+        try:
+            return loop.run_until_complete(task)
+        except asyncio.CancelledError:
+            if interrupted:
+                raise KeyboardInterrupt from None
+            raise
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 async def _next(iterator: AsyncIterator[T]) -> T:

@@ -21,6 +21,8 @@ RunEventType = Literal[
     "tool.completed",
     "tool.failed",
     "run.paused",
+    "run.resumed",
+    "run.recovered",
     "run.completed",
     "run.failed",
     "run.cancelled",
