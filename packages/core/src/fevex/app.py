@@ -12,11 +12,12 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from fevex._internal.agent_loop import AgentLoop
 from fevex._internal.clock import new_id, utc_now
 from fevex._internal.composition import Composition, PreparedAgent, compose
 from fevex._internal.connections import ConnectionResolver
-from fevex._internal.engine import AgentExecution
 from fevex._internal.event_sink import EventSink
+from fevex._internal.execution import Execution
 from fevex._internal.run_state import RunState
 from fevex._internal.sync import iterate_sync, run_sync
 from fevex._internal.tool_runner import CredentialResolver
@@ -30,7 +31,7 @@ from fevex.runtime.approval import ApprovalDecision, approval_decision, check_ac
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
 from fevex.runtime.recovery import RecoverySweep, SkippedRun
-from fevex.runtime.run_store import EventOrder, ExecutionCreate, RunLease, RunStore
+from fevex.runtime.run_store import EventOrder, RunLease, RunStore
 from fevex.schemas.schema import ensure_json
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
@@ -120,7 +121,7 @@ class Fevex:
         # when a restarted process happens to reuse the id.
         self.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{new_id('app')}"
         self._connections = ConnectionResolver(composition.connections)
-        self._active: dict[str, AgentExecution] = {}
+        self._active: dict[str, Execution] = {}
         self._background: set[asyncio.Task[None]] = set()
 
     @property
@@ -156,18 +157,17 @@ class Fevex:
         state: RunState,
         deadline: float | None,
         opening: tuple[RunEvent, ...],
-    ) -> AgentExecution:
-        execution = AgentExecution(
+    ) -> Execution:
+        loop = AgentLoop(
             prepared,
-            sink,
             prefix,
             state,
-            deadline,
             policies=self._composition.policies,
             credentials=self._composition.credentials,
-            lease_seconds=self.lease_seconds,
-            opening=opening,
             connections=self._connections,
+        )
+        execution = Execution(
+            sink, loop, deadline, lease_seconds=self.lease_seconds, opening=opening
         )
         self._active[sink.run.id] = execution
         return execution
@@ -180,7 +180,7 @@ class Fevex:
         timeout: float | None,
         *,
         batching: bool = False,
-    ) -> AgentExecution:
+    ) -> Execution:
         prepared = self._agent(agent_name)
         user_message = _user_message(input)
         deadline = _deadline(timeout)
@@ -206,27 +206,18 @@ class Fevex:
         run = AgentRun(
             new_id("run"), session_id, agent_name, "running", input_json, now, now, revision=1
         )
-        sink = EventSink(self.run_store, run, self._composition.observers)
-        started = sink.event(
-            "run.started",
-            {"agent_name": agent_name, "session_id": session_id, "input": input_json},
-            now,
-        )
         state = RunState([user_message])
-        sink.lease = await self.run_store.create_execution(
-            ExecutionCreate(
-                run,
-                None if session is None else session.revision,
-                (started,),
-                state.checkpoint(),
-                self.lease_owner,
-                self.lease_seconds,
-            )
+        sink, started = await EventSink.create(
+            self.run_store,
+            run,
+            session_revision=None if session is None else session.revision,
+            opening={"agent_name": agent_name, "session_id": session_id, "input": input_json},
+            checkpoint=state.checkpoint(),
+            owner=self.lease_owner,
+            lease_seconds=self.lease_seconds,
+            observers=self._composition.observers,
+            batching=batching,
         )
-        sink.commits = 1
-        if batching:
-            sink.batching = True
-            sink.observe(started)
         return self._execution(
             prepared, sink, self._prefix(prepared, session), state, deadline, (started,)
         )
@@ -242,7 +233,7 @@ class Fevex:
         timeout: float | None = None,
         lease: RunLease | None = None,
         batching: bool = True,
-    ) -> AgentExecution:
+    ) -> Execution:
         """Take over a stored run under a new lease and continue from its checkpoint.
 
         The takeover is bounded by ``timeout`` too: a store that waits (a row still locked
@@ -295,15 +286,9 @@ class Fevex:
         )
 
     async def _sink_for(self, run: AgentRun, lease: RunLease) -> EventSink:
-        """A sink continuing a stored run's event sequence under a lease just taken."""
-        last = await self.run_store.list_events(run.id, order="desc", limit=1)
-        sink = EventSink(
-            self.run_store, run, self._composition.observers, last[0].sequence if last else 0
-        )
-        sink.lease = lease
-        return sink
+        return await EventSink.resume(self.run_store, run, lease, self._composition.observers)
 
-    async def _events(self, execution: AgentExecution) -> AsyncGenerator[RunEvent, None]:
+    async def _events(self, execution: Execution) -> AsyncGenerator[RunEvent, None]:
         try:
             async with aclosing(execution.events()) as stream:
                 async for event in stream:
@@ -311,12 +296,14 @@ class Fevex:
         finally:
             self._active.pop(execution.run_id, None)
 
-    async def _result(self, execution: AgentExecution) -> RunResult[Any]:
+    async def _result(self, execution: Execution) -> RunResult[Any]:
         events = [event async for event in self._events(execution)]
         if execution.pause is not None:
             raise RunPausedError(execution.run_id, execution.pause)
         run = execution.sink.run
-        return RunResult(run.id, run.session_id, execution.output, execution.usage, tuple(events))
+        assert isinstance(execution.driver, AgentLoop)
+        usage = execution.driver.usage
+        return RunResult(run.id, run.session_id, execution.output, usage, tuple(events))
 
     # -- starting runs --------------------------------------------------------------
 
@@ -368,7 +355,7 @@ class Fevex:
         task.add_done_callback(self._background.discard)
         return execution.sink.run
 
-    async def _drain(self, execution: AgentExecution) -> None:
+    async def _drain(self, execution: Execution) -> None:
         # The outcome is in the store; the error has nobody to reach here.
         try:
             async for _ in self._events(execution):
@@ -537,16 +524,7 @@ class Fevex:
                 run_id, self.lease_owner, self.lease_seconds, status="paused"
             )
             sink = await self._sink_for(run, lease)
-            sink.observe(
-                await sink.emit(
-                    "run.cancelled",
-                    {"reason": "aborted"},
-                    status="cancelled",
-                    pause=None,
-                    release_session=True,
-                    release_lease=True,
-                )
-            )
+            sink.observe(await sink.emit_cancelled("aborted"))
             return await self.get_run(run_id)
         raise FevexRunError(
             "RUN_NOT_ACTIVE",

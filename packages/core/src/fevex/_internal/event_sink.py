@@ -22,7 +22,7 @@ from fevex._internal.clock import new_sequential_id, utc_now
 from fevex.errors import FevexError
 from fevex.events import RunEvent
 from fevex.runtime.records import AgentRun
-from fevex.runtime.run_store import ExecutionCommit, RunLease, RunStore
+from fevex.runtime.run_store import ExecutionCommit, ExecutionCreate, RunLease, RunStore
 
 logger = logging.getLogger("fevex")
 
@@ -36,7 +36,6 @@ class EventSink:
         "_pending_changes",
         "_pending_checkpoint",
         "batching",
-        "commits",
         "lease",
         "lost",
         "observers",
@@ -62,11 +61,47 @@ class EventSink:
         self.observers = observers
         self.sequence = sequence
         self.batching = False
-        self.commits = 0
         self._pending: list[RunEvent] = []
         self._pending_changes: dict[str, Any] = {}
         self._pending_checkpoint: Callable[[], dict[str, Any]] | None = None
         self._background: set[asyncio.Future[Any]] = set()
+
+    @classmethod
+    async def create(
+        cls,
+        store: RunStore,
+        run: AgentRun,
+        *,
+        session_revision: int | None,
+        opening: dict[str, Any],
+        checkpoint: dict[str, Any],
+        owner: str,
+        lease_seconds: float,
+        observers: Sequence[EventObserver],
+        batching: bool,
+    ) -> tuple[EventSink, RunEvent]:
+        """Create the run with its ``run.started`` event, its checkpoint, its session
+        reservation and its first lease, atomically; the sink writes it from then on."""
+        sink = cls(store, run, observers)
+        started = sink.event("run.started", opening, run.created_at)
+        sink.lease = await store.create_execution(
+            ExecutionCreate(run, session_revision, (started,), checkpoint, owner, lease_seconds)
+        )
+        sink.batching = batching
+        if batching:
+            # Committed already: observers see it now, as they see every batch once committed.
+            sink.observe(started)
+        return sink, started
+
+    @classmethod
+    async def resume(
+        cls, store: RunStore, run: AgentRun, lease: RunLease, observers: Sequence[EventObserver]
+    ) -> EventSink:
+        """A sink continuing a stored run's event sequence under a lease just taken."""
+        last = await store.list_events(run.id, order="desc", limit=1)
+        sink = cls(store, run, observers, last[0].sequence if last else 0)
+        sink.lease = lease
+        return sink
 
     def event(self, type: str, payload: dict[str, Any], occurred_at: str | None = None) -> RunEvent:
         self.sequence += 1
@@ -131,7 +166,6 @@ class EventSink:
                 self.lost = error
             raise
         self.revision = revision
-        self.commits += 1
         if self.batching:
             self._pending.clear()
             self._pending_changes.clear()
@@ -139,6 +173,17 @@ class EventSink:
             for committed in events:
                 self.observe(committed)
         return event
+
+    async def emit_cancelled(self, reason: str) -> RunEvent:
+        """End the run ``cancelled``, freeing its session and lease (a paused run too)."""
+        return await self.emit(
+            "run.cancelled",
+            {"reason": reason},
+            status="cancelled",
+            pause=None,
+            release_session=True,
+            release_lease=True,
+        )
 
     async def emit_failed(self, error: FevexError) -> RunEvent:
         """End the run ``failed`` with ``error``, freeing its session and lease."""

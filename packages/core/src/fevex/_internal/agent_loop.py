@@ -1,299 +1,107 @@
-"""The run loop: model step, sequential tool calls, next model step, until an answer.
+"""The agent loop, the step driver of agent runs: model step, the requested tool calls one
+after the other, next model step, until an answer.
 
-An execution is an async generator of committed events, so a consumer that stops asking
-stops the run (backpressure). The same loop serves new runs, resumed runs and recovered
-runs: it starts from a :class:`RunState`, and each step commits its events together with
-the checkpoint that lets another process continue after it. Closing the loop early,
-cancelling it or timing out persists ``run.cancelled``; losing the lease stops it without
-writing anything more.
+It starts from a :class:`RunState` (new, resumed or recovered alike), and each step
+commits its events together with the checkpoint that lets another process continue after
+it. Leases, cancellation, the deadline and the final commits belong to the
+:class:`~fevex._internal.execution.Execution` that drives it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 from fevex._internal.clock import new_id
 from fevex._internal.composition import PreparedAgent, PreparedTool
 from fevex._internal.connections import ConnectionResolver
 from fevex._internal.deadline import DeadlineReached
-from fevex._internal.event_sink import EventSink
-from fevex._internal.lease_keeper import LeaseKeeper
+from fevex._internal.execution import Execution
 from fevex._internal.run_state import PendingCalls, RunState
 from fevex._internal.tool_runner import CredentialResolver, ToolCallRun, summarize
-from fevex.errors import FevexError, FevexRunError, RunCancelledError
+from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
 from fevex.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from fevex.models import ModelInput, ModelResult, ModelStreamReader, ToolCall, Usage
 from fevex.policies.policy import Policy
 from fevex.schemas.schema import ensure_json
-from fevex.tools.context import _Cancellation
-
-T = TypeVar("T")
-CancelReason = Literal["aborted", "timeout"]
 
 
 def _fail(code: str, message: str, **details: Any) -> FevexRunError:
     return FevexRunError(code, message, details=details)
 
 
-class AgentExecution:
-    """One run of one agent in this process, from a new start, a resume or a recovery."""
+class AgentLoop:
+    """The steps of one agent run in this process."""
+
+    execution: Execution
 
     def __init__(
         self,
         agent: PreparedAgent,
-        sink: EventSink,
         prefix: list[Message],
         state: RunState,
-        deadline: float | None,
         *,
         policies: tuple[Policy, ...] = (),
         credentials: CredentialResolver = None,
-        lease_seconds: float = 30.0,
-        opening: tuple[RunEvent, ...] = (),
         connections: ConnectionResolver | None = None,
     ) -> None:
         self.agent = agent
-        self.sink = sink
         self.prefix = prefix
         self.state = state
-        self.deadline = deadline
         self.policies = policies
         self.credentials = credentials
-        self.lease_seconds = lease_seconds
-        self.opening = opening
         self.connections = connections
         self.tools = agent.tools
-        self.output: Any = None
-        self.pause: dict[str, Any] | None = None
-        self._cancellation = _Cancellation()
-        self._cancel_reason: CancelReason | None = None
-        self._lease_error: FevexError | None = None
-        self._task: asyncio.Task[Any] | None = None
-        self._awaiting = False
-        self._parked = False
-        self._finished = False
-        self.settled = asyncio.Event()
-
-    @property
-    def run_id(self) -> str:
-        return self.sink.run.id
+        self._provider_state: Any = None
 
     @property
     def usage(self) -> Usage:
         return self.state.usage
 
-    # -- cancellation and lease loss ------------------------------------------------
-
-    async def cancel(self) -> None:
-        """Cancel from outside the loop (``cancel_run``)."""
-        if self._finished or self._cancel_reason is not None:
-            return
-        self._cancel_reason = "aborted"
-        self._cancellation.cancelled = True
-        if self._parked:
-            # The loop waits for its consumer to ask for the next event: persist now; when
-            # the consumer resumes, the loop stops without writing.
-            self._observe(await self._persist_cancelled("aborted"))
-        elif self._awaiting and self._task is not None:
-            self._task.cancel()
-        # Otherwise a store commit is in flight; the next guarded await stops the run.
-
-    def _lease_lost(self, error: FevexError) -> None:
-        if self._finished or self._lease_error is not None:
-            return
-        self._lease_error = error
-        self._cancellation.cancelled = True
-        self.sink.lost = error
-        if self._awaiting and self._task is not None:
-            self._task.cancel()
-
-    async def _guard(self, awaitable: Awaitable[T]) -> T:
-        if self._lease_error is not None or self._cancel_reason is not None:
-            if asyncio.iscoroutine(awaitable):
-                awaitable.close()
-            if self._lease_error is not None:
-                raise self._lease_error
-            raise asyncio.CancelledError
-        self._task = asyncio.current_task()
-        self._awaiting = True
-        try:
-            if self.deadline is None:
-                return await awaitable
-            deadline = asyncio.timeout_at(self.deadline)
-            try:
-                async with deadline:
-                    return await awaitable
-            except TimeoutError:
-                # Only the run's own deadline is the run's timeout; a TimeoutError that user
-                # code raised is that code's failure (and its retry policy applies).
-                if deadline.expired():
-                    raise DeadlineReached from None
-                raise
-        finally:
-            self._awaiting = False
-
-    async def _persist_cancelled(self, reason: CancelReason) -> RunEvent | None:
-        if self._finished:
-            return None
-        self._finished = True
-        self._cancellation.cancelled = True
-        try:
-            return await self.sink.emit(
-                "run.cancelled",
-                {"reason": reason},
-                status="cancelled",
-                release_session=True,
-                release_lease=True,
-            )
-        finally:
-            self.settled.set()
-
-    async def _persist_failed(self, error: FevexError) -> RunEvent | None:
-        if self._lease_error is not None or (
-            error.category == "store" and error.code != "STORE_ERROR"
-        ):
-            # A lost lease, or a store that is busy, full, read-only or unreachable for a
-            # while: nothing more is written; the lease lapses and recovery continues the
-            # run from its last commit once the store is healthy.
-            self._finished = True
-            return None
-        # A store that refused a commit, the last one included, gets a run.failed without
-        # the refused events, so that the run does not fail the same way on every recovery.
-        refused = error.code == "STORE_ERROR"
-        if self._finished and not refused:
-            return None
-        self._finished = True
-        if refused:
-            self.sink.discard_pending()
-        return await self.sink.emit_failed(error)
-
-    def _observe(self, event: RunEvent | None) -> None:
-        """Show observers an event no consumer will receive."""
-        if event is not None:
-            self.sink.delivered(event)
-
-    # -- the loop -------------------------------------------------------------------
-
-    async def events(self) -> AsyncGenerator[RunEvent, None]:
-        """Committed events, each yielded before observers see it."""
-        assert self.sink.lease is not None
-        keeper = LeaseKeeper(
-            self.sink.store, self.run_id, self.sink.lease, self.lease_seconds, self._lease_lost
-        )
-        keeper.start()
-        try:
-            async with aclosing(self._run()) as inner:
-                async for event in inner:
-                    self._parked = True
-                    try:
-                        yield event
-                    finally:
-                        self._parked = False
-                    self.sink.delivered(event)
-                    if self._cancel_reason is not None and self._finished:
-                        raise RunCancelledError(self.run_id, self._cancel_reason)
-        finally:
-            await keeper.stop()
-
-    async def _run(self) -> AsyncGenerator[RunEvent, None]:
-        try:
-            # Yielded inside the loop's handlers: a consumer that stops right after the
-            # opening event cancels the run like one that stops anywhere else.
-            for event in self.opening:
-                yield event
-            tool_specs, output_schema = self.agent.model_boundary()
-            if self.agent.connection_tools and self.connections is not None:
-                run = self.sink.run
-                remote = await self._guard(
-                    self.connections.resolve(
-                        self.agent.connection_tools,
-                        run_id=run.id,
-                        session_id=run.session_id,
-                        agent_name=run.agent_name,
-                        credentials=self.credentials,
-                    )
+    async def steps(self, execution: Execution) -> AsyncGenerator[RunEvent, None]:
+        self.execution = execution
+        tool_specs, output_schema = self.agent.model_boundary()
+        if self.agent.connection_tools and self.connections is not None:
+            run = execution.sink.run
+            remote = await execution.guard(
+                self.connections.resolve(
+                    self.agent.connection_tools,
+                    run_id=run.id,
+                    session_id=run.session_id,
+                    agent_name=run.agent_name,
+                    credentials=self.credentials,
                 )
-                self.tools = {**self.agent.tools, **remote}
-                tool_specs = (*tool_specs, *(tool.spec() for tool in remote.values()))
-            provider_state: Any = None
-            while True:
-                if self.state.pending is None:
-                    async with aclosing(
-                        self._model_step(tool_specs, output_schema, provider_state)
-                    ) as step_events:
-                        async for event in step_events:
-                            yield event
-                    if self._finished:
-                        return
-                    provider_state = self._provider_state
-                async with aclosing(self._tool_calls()) as call_events:
-                    async for event in call_events:
+            )
+            self.tools = {**self.agent.tools, **remote}
+            tool_specs = (*tool_specs, *(tool.spec() for tool in remote.values()))
+        provider_state: Any = None
+        while True:
+            if self.state.pending is None:
+                async with aclosing(
+                    self._model_step(tool_specs, output_schema, provider_state)
+                ) as step_events:
+                    async for event in step_events:
                         yield event
-                if self.pause is not None:
+                if execution.finished:
                     return
-        except GeneratorExit:
-            # The consumer abandoned the stream: the run is cancelled, durably.
-            if self._lease_error is None:
-                if self._cancel_reason is None:
-                    self._cancel_reason = "aborted"
-                self._observe(await self._persist_cancelled(self._cancel_reason))
-            raise
-        except DeadlineReached:
-            if self._cancel_reason is None:
-                self._cancel_reason = "timeout"
-            cancelled = await self._persist_cancelled(self._cancel_reason)
-            if cancelled is not None:
-                yield cancelled
-            raise RunCancelledError(self.run_id, self._cancel_reason) from None
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if self._lease_error is not None:
-                if task is not None and task.cancelling():
-                    task.uncancel()
-                self._finished = True
-                raise self._lease_error from None
-            if self._cancel_reason is None:
-                # Cancelled from outside fevex (task cancellation): record it and let the
-                # cancellation propagate untouched.
-                self._observe(await self._persist_cancelled("aborted"))
-                raise
-            if task is not None and task.cancelling():
-                task.uncancel()
-            cancelled = await self._persist_cancelled(self._cancel_reason)
-            if cancelled is not None:
-                yield cancelled
-            raise RunCancelledError(self.run_id, self._cancel_reason) from None
-        except FevexError as error:
-            failed = await self._persist_failed(error)
-            if failed is not None:
-                yield failed
-            raise
-        except Exception as error:
-            failed = await self._persist_failed(
-                FevexRunError(
-                    "UNEXPECTED_ERROR", f"The run failed unexpectedly: {type(error).__name__}."
-                )
-            )
-            if failed is not None:
-                yield failed
-            raise
-        finally:
-            self.settled.set()
+                provider_state = self._provider_state
+            async with aclosing(self._tool_calls()) as call_events:
+                async for event in call_events:
+                    yield event
+            if execution.pause is not None:
+                return
 
     # -- model step -----------------------------------------------------------------
-
-    _provider_state: Any = None
 
     async def _model_step(
         self, tool_specs: Any, output_schema: dict[str, Any] | None, provider_state: Any
     ) -> AsyncGenerator[RunEvent, None]:
         state = self.state
-        sink = self.sink
+        sink = self.execution.sink
         limits = self.agent.definition.limits
         if limits.max_steps is not None and state.step >= limits.max_steps:
             raise _fail(
@@ -332,17 +140,10 @@ class AgentExecution:
         if not result.tool_calls:
             yield await sink.emit("model.completed", completed_payload, usage=state.usage.to_json())
             self._check_token_budgets(result.usage)
-            self.output, output_json, text = self._final_output(result, reader.deltas)
+            output, output_json, text = self._final_output(result, reader.deltas)
             state.add(Message("assistant", _assistant_parts(result, text)))
-            self._finished = True
-            yield await sink.emit(
-                "run.completed",
-                {"output": output_json, "usage": state.usage.to_json()},
-                status="completed",
-                output=output_json,
-                history=tuple(state.transcript_json),
-                release_session=True,
-                release_lease=True,
+            yield await self.execution.complete(
+                output, output_json, state.usage.to_json(), tuple(state.transcript_json)
             )
             return
         state.add(Message("assistant", _assistant_parts(result, reader.text)))
@@ -367,7 +168,7 @@ class AgentExecution:
         try:
             while True:
                 try:
-                    event = await self._guard(iterator.__anext__())
+                    event = await self.execution.guard(iterator.__anext__())
                 except StopAsyncIteration:
                     break
                 except (FevexError, asyncio.CancelledError, DeadlineReached):
@@ -376,7 +177,9 @@ class AgentExecution:
                     raise _model_error(error) from error
                 delta = reader.accept(event)
                 if delta is not None:
-                    yield await self.sink.emit("model.output.delta", {"step": step, "delta": delta})
+                    yield await self.execution.sink.emit(
+                        "model.output.delta", {"step": step, "delta": delta}
+                    )
         finally:
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:
@@ -450,7 +253,7 @@ class AgentExecution:
         state = self.state
         pending = state.pending
         assert pending is not None
-        sink = self.sink
+        sink = self.execution.sink
         while (call := pending.next_call) is not None:
             tool = self.tools.get(call.name)
             base = {"step": pending.step, "tool_call_id": call.id, "tool_name": call.name}
@@ -518,7 +321,7 @@ class AgentExecution:
         state.pending = None
 
     def _runner(self, tool: PreparedTool, call: ToolCall) -> ToolCallRun:
-        run = self.sink.run
+        run = self.execution.sink.run
         return ToolCallRun(
             tool,
             call,
@@ -527,8 +330,8 @@ class AgentExecution:
             agent_name=run.agent_name,
             policies=self.policies,
             credentials=self.credentials,
-            cancellation=self._cancellation,
-            guard=self._guard,
+            cancellation=self.execution.cancellation,
+            guard=self.execution.guard,
         )
 
     async def _pause_for_approval(
@@ -544,15 +347,8 @@ class AgentExecution:
             "risk": tool.definition.risk,
         }
         pending.approval = approval
-        self.pause = {"reason": "approval", "approvals": [approval]}
-        self._finished = True
-        yield await self.sink.emit(
-            "run.paused",
-            self.pause,
-            status="paused",
-            pause=self.pause,
-            checkpoint=self.state.checkpoint,
-            release_lease=True,
+        yield await self.execution.suspend(
+            {"reason": "approval", "approvals": [approval]}, self.state.checkpoint
         )
 
     def _check_call_ids(self, calls: Sequence[ToolCall]) -> None:

@@ -1,0 +1,269 @@
+"""An execution: one run advancing in this process, whatever its kind.
+
+The execution owns everything a run's life needs besides its steps: the lease and its
+renewal, the run's deadline, cancellation (by the consumer, by ``cancel_run``, by the task
+being cancelled), and every terminal commit (``run.completed``, ``run.paused``,
+``run.failed``, ``run.cancelled``). A *step driver* (the agent loop; later workflow and team
+functions) yields the events of its steps and ends by calling :meth:`Execution.complete` or
+:meth:`Execution.pause`, or by raising; it never touches leases, cancellation or final
+commits itself.
+
+An execution is an async generator of committed events, so a consumer that stops asking
+stops the run (backpressure). Closing it early, cancelling it or timing out persists
+``run.cancelled``; losing the lease stops it without writing anything more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable
+from contextlib import aclosing
+from typing import Any, Literal, Protocol, TypeVar
+
+from fevex._internal.deadline import DeadlineReached
+from fevex._internal.event_sink import EventSink
+from fevex._internal.lease_keeper import LeaseKeeper
+from fevex.errors import FevexError, FevexRunError, RunCancelledError
+from fevex.events import RunEvent
+from fevex.tools.context import _Cancellation
+
+T = TypeVar("T")
+CancelReason = Literal["aborted", "timeout"]
+
+
+class StepDriver(Protocol):
+    """What a run kind plugs into an execution: its steps, as committed events."""
+
+    def steps(self, execution: Execution) -> AsyncGenerator[RunEvent, None]: ...
+
+
+class Execution:
+    """One run executing in this process, from a new start, a resume or a recovery."""
+
+    def __init__(
+        self,
+        sink: EventSink,
+        driver: StepDriver,
+        deadline: float | None,
+        *,
+        lease_seconds: float = 30.0,
+        opening: tuple[RunEvent, ...] = (),
+    ) -> None:
+        self.sink = sink
+        self.driver = driver
+        self.deadline = deadline
+        self.lease_seconds = lease_seconds
+        self.opening = opening
+        self.output: Any = None
+        self.pause: dict[str, Any] | None = None
+        # Shared with the driver's tools, which may watch ``context.cancelled``.
+        self.cancellation = _Cancellation()
+        self._cancel_reason: CancelReason | None = None
+        self._lease_error: FevexError | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._awaiting = False
+        self._parked = False
+        self.finished = False
+        self.settled = asyncio.Event()
+
+    @property
+    def run_id(self) -> str:
+        return self.sink.run.id
+
+    # -- what a driver calls ---------------------------------------------------------
+
+    async def guard(self, awaitable: Awaitable[T]) -> T:
+        """Await on the run's behalf: within its deadline, and stoppable by cancellation
+        and lease loss. Drivers await every model call, effect and delay through it."""
+        if self._lease_error is not None or self._cancel_reason is not None:
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
+            if self._lease_error is not None:
+                raise self._lease_error
+            raise asyncio.CancelledError
+        self._task = asyncio.current_task()
+        self._awaiting = True
+        try:
+            if self.deadline is None:
+                return await awaitable
+            deadline = asyncio.timeout_at(self.deadline)
+            try:
+                async with deadline:
+                    return await awaitable
+            except TimeoutError:
+                # Only the run's own deadline is the run's timeout; a TimeoutError that user
+                # code raised is that code's failure (and its retry policy applies).
+                if deadline.expired():
+                    raise DeadlineReached from None
+                raise
+        finally:
+            self._awaiting = False
+
+    async def complete(
+        self, output: Any, output_json: Any, usage: dict[str, Any], history: tuple[Any, ...]
+    ) -> RunEvent:
+        """The run's final commit: its output, and the messages its session keeps."""
+        self.finished = True
+        self.output = output
+        return await self.sink.emit(
+            "run.completed",
+            {"output": output_json, "usage": usage},
+            status="completed",
+            output=output_json,
+            history=history,
+            release_session=True,
+            release_lease=True,
+        )
+
+    async def suspend(self, pause: dict[str, Any], checkpoint: Any) -> RunEvent:
+        """Pause the run: the lease is released, the session stays held."""
+        self.finished = True
+        self.pause = pause
+        return await self.sink.emit(
+            "run.paused",
+            pause,
+            status="paused",
+            pause=pause,
+            checkpoint=checkpoint,
+            release_lease=True,
+        )
+
+    # -- cancellation and lease loss ------------------------------------------------
+
+    async def cancel(self) -> None:
+        """Cancel from outside the run (``cancel_run``)."""
+        if self.finished or self._cancel_reason is not None:
+            return
+        self._cancel_reason = "aborted"
+        self.cancellation.cancelled = True
+        if self._parked:
+            # The run waits for its consumer to ask for the next event: persist now; when
+            # the consumer resumes, the run stops without writing.
+            self._observe(await self._persist_cancelled("aborted"))
+        elif self._awaiting and self._task is not None:
+            self._task.cancel()
+        # Otherwise a store commit is in flight; the next guarded await stops the run.
+
+    def _lease_lost(self, error: FevexError) -> None:
+        if self.finished or self._lease_error is not None:
+            return
+        self._lease_error = error
+        self.cancellation.cancelled = True
+        self.sink.lost = error
+        if self._awaiting and self._task is not None:
+            self._task.cancel()
+
+    async def _persist_cancelled(self, reason: CancelReason) -> RunEvent | None:
+        if self.finished:
+            return None
+        self.finished = True
+        self.cancellation.cancelled = True
+        try:
+            return await self.sink.emit_cancelled(reason)
+        finally:
+            self.settled.set()
+
+    async def _persist_failed(self, error: FevexError) -> RunEvent | None:
+        if self._lease_error is not None or (
+            error.category == "store" and error.code != "STORE_ERROR"
+        ):
+            # A lost lease, or a store that is busy, full, read-only or unreachable for a
+            # while: nothing more is written; the lease lapses and recovery continues the
+            # run from its last commit once the store is healthy.
+            self.finished = True
+            return None
+        # A store that refused a commit, the last one included, gets a run.failed without
+        # the refused events, so that the run does not fail the same way on every recovery.
+        refused = error.code == "STORE_ERROR"
+        if self.finished and not refused:
+            return None
+        self.finished = True
+        if refused:
+            self.sink.discard_pending()
+        return await self.sink.emit_failed(error)
+
+    def _observe(self, event: RunEvent | None) -> None:
+        """Show observers an event no consumer will receive."""
+        if event is not None:
+            self.sink.delivered(event)
+
+    # -- the run --------------------------------------------------------------------
+
+    async def events(self) -> AsyncGenerator[RunEvent, None]:
+        """Committed events, each yielded before observers see it."""
+        assert self.sink.lease is not None
+        keeper = LeaseKeeper(
+            self.sink.store, self.run_id, self.sink.lease, self.lease_seconds, self._lease_lost
+        )
+        keeper.start()
+        try:
+            async with aclosing(self._run()) as inner:
+                async for event in inner:
+                    self._parked = True
+                    try:
+                        yield event
+                    finally:
+                        self._parked = False
+                    self.sink.delivered(event)
+                    if self._cancel_reason is not None and self.finished:
+                        raise RunCancelledError(self.run_id, self._cancel_reason)
+        finally:
+            await keeper.stop()
+
+    async def _run(self) -> AsyncGenerator[RunEvent, None]:
+        try:
+            # Yielded inside the handlers: a consumer that stops right after the opening
+            # event cancels the run like one that stops anywhere else.
+            for event in self.opening:
+                yield event
+            async with aclosing(self.driver.steps(self)) as steps:
+                async for event in steps:
+                    yield event
+        except GeneratorExit:
+            # The consumer abandoned the stream: the run is cancelled, durably.
+            if self._lease_error is None:
+                if self._cancel_reason is None:
+                    self._cancel_reason = "aborted"
+                self._observe(await self._persist_cancelled(self._cancel_reason))
+            raise
+        except DeadlineReached:
+            if self._cancel_reason is None:
+                self._cancel_reason = "timeout"
+            cancelled = await self._persist_cancelled(self._cancel_reason)
+            if cancelled is not None:
+                yield cancelled
+            raise RunCancelledError(self.run_id, self._cancel_reason) from None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._lease_error is not None:
+                if task is not None and task.cancelling():
+                    task.uncancel()
+                self.finished = True
+                raise self._lease_error from None
+            if self._cancel_reason is None:
+                # Cancelled from outside fevex (task cancellation): record it and let the
+                # cancellation propagate untouched.
+                self._observe(await self._persist_cancelled("aborted"))
+                raise
+            if task is not None and task.cancelling():
+                task.uncancel()
+            cancelled = await self._persist_cancelled(self._cancel_reason)
+            if cancelled is not None:
+                yield cancelled
+            raise RunCancelledError(self.run_id, self._cancel_reason) from None
+        except FevexError as error:
+            failed = await self._persist_failed(error)
+            if failed is not None:
+                yield failed
+            raise
+        except Exception as error:
+            failed = await self._persist_failed(
+                FevexRunError(
+                    "UNEXPECTED_ERROR", f"The run failed unexpectedly: {type(error).__name__}."
+                )
+            )
+            if failed is not None:
+                yield failed
+            raise
+        finally:
+            self.settled.set()
