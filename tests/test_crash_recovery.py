@@ -180,3 +180,55 @@ async def test_fevex_recover_finds_and_continues_orphaned_runs(
             assert types.count("run.recovered") == 1
     finally:
         await app.run_store.close()
+
+
+async def test_fevex_workers_share_orphaned_runs_and_stop_cleanly(
+    environment: dict[str, str], service: Any, store_url: str
+) -> None:
+    app = load_app_module().build_app()
+    orphans = []
+    workers: list[subprocess.Popen[str]] = []
+    try:
+        for _ in range(4):
+            crashed, run_id = start_worker(environment, FEVEX_TEST_TOOL_DELAY="2")
+            kill(crashed)
+            orphans.append(run_id)
+        workers = [
+            subprocess.Popen(  # noqa: ASYNC220 - stopped and waited for below
+                [
+                    sys.executable, "-m", "fevex.cli", "worker", "--app", "durable_app:build_app",
+                    "--store", store_url, "--concurrency", "2", "--interval", "0.2", "--json",
+                ],
+                cwd=HERE,
+                env={**environment, "FEVEX_TEST_TOOL_DELAY": "0"},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]  # fmt: skip
+        deadline = time.monotonic() + 60
+        while [run for run in [await app.get_run(r) for r in orphans] if run.status == "running"]:
+            assert time.monotonic() < deadline, "the workers did not recover every orphan"
+            await asyncio.sleep(0.2)
+        reported = []
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+            out, err = await asyncio.to_thread(worker.communicate, timeout=60)
+            assert worker.returncode == 0, err
+            assert "Traceback" not in err, err
+            reported += [json.loads(line) for line in out.splitlines() if line.strip()]
+        mine = [entry for entry in reported if entry["run_id"] in orphans]
+        assert sorted(entry["run_id"] for entry in mine) == sorted(orphans)
+        assert {(entry["action"], entry["status"]) for entry in mine} == {
+            ("recovered", "completed")
+        }
+        for run_id in orphans:
+            await assert_completed_exactly_once(app, run_id, service)
+            types = [e.type for e in await app.list_events(run_id)]
+            assert types.count("run.recovered") == 1
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+        await app.run_store.close()

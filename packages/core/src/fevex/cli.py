@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fevex.__about__ import __version__
-from fevex.errors import FevexError
+from fevex.errors import FevexConfigurationError, FevexError
 from fevex.plugins.discovery import get_plugin_manager, list_plugins, record_command
 
 __all__ = ["CommandRegistry", "main"]
@@ -47,7 +47,6 @@ def _load_app(reference: str) -> Any:
     import importlib
 
     from fevex.app import Fevex
-    from fevex.errors import FevexConfigurationError
 
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute:
@@ -98,6 +97,66 @@ def _recover_command(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
 
 
+def _worker_command(args: argparse.Namespace) -> int:
+    import asyncio
+    import os
+
+    if args.concurrency < 1:
+        raise FevexConfigurationError("INVALID_ARGUMENT", "--concurrency must be at least 1.")
+    if not args.interval > 0:
+        raise FevexConfigurationError("INVALID_ARGUMENT", "--interval must be positive seconds.")
+    if args.store:
+        os.environ["FEVEX_RUN_STORE"] = args.store
+    sys.path.insert(0, os.getcwd())
+    app = _load_app(args.app)
+    actor = {"id": args.actor, "type": "service"}
+    asyncio.run(_work(app, actor, args.concurrency, args.interval, args.json))
+    return 0
+
+
+async def _work(
+    app: Any, actor: dict[str, str], concurrency: int, interval: float, as_json: bool
+) -> None:
+    """Claim and continue expired runs on ``concurrency`` lanes until SIGINT or SIGTERM;
+    a lane stops between claims, so the run it holds is finished first."""
+    import asyncio
+    import contextlib
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+
+    def report(entry: dict[str, Any]) -> None:
+        if as_json:
+            print(json.dumps(entry), flush=True)
+        else:
+            print(" ".join(str(value) for value in entry.values()), flush=True)
+
+    async def lane() -> None:
+        while not stop.is_set():
+            busy = False
+            try:
+                sweep = await app.recover_expired_runs(actor=actor, limit=1)
+            except Exception as error:
+                print(f"fevex: recovery failed: {_describe(error)}", file=sys.stderr, flush=True)
+            else:
+                for run in sweep.recovered:
+                    report({"action": "recovered", "run_id": run.id, "status": run.status})
+                for skipped in sweep.skipped:
+                    report({"action": "skipped", "run_id": skipped.run_id, "code": skipped.code})
+                busy = bool(sweep.recovered or sweep.skipped)
+            if not busy:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), interval)
+
+    try:
+        await asyncio.gather(*(lane() for _ in range(concurrency)))
+    finally:
+        await app.close()
+
+
 def _describe(error: Exception) -> str:
     return str(error) if isinstance(error, FevexError) else type(error).__name__
 
@@ -130,6 +189,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval", type=float, help="keep watching, one pass every INTERVAL seconds"
     )
     recover.set_defaults(handler=_recover_command)
+    worker = registry.add_command(
+        "worker",
+        help="Keep continuing runs whose lease expired, until SIGINT or SIGTERM; several "
+        "workers share the work and never claim one run twice.",
+    )
+    worker.add_argument("--app", required=True, help="module:attribute of your fevex app")
+    worker.add_argument("--store", help="run-store URL (sets FEVEX_RUN_STORE before loading)")
+    worker.add_argument(
+        "--concurrency", type=int, default=1, help="runs continued at once (default 1)"
+    )
+    worker.add_argument(
+        "--interval", type=float, default=1.0, help="seconds between looks when idle (default 1)"
+    )
+    worker.add_argument("--actor", default="fevex-worker", help="actor id recorded in events")
+    worker.add_argument("--json", action="store_true", help="one JSON object per line")
+    worker.set_defaults(handler=_worker_command)
     manager = get_plugin_manager()
     for implementation in manager.hook.fevex_register_commands.get_hookimpls():
         registry.plugin_name = implementation.plugin_name
