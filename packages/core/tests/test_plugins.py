@@ -189,7 +189,7 @@ def test_the_plugins_command_prints_json(capsys: pytest.CaptureFixture[str]) -> 
         "trace_exporters",
         "commands",
     }
-    assert core["commands"] == ["plugins", "version", "recover"]
+    assert core["commands"] == ["plugins", "version", "recover", "worker"]
 
 
 def test_plugins_add_commands(capsys: pytest.CaptureFixture[str]) -> None:

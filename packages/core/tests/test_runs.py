@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from fevex import (
     Fevex,
@@ -416,3 +416,27 @@ async def test_a_model_exception_becomes_a_model_error() -> None:
     error, _ = await failure(make_app(FakeModel(ConnectionError("reset by peer"))))
     assert error.code == "MODEL_ERROR"
     assert error.category == "model"
+
+
+class Ticket(BaseModel):
+    customer_id: int
+    subject: str = Field(min_length=3)
+
+
+async def test_an_agent_input_schema_validates_and_transforms_before_the_run_exists() -> None:
+    model = FakeModel({"output": "ok"})
+    store = InMemoryRunStore()
+    app = create_fevex(
+        models={"default": model},
+        agents=[define_agent(name="triage", instructions="Triage.", input_schema=Ticket)],
+        run_store=store,
+    )
+    result = await app.run_agent("triage", {"customer_id": "42", "subject": "Refund"})
+    run = await app.get_run(result.run_id)
+    assert run.input == {"customer_id": 42, "subject": "Refund"}  # coerced by the schema
+    assert model.calls[0].messages[-1].text == '{"customer_id": 42, "subject": "Refund"}'
+    with pytest.raises(FevexRunError) as caught:
+        await app.run_agent("triage", {"customer_id": 1, "subject": "x"})
+    assert caught.value.code == "INVALID_INPUT"
+    assert "subject" in caught.value.message
+    assert len(store._runs) == 1  # the refused input created nothing

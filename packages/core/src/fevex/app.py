@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
 import socket
@@ -20,7 +21,7 @@ from fevex._internal.event_sink import EventSink
 from fevex._internal.execution import Execution
 from fevex._internal.run_state import RunState
 from fevex._internal.sync import iterate_sync, run_sync
-from fevex._internal.tool_runner import CredentialResolver
+from fevex._internal.tool_runner import CredentialResolver, summarize
 from fevex.agents import AgentDefinition
 from fevex.errors import FevexConfigurationError, FevexError, FevexRunError, RunPausedError
 from fevex.events import RunEvent
@@ -39,7 +40,8 @@ from fevex.tools.connection import ConnectionDefinition
 __all__ = ["AgentInput", "Fevex", "RunResult", "create_fevex"]
 
 OutputT = TypeVar("OutputT")
-AgentInput = str | Message | Sequence[ContentPart]
+# Text, a user message or content parts; a value of the agent's input_schema when it has one.
+AgentInput = str | Message | Sequence[ContentPart] | Mapping[str, Any]
 _STORE_METHODS = ("create_execution", "commit_execution", "get_run", "list_events")
 logger = logging.getLogger("fevex")
 
@@ -182,7 +184,7 @@ class Fevex:
         batching: bool = False,
     ) -> Execution:
         prepared = self._agent(agent_name)
-        user_message = _user_message(input)
+        user_message, input_json = _run_input(prepared, input)
         deadline = _deadline(timeout)
         session = None
         if session_id is not None:
@@ -191,17 +193,6 @@ class Fevex:
             session = await self.run_store.get_session(session_id)
         else:
             session_id = new_id("ses")
-        input_json = (
-            input if isinstance(input, str) else [p.to_json() for p in user_message.content]
-        )
-        try:
-            ensure_json(input_json)
-        except TypeError as error:
-            raise FevexRunError(
-                "INVALID_INPUT",
-                f"The input cannot be stored by any run store: {error}.",
-                category="validation",
-            ) from None
         now = utc_now()
         run = AgentRun(
             new_id("run"), session_id, agent_name, "running", input_json, now, now, revision=1
@@ -672,6 +663,36 @@ def _deadline(timeout: float | None) -> float | None:
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
         raise FevexRunError("INVALID_ARGUMENT", "timeout must be a positive number of seconds.")
     return asyncio.get_running_loop().time() + timeout
+
+
+def _run_input(prepared: PreparedAgent, input: Any) -> tuple[Message, Any]:
+    """The run's user message and the JSON its run record keeps, checked to be storable;
+    with an ``input_schema``, the validated (and transformed) value."""
+    schema = prepared.input_schema
+    if schema is None:
+        message = _user_message(input)
+        input_json = input if isinstance(input, str) else [p.to_json() for p in message.content]
+    else:
+        try:
+            input_json = schema.to_json(schema.validate(input))
+        except Exception as error:
+            raise FevexRunError(
+                "INVALID_INPUT",
+                f"The input of agent {prepared.definition.name} is invalid: {summarize(error)}",
+                category="validation",
+            ) from None
+    try:
+        ensure_json(input_json)
+    except TypeError as error:
+        raise FevexRunError(
+            "INVALID_INPUT",
+            f"The input cannot be stored by any run store: {error}.",
+            category="validation",
+        ) from None
+    if schema is not None:
+        text = input_json if isinstance(input_json, str) else json.dumps(input_json)
+        message = Message.user(text)
+    return message, input_json
 
 
 def _user_message(input: Any) -> Message:

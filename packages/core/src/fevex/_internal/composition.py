@@ -42,6 +42,7 @@ class PreparedAgent:
     output_schema: CompiledSchema | None
     # Connection name -> the remote tool names the agent uses (checked against allowlists).
     connection_tools: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    input_schema: CompiledSchema | None = None
     _specs: tuple[ToolSpec, ...] | None = None
     _output_json_schema: dict[str, Any] | None = None
 
@@ -181,6 +182,9 @@ def compose(
             if agent.output_schema is None
             else _compile(agent.output_schema, "INVALID_AGENT", f"Agent {agent.name}"),
             {name: tuple(names) for name, names in remote.items()},
+            None
+            if agent.input_schema is None
+            else _compile(agent.input_schema, "INVALID_AGENT", f"Agent {agent.name}"),
         )
 
     if on_event is None:

@@ -41,9 +41,11 @@ DEFAULT_LIMITS = Limits()
 
 @dataclass(frozen=True, slots=True)
 class AgentDefinition:
-    """An agent: its name, instructions, model reference, tool names, output schema,
-    limits and model options. ``model`` is a key of the app's ``models`` mapping or a
-    ``provider:model`` string resolved through plugins; ``None`` means ``"default"``."""
+    """An agent: its name, instructions, model reference, tool names, input and output
+    schemas, limits and model options. ``model`` is a key of the app's ``models`` mapping
+    or a ``provider:model`` string resolved through plugins; ``None`` means ``"default"``.
+    With an ``input_schema``, a run's input is a value of that schema (validated and made
+    JSON before the run is created) and reaches the model as JSON text."""
 
     name: str
     instructions: str
@@ -53,6 +55,7 @@ class AgentDefinition:
     limits: Limits = DEFAULT_LIMITS
     model_options: Mapping[str, Any] = field(default_factory=dict)
     description: str | None = None
+    input_schema: Any = None
 
     def check(self) -> None:
         """Raise ``INVALID_AGENT`` when a field holds a value its type does not allow."""
@@ -85,6 +88,7 @@ def define_agent(
     limits: Limits | Mapping[str, int | None] | None = None,
     model_options: Mapping[str, Any] | None = None,
     description: str | None = None,
+    input_schema: Any = None,
 ) -> AgentDefinition:
     """Define an agent. Lists and mappings are copied, so later changes by the caller do
     not change the definition."""
@@ -114,6 +118,7 @@ def define_agent(
         limits=resolved_limits,
         model_options=dict(model_options) if model_options else {},
         description=description,
+        input_schema=input_schema,
     )
     definition.check()
     return definition
