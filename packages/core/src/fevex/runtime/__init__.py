@@ -1,4 +1,5 @@
 from fevex.runtime.approval import ApprovalDecision
+from fevex.runtime.context import ExecutionContext
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.open_run_store import open_run_store
 from fevex.runtime.records import AgentRun, RunStatus, Session
@@ -15,6 +16,7 @@ __all__ = [
     "AgentRun",
     "ApprovalDecision",
     "EventOrder",
+    "ExecutionContext",
     "ExecutionCommit",
     "ExecutionCreate",
     "InMemoryRunStore",
