@@ -420,6 +420,49 @@ async def test_recovery_retries_an_in_flight_keyed_tool_with_the_same_key() -> N
     assert (await rescuer.get_run(run_id)).status == "completed"
 
 
+def as_version_1(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint as the fevex before the step journal wrote it: the in-flight call
+    named in ``pending``, no journal."""
+    old = {key: value for key, value in checkpoint.items() if key != "journal"}
+    old["version"] = 1
+    started = [
+        step for step, entry in checkpoint["journal"].items() if entry["status"] == "started"
+    ]
+    old["pending"] = {**checkpoint["pending"], "in_flight": started[0].removeprefix("tool:")}
+    return old
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+async def test_a_run_stored_by_the_previous_checkpoint_version_recovers(keyed: bool) -> None:
+    store, _, hanging, frozen = await crashed_run(keyed=keyed)
+    (run_id,) = store._runs
+    store._checkpoints[run_id] = as_version_1(store._checkpoints[run_id])
+    rescuer = make_app(FakeModel({"output": "recovered"}), store, tools=[hanging.tool])
+    if keyed:
+        result = await rescuer.recover_run(run_id, actor={"id": "recovery-worker"})
+        assert result.output == "recovered"
+        assert list(hanging.effects) == [f"fevex:{run_id}:c1"]
+    else:
+        with pytest.raises(FevexRunError) as caught:
+            await rescuer.recover_run(run_id, actor={"id": "recovery-worker"})
+        assert caught.value.code == "TOOL_EFFECT_UNCERTAIN"
+    frozen.cancel()
+
+
+async def test_a_replayed_step_with_other_input_is_a_step_mismatch() -> None:
+    store, _, hanging, frozen = await crashed_run(keyed=True)
+    (run_id,) = store._runs
+    # The journal says the call started with one input; the replay asks with another.
+    store._checkpoints[run_id]["pending"]["calls"][0]["input"] = {"amount": 31}
+    rescuer = make_app(FakeModel({"output": "recovered"}), store, tools=[hanging.tool])
+    with pytest.raises(FevexRunError) as caught:
+        await rescuer.recover_run(run_id, actor={"id": "recovery-worker"})
+    assert caught.value.code == "STEP_MISMATCH"
+    assert hanging.effects == {f"fevex:{run_id}:c1": 0}  # only the frozen first attempt
+    assert (await rescuer.get_run(run_id)).status == "failed"
+    frozen.cancel()
+
+
 async def test_recovery_refuses_to_repeat_a_non_idempotent_effect() -> None:
     store, _, hanging, frozen = await crashed_run(keyed=False)
     (run_id,) = store._runs

@@ -20,7 +20,7 @@ from fevex._internal.composition import PreparedAgent, PreparedTool
 from fevex._internal.connections import ConnectionResolver
 from fevex._internal.deadline import DeadlineReached
 from fevex._internal.execution import Execution
-from fevex._internal.run_state import PendingCalls, RunState
+from fevex._internal.run_state import PendingCalls, RunState, tool_step_id
 from fevex._internal.tool_runner import CredentialResolver, ToolCallRun, summarize
 from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
@@ -262,7 +262,9 @@ class AgentLoop:
                 pending.admitted.append(call.id)
             assert tool is not None
             runner = self._runner(tool, call)
-            recovered = pending.in_flight == call.id
+            step_id = tool_step_id(call.id)
+            journalled = state.journal.lookup(step_id, "tool", call.input)
+            recovered = journalled is not None and journalled.status == "started"
             if recovered and tool.definition.idempotency != "keyed":
                 raise FevexRunError(
                     "TOOL_EFFECT_UNCERTAIN",
@@ -294,7 +296,7 @@ class AgentLoop:
                         checkpoint=state.checkpoint,
                     )
                     continue
-            pending.in_flight = call.id
+            state.journal.started(step_id, "tool", call.input)
             pending.approval = None
             # Durable before the effect starts: recovery must know the call may be in flight.
             yield await sink.emit(
@@ -306,10 +308,11 @@ class AgentLoop:
             try:
                 output = await runner.execute()
             except FevexError as error:
+                state.journal.failed(step_id, error.to_json())
                 yield await sink.emit("tool.failed", {**base, "error": error.to_json()})
                 raise
             pending.results.append(ToolResultPart(call.id, call.name, output))
-            pending.in_flight = None
+            state.journal.completed(step_id, output)
             # Durable as soon as the effect ended: a crash now must not make it look in flight.
             yield await sink.emit(
                 "tool.completed",

@@ -1,10 +1,13 @@
 """The state of a run between steps, and its checkpoint: plain JSON only.
 
 A checkpoint is enough to continue the run in another process: this run's own messages,
-the counters its limits need, and the tool calls of the current step with their results,
-the call whose effect may be in flight, and the approval decisions taken. The prompt's
-prefix (instructions, session summary and history) is rebuilt from the session, which
-the run holds for its whole life. ``provider_state`` is never checkpointed.
+the counters its limits need, the tool calls of the current step with their results and
+the approval decisions taken, and the step journal (which effects started and ended). The
+prompt's prefix (instructions, session summary and history) is rebuilt from the session,
+which the run holds for its whole life. ``provider_state`` is never checkpointed.
+
+Version 2 keeps effects in the journal; a version-1 checkpoint (its ``in_flight`` call)
+written by an earlier fevex is read into the same state, so stored runs continue.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fevex._internal.journal import StepJournal
 from fevex.errors import FevexRunError
 from fevex.messages import Message, ToolResultPart, content_part_from_json, message_from_json
 from fevex.models import ToolCall, Usage
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 
 @dataclass(slots=True)
@@ -27,7 +32,6 @@ class PendingCalls:
     calls: list[ToolCall]
     results: list[ToolResultPart] = field(default_factory=list)
     admitted: list[str] = field(default_factory=list)
-    in_flight: str | None = None
     approval: dict[str, Any] | None = None
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -42,7 +46,6 @@ class PendingCalls:
             "calls": [{"id": c.id, "name": c.name, "input": c.input} for c in self.calls],
             "results": [r.to_json() for r in self.results],
             "admitted": list(self.admitted),
-            "in_flight": self.in_flight,
             "approval": self.approval,
             "decisions": self.decisions,
         }
@@ -60,7 +63,6 @@ class PendingCalls:
             calls=[ToolCall(str(c["id"]), str(c["name"]), c.get("input")) for c in data["calls"]],
             results=results,
             admitted=[str(i) for i in data.get("admitted", [])],
-            in_flight=data.get("in_flight"),
             approval=data.get("approval"),
             decisions=dict(data.get("decisions") or {}),
         )
@@ -76,6 +78,7 @@ class RunState:
     seen_call_ids: set[str] = field(default_factory=set)
     usage: Usage = field(default_factory=Usage)
     pending: PendingCalls | None = None
+    journal: StepJournal = field(default_factory=StepJournal)
 
     def __post_init__(self) -> None:
         if len(self.transcript_json) != len(self.transcript):
@@ -94,6 +97,7 @@ class RunState:
             "seen_call_ids": sorted(self.seen_call_ids),
             "usage": self.usage.to_json(),
             "pending": None if self.pending is None else self.pending.to_json(),
+            "journal": self.journal.to_json(),
         }
 
     @classmethod
@@ -114,9 +118,14 @@ class RunState:
                 details={"run_id": run_id, "reason": "version"},
             )
         try:
-            if version != CHECKPOINT_VERSION:
+            if version not in _READABLE_VERSIONS:
                 raise ValueError("no checkpoint of a known version")
-            pending = data.get("pending")
+            pending_json = data.get("pending")
+            pending = None if pending_json is None else PendingCalls.from_json(pending_json)
+            if version == 1:
+                journal = _journal_of_version_1(pending, pending_json)
+            else:
+                journal = StepJournal.from_json(data["journal"])
             transcript_json = list(data["transcript"])
             return cls(
                 transcript=[message_from_json(m) for m in transcript_json],
@@ -125,7 +134,8 @@ class RunState:
                 tool_calls=int(data["tool_calls"]),
                 seen_call_ids={str(i) for i in data["seen_call_ids"]},
                 usage=Usage.from_json(data.get("usage")),
-                pending=None if pending is None else PendingCalls.from_json(pending),
+                pending=pending,
+                journal=journal,
             )
         except Exception as error:
             # Whatever the stored JSON holds, reading it is a plain-data walk: any failure
@@ -136,3 +146,18 @@ class RunState:
                 "no version of fevex can continue the run.",
                 details={"run_id": run_id, "reason": "malformed"},
             ) from None
+
+
+def tool_step_id(call_id: str) -> str:
+    """The journal's step id for the effect of one tool call."""
+    return f"tool:{call_id}"
+
+
+def _journal_of_version_1(pending: PendingCalls | None, pending_json: Any) -> StepJournal:
+    """Version 1 named the one call whose effect may be in flight; nothing else."""
+    journal = StepJournal()
+    in_flight = pending_json.get("in_flight") if isinstance(pending_json, dict) else None
+    if pending is not None and in_flight is not None:
+        call = next(c for c in pending.calls if c.id == in_flight)
+        journal.started(tool_step_id(call.id), "tool", call.input)
+    return journal
