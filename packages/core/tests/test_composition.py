@@ -16,6 +16,7 @@ from fevex import (
     define_tool,
 )
 from fevex.agents import AgentDefinition
+from fevex.runtime import InMemoryRunStore
 from fevex.testing import FakeModel
 
 
@@ -175,3 +176,13 @@ def test_define_tool_reads_names_schemas_and_context_from_the_function() -> None
     assert not tool.is_async
     assert search.is_async
     assert search.output_schema is str
+
+
+def test_a_store_missing_a_contract_method_is_refused_when_the_app_is_created() -> None:
+    class OldStore(InMemoryRunStore):
+        expired_run_ids = None  # written before the method joined the contract
+
+    with pytest.raises(FevexConfigurationError) as caught:
+        create_fevex(run_store=OldStore())
+    assert caught.value.code == "INVALID_CONFIG"
+    assert "expired_run_ids" in caught.value.message

@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import Sequence
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from pydantic import BaseModel
@@ -22,7 +23,7 @@ from fevex import (
     define_connection,
     define_tool,
 )
-from fevex.runtime import InMemoryRunStore, RecoverySweep, RunLease
+from fevex.runtime import InMemoryRunStore, RecoverySweep, RunLease, SkippedRun
 from fevex.schemas import JsonSchema, linear_pattern
 from fevex.testing import FakeModel
 from fevex.tools import ConnectionContext, RemoteTool
@@ -423,11 +424,15 @@ async def test_one_bad_run_never_stops_a_recovery_sweep(caplog: pytest.LogCaptur
     for run_id in (newer, removed):
         assert (await rescuer.get_run(run_id)).status == "running"
         assert run_id in caplog.text
-    # The skipped runs stay claimed until their lease lapses; then any sweep retries them.
-    assert await rescuer.recover_expired_runs(actor={"id": "sweeper"}) == RecoverySweep()
+    assert sweep.claimed == 3  # never the run of the agent this app lacks
+    # A claimed run it skipped stays claimed until its lease lapses; then any sweep
+    # retries it. The other agent's run is only reported.
+    soon = await rescuer.recover_expired_runs(actor={"id": "sweeper"})
+    assert soon == RecoverySweep(skipped=(SkippedRun(removed, "AGENT_NOT_FOUND", ANY),))
     clock.now += 120
     again = await rescuer.recover_expired_runs(actor={"id": "sweeper"})
     assert {s.run_id for s in again.skipped} == {newer, removed}
+    assert again.claimed == 1
     for _, task in orphans:
         task.cancel()
     await asyncio.gather(*(task for _, task in orphans), return_exceptions=True)
@@ -436,7 +441,9 @@ async def test_one_bad_run_never_stops_a_recovery_sweep(caplog: pytest.LogCaptur
 class LockedRows(InMemoryRunStore):
     """A store whose rows a frozen worker still locks: claims find nothing, acquiring waits."""
 
-    async def claim_expired_run(self, owner: str, seconds: float) -> tuple[str, RunLease] | None:
+    async def claim_expired_run(
+        self, owner: str, seconds: float, *, names: Any = None
+    ) -> tuple[str, RunLease] | None:
         return None
 
     async def acquire_lease(

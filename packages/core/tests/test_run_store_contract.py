@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import inspect
 import json
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -14,6 +17,7 @@ import pytest
 from fevex import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import (
+    AgentRun,
     EventOrder,
     ExecutionCommit,
     ExecutionCreate,
@@ -22,6 +26,8 @@ from fevex.runtime import (
     RunStore,
     Session,
 )
+from fevex.runtime.run_store import missing_store_methods, run_conflict
+from fevex.runtime.store_rules import check_lease, check_revision, claimable_names, lease_is_live
 from fevex.testing import (
     RUN_STORE_CHECKS,
     ManualClock,
@@ -63,8 +69,10 @@ async def test_the_suite_runs_every_check_and_reports_them(opening: str) -> None
 class NoLeaseFence(InMemoryRunStore):
     """Checks the revision only: a worker that lost its lease still writes."""
 
-    def _check_lease(self, run_id: str, lease: RunLease) -> None:
-        return None
+    async def commit_execution(self, commit: ExecutionCommit) -> None:
+        if commit.run_id in self._leases:
+            self._leases[commit.run_id] = dataclasses.replace(commit.lease, expires_at=math.inf)
+        await super().commit_execution(commit)
 
 
 class LastWriterWins(InMemoryRunStore):
@@ -78,12 +86,12 @@ class LastWriterWins(InMemoryRunStore):
 
 
 class ForgetsGenerationOnRelease(InMemoryRunStore):
-    """Deletes a released lease, so the next acquisition counts generations from zero."""
+    """Resets a released lease, so the next acquisition counts generations from zero."""
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
         await super().commit_execution(commit)
         if commit.release_lease:
-            del self._leases[commit.run_id]
+            self._leases[commit.run_id] = RunLease(commit.lease.owner, 0, 0.0)
 
 
 class DecimalNumbers(InMemoryRunStore):
@@ -129,7 +137,9 @@ class ForgivingCursors(InMemoryRunStore):
 class RacyClaims(InMemoryRunStore):
     """Picks an expired run, lets other tasks run, then takes it without looking again."""
 
-    async def claim_expired_run(self, owner: str, seconds: float) -> tuple[str, RunLease] | None:
+    async def claim_expired_run(
+        self, owner: str, seconds: float, *, names: Collection[str] | None = None
+    ) -> tuple[str, RunLease] | None:
         now = self.clock()
         for run_id, stored in list(self._runs.items()):
             lease = self._leases.get(run_id)
@@ -164,6 +174,138 @@ class ListsLiveRuns(InMemoryRunStore):
         return [run_id for run_id, run in self._runs.items() if run["status"] == "running"]
 
 
+class ChecksRevisionFirst(InMemoryRunStore):
+    """Checks the revision before the arguments and the lease: one commit with several
+    faults gets another code than in other stores."""
+
+    async def commit_execution(self, commit: ExecutionCommit) -> None:
+        stored = self._runs.get(commit.run_id)
+        if stored is not None:
+            check_revision(commit.run_id, stored["revision"], commit.revision)
+        await super().commit_execution(commit)
+
+
+class ForeignEventsConflict(InMemoryRunStore):
+    """Refuses an event of another run as a conflict, not as a bad argument."""
+
+    async def commit_execution(self, commit: ExecutionCommit) -> None:
+        if any(event.run_id != commit.run_id for event in commit.events):
+            raise run_conflict("Out of order.", run_id=commit.run_id)
+        await super().commit_execution(commit)
+
+
+class AdoptsForeignEvents(InMemoryRunStore):
+    """Stores an event of another run as one of the committed run."""
+
+    async def commit_execution(self, commit: ExecutionCommit) -> None:
+        events = tuple(dataclasses.replace(e, run_id=commit.run_id) for e in commit.events)
+        await super().commit_execution(dataclasses.replace(commit, events=events))
+
+
+class WritesAnyField(InMemoryRunStore):
+    """Lets a commit change any run field, its session or agent included."""
+
+    async def commit_execution(self, commit: ExecutionCommit) -> None:
+        changes = dict(commit.changes or {})
+        await super().commit_execution(dataclasses.replace(commit, changes=None))
+        self._runs[commit.run_id].update(changes)
+
+
+class NumbersEventsItself(InMemoryRunStore):
+    """Renumbers a step's events to follow the stored ones, hiding gaps and repeats."""
+
+    async def commit_execution(self, commit: ExecutionCommit) -> None:
+        stored = len(self._events.get(commit.run_id, []))
+        events = tuple(
+            dataclasses.replace(e, sequence=stored + n) for n, e in enumerate(commit.events, 1)
+        )
+        await super().commit_execution(dataclasses.replace(commit, events=events))
+
+
+class ReusesEventIds(InMemoryRunStore):
+    """Accepts an event id that is stored already; the old cursor now points here."""
+
+    async def commit_execution(self, commit: ExecutionCommit) -> None:
+        for event in commit.events:
+            self._cursors.pop(event.id, None)
+        await super().commit_execution(commit)
+
+
+class CreatesUnknownSessions(InMemoryRunStore):
+    """Saves a session it does not know instead of refusing it."""
+
+    async def save_session(self, session: Session, *, expected_revision: int) -> Session:
+        if session.id not in self._sessions:
+            self._sessions[session.id] = dataclasses.replace(session, revision=expected_revision)
+        return await super().save_session(session, expected_revision=expected_revision)
+
+
+class SlicesAnyLimit(InMemoryRunStore):
+    """Slices events by whatever limit it gets, as the in-memory store once did:
+    ``limit=-1`` drops the last event, ``limit=0`` returns none."""
+
+    async def list_events(
+        self,
+        run_id: str,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        order: EventOrder = "asc",
+    ) -> Sequence[RunEvent]:
+        events = list(await super().list_events(run_id, after=after, order=order))
+        return events if limit is None else events[:limit]
+
+
+class AnyOrderIsAscending(InMemoryRunStore):
+    """Reads every order but ``"desc"`` as ascending."""
+
+    async def list_events(
+        self,
+        run_id: str,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        order: EventOrder = "asc",
+    ) -> Sequence[RunEvent]:
+        order = "desc" if order == "desc" else "asc"
+        return await super().list_events(run_id, after=after, limit=limit, order=order)
+
+
+class SlicesAnyExpiredLimit(InMemoryRunStore):
+    """Slices expired run ids by whatever limit it gets: ``limit=-1`` drops the last."""
+
+    async def expired_run_ids(self, *, limit: int = 100) -> Sequence[str]:
+        return list(await super().expired_run_ids(limit=1_000_000))[:limit]
+
+
+class CursorOfAnyRun(InMemoryRunStore):
+    """Pages after an event of another run by that event's sequence."""
+
+    async def list_events(
+        self,
+        run_id: str,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        order: EventOrder = "asc",
+    ) -> Sequence[RunEvent]:
+        found = self._cursors.get(after) if after is not None else None
+        if found is not None and found[0] != run_id:
+            events = self._events.get(run_id, [])[found[1] :]
+            events = events[::-1] if order == "desc" else events
+            return events if limit is None else events[:limit]
+        return await super().list_events(run_id, after=after, limit=limit, order=order)
+
+
+class ClaimsAnyAgent(InMemoryRunStore):
+    """Ignores ``names``: a worker claims runs of agents it does not have."""
+
+    async def claim_expired_run(
+        self, owner: str, seconds: float, *, names: Collection[str] | None = None
+    ) -> tuple[str, RunLease] | None:
+        return await super().claim_expired_run(owner, seconds)
+
+
 @pytest.mark.parametrize(
     ("broken", "failing_check"),
     [
@@ -178,6 +320,19 @@ class ListsLiveRuns(InMemoryRunStore):
         (RacyClaims, "check_expired_run_claims"),
         (ForgetsOnClose, "check_commit_survives_reopen"),
         (ListsLiveRuns, "check_expired_run_ids"),
+        (ChecksRevisionFirst, "check_lease_fencing"),
+        (ChecksRevisionFirst, "check_refused_arguments"),
+        (ForeignEventsConflict, "check_refused_arguments"),
+        (AdoptsForeignEvents, "check_refused_arguments"),
+        (WritesAnyField, "check_refused_arguments"),
+        (NumbersEventsItself, "check_event_sequence"),
+        (ReusesEventIds, "check_event_sequence"),
+        (CreatesUnknownSessions, "check_unknown_records"),
+        (SlicesAnyLimit, "check_list_arguments"),
+        (AnyOrderIsAscending, "check_list_arguments"),
+        (SlicesAnyExpiredLimit, "check_list_arguments"),
+        (CursorOfAnyRun, "check_event_paging"),
+        (ClaimsAnyAgent, "check_claims_by_agent_name"),
     ],
     ids=lambda value: value if isinstance(value, str) else value.__name__,
 )
@@ -207,3 +362,114 @@ async def test_a_store_error_is_reported_under_the_check_that_met_it() -> None:
         await check_run_store(lambda: store, clock=clock)
     assert "check_create_and_read_back" in caught.value.failures
     assert "RuntimeError: the session table is gone" in str(caught.value)
+
+
+# -- the methods a store must have ----------------------------------------------------
+
+CONTRACT_METHODS = [
+    "create_execution",
+    "commit_execution",
+    "renew_lease",
+    "acquire_lease",
+    "claim_expired_run",
+    "expired_run_ids",
+    "get_run",
+    "get_checkpoint",
+    "get_session",
+    "save_session",
+    "list_events",
+    "close",
+]
+
+
+def test_every_method_of_the_contract_is_looked_for() -> None:
+    declared = {
+        name
+        for name, value in vars(RunStore).items()
+        if inspect.isfunction(value) and not name.startswith("_")
+    }
+    assert missing_store_methods(object()) == CONTRACT_METHODS
+    assert set(CONTRACT_METHODS) == declared
+
+
+def test_a_complete_store_misses_nothing() -> None:
+    assert missing_store_methods(InMemoryRunStore()) == []
+
+
+def test_a_store_missing_methods_is_told_which() -> None:
+    class OlderStore(InMemoryRunStore):
+        """Written before claims and listing existed; ``close`` is not a method."""
+
+        claim_expired_run = None  # type: ignore[assignment]
+        close = "closed"  # type: ignore[assignment]
+
+        def __getattribute__(self, name: str) -> Any:
+            if name == "expired_run_ids":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+    class ReadOnlyStore:
+        async def get_run(self, run_id: str) -> None:
+            return None
+
+    assert missing_store_methods(OlderStore()) == [
+        "claim_expired_run",
+        "expired_run_ids",
+        "close",
+    ]
+    assert missing_store_methods(ReadOnlyStore()) == [
+        name for name in CONTRACT_METHODS if name != "get_run"
+    ]
+
+
+# -- the rules, at their boundaries -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("names", "chosen"),
+    [
+        (None, None),
+        ({"a", "b"}, frozenset({"a", "b"})),
+        (["a", "a"], frozenset({"a"})),
+        ((), frozenset()),
+        ({"a": 1}.keys(), frozenset({"a"})),
+    ],
+)
+def test_claimable_names_accepts_collections_of_names(
+    names: Collection[str] | None, chosen: frozenset[str] | None
+) -> None:
+    assert claimable_names(names) == chosen
+
+
+@pytest.mark.parametrize("names", ["agent", b"agent", [1], ["a", None], 3, iter(["a"])])
+def test_claimable_names_refuses_anything_else(names: Any) -> None:
+    with pytest.raises(FevexRunError) as caught:
+        claimable_names(names)
+    assert caught.value.code == "INVALID_ARGUMENT"
+
+
+def test_a_lease_is_dead_at_its_expiry() -> None:
+    lease = RunLease("worker-a", 3, 100.0)
+    assert lease_is_live(lease, 99.999)
+    assert not lease_is_live(lease, 100.0)
+    with pytest.raises(FevexRunError) as caught:
+        check_lease("run-1", lease, lease, 100.0)
+    assert caught.value.code == "LEASE_LOST"
+    check_lease("run-1", lease, lease, 99.0)
+
+
+async def test_a_worker_claims_only_the_runs_of_its_agents() -> None:
+    clock = ManualClock()
+    store = InMemoryRunStore(clock=clock)
+    for run_id, agent in (("run-a", "a"), ("run-b", "b")):
+        run = AgentRun(run_id, f"ses-{agent}", agent, "running", None, "t", "t", revision=1)
+        await store.create_execution(ExecutionCreate(run, None, lease_seconds=1.0))
+    clock.advance(2.0)
+    assert await store.claim_expired_run("w", 60.0, names=set()) is None
+    claimed = await store.claim_expired_run("w", 60.0, names={"b", "c"})
+    assert claimed is not None
+    assert claimed[0] == "run-b"
+    assert await store.claim_expired_run("w", 60.0, names={"b"}) is None
+    claimed = await store.claim_expired_run("w", 60.0)
+    assert claimed is not None
+    assert claimed[0] == "run-a"

@@ -163,7 +163,7 @@ async def test_refused_commits_write_nothing(open_store: OpenStore) -> None:
         "other owner": "LEASE_LOST",
         "other generation": "LEASE_LOST",
         "sequence gap": "RUN_CONFLICT",
-        "another run's event": "RUN_CONFLICT",
+        "another run's event": "INVALID_ARGUMENT",
     }
     bad_field = commit(run, 2, lease, changes={"agent_name": "x"})
     assert await code_of(store.commit_execution(bad_field)) == "INVALID_ARGUMENT"
@@ -172,6 +172,23 @@ async def test_refused_commits_write_nothing(open_store: OpenStore) -> None:
     assert await store.get_run(run.id) == run
     assert await store.get_checkpoint(run.id) == {"step": 0}
     assert len(await store.list_events(run.id)) == 1
+
+
+async def test_a_value_that_is_not_json_is_refused_before_the_server(
+    open_store: OpenStore,
+) -> None:
+    # The SQLite store's code for the same fault; NaN and infinities are not JSON either.
+    store = open_store()
+    run, lease = await create(store, checkpoint={"step": 0})
+    for bad in ({"when": object()}, float("nan"), [float("inf")]):
+        refused = commit(run, 2, lease, event(run.id, 2), changes={"output": bad})
+        assert await code_of(store.commit_execution(refused)) == "INVALID_ARGUMENT"
+        refused = commit(run, 2, lease, event(run.id, 2), checkpoint={"bad": bad})
+        assert await code_of(store.commit_execution(refused)) == "INVALID_ARGUMENT"
+    assert await store.get_run(run.id) == run
+    assert await store.get_checkpoint(run.id) == {"step": 0}
+    assert len(await store.list_events(run.id)) == 1
+    await store.commit_execution(commit(run, 2, lease, event(run.id, 2)))
 
 
 async def test_the_database_clock_decides_lease_expiry(
@@ -288,7 +305,7 @@ async def test_event_pages_follow_the_cursor(open_store: OpenStore) -> None:
     assert [e.sequence for e in newest_first] == [7, 6, 5, 4]
     assert [e.sequence for e in await store.list_events(run.id, order="desc", limit=1)] == [7]
     assert await store.list_events(run.id, after=events[-1].id) == []
-    assert await store.list_events(run.id, limit=0) == []
+    assert await code_of(store.list_events(run.id, limit=0)) == "INVALID_ARGUMENT"
     assert await store.list_events(new_id("run")) == []
     foreign = (await store.list_events(other.id))[0].id
     assert await code_of(store.list_events(run.id, after=foreign)) == "INVALID_CURSOR"

@@ -32,7 +32,7 @@ from fevex.runtime.approval import ApprovalDecision, approval_decision, check_ac
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
 from fevex.runtime.recovery import RecoverySweep, SkippedRun
-from fevex.runtime.run_store import EventOrder, RunLease, RunStore
+from fevex.runtime.run_store import EventOrder, RunLease, RunStore, missing_store_methods
 from fevex.schemas.schema import ensure_json
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
@@ -42,7 +42,6 @@ __all__ = ["AgentInput", "Fevex", "RunResult", "create_fevex"]
 OutputT = TypeVar("OutputT")
 # Text, a user message or content parts; a value of the agent's input_schema when it has one.
 AgentInput = str | Message | Sequence[ContentPart] | Mapping[str, Any]
-_STORE_METHODS = ("create_execution", "commit_execution", "get_run", "list_events")
 logger = logging.getLogger("fevex")
 
 
@@ -98,11 +97,19 @@ def create_fevex(
         from fevex.plugins.discovery import open_run_store
 
         store = open_run_store(run_store or os.environ["FEVEX_RUN_STORE"])
-    elif all(callable(getattr(run_store, name, None)) for name in _STORE_METHODS):
-        store = run_store
     else:
+        store = run_store
+    missing = missing_store_methods(store)
+    if len(missing) == len(missing_store_methods(None)):
         raise FevexConfigurationError(
             "INVALID_CONFIG", f"run_store must be a RunStore or a store URL, not {run_store!r}."
+        )
+    if missing:
+        # Refused now, by name: a store that lacks a method must never fail mid-run.
+        raise FevexConfigurationError(
+            "INVALID_CONFIG",
+            f"The run store {type(store).__name__} lacks {', '.join(missing)} of the run-store "
+            "contract; upgrade the store's plugin or implement them.",
         )
     return Fevex(composition, store, lease_seconds=float(lease_seconds))
 
@@ -414,20 +421,25 @@ class Fevex:
     async def recover_expired_runs(
         self, *, actor: Mapping[str, Any], limit: int | None = None
     ) -> RecoverySweep:
-        """Claim and recover every running run whose lease expired (at most ``limit``).
+        """Claim and recover every running run of this app's agents whose lease expired
+        (at most ``limit``).
 
-        Several processes may call this at once: a store never lets two claim one run. One
-        run that cannot be continued here never stops the sweep: it is skipped (and stays
-        claimed until its lease lapses) or, when no fevex could continue it, failed; either
-        way with a stable code and a log line. Runs whose lease expired but that no claim
-        could take are reported as ``unclaimed``.
+        Several processes may call this at once: a store never lets two claim one run. A
+        run of an agent this app does not have is never claimed; it is reported as skipped
+        (``AGENT_NOT_FOUND``) for a worker that has the agent. One run that cannot be
+        continued here never stops the sweep: it is skipped (and stays claimed until its
+        lease lapses) or, when no fevex could continue it, failed; either way with a stable
+        code and a log line. Runs whose lease expired but that no claim could take are
+        reported as ``unclaimed``.
         """
         check_actor(actor)
         recovered: list[AgentRun] = []
         skipped: list[SkippedRun] = []
         handled: set[str] = set()
         while limit is None or len(recovered) + len(skipped) < limit:
-            claimed = await self.run_store.claim_expired_run(self.lease_owner, self.lease_seconds)
+            claimed = await self.run_store.claim_expired_run(
+                self.lease_owner, self.lease_seconds, names=self._composition.agents.keys()
+            )
             if claimed is None or claimed[0] in handled:
                 # A run handled already came back because its lease ran out during this
                 # pass: the next pass takes it.
@@ -457,13 +469,15 @@ class Fevex:
             except Exception:
                 logger.warning("recovering run %s failed unexpectedly", run_id, exc_info=True)
             recovered.append(await self.get_run(run_id))
+        agents = self._composition.agents.keys()
         try:
-            expired = await self.run_store.expired_run_ids(limit=100)
+            # Plain reads, best-effort: the runs this pass took are done either way.
+            mine = await self.run_store.expired_run_ids(limit=100, names=agents)
+            every = await self.run_store.expired_run_ids(limit=100)
         except Exception:
-            # The report is best-effort: the runs this pass took are done either way.
             logger.warning("recovery could not list the expired runs it left", exc_info=True)
-            expired = ()
-        unclaimed = tuple(run_id for run_id in expired if run_id not in handled)
+            mine = every = ()
+        unclaimed = tuple(run_id for run_id in mine if run_id not in handled)
         if unclaimed:
             logger.warning(
                 "recovery could not claim %d expired run(s), e.g. %s: a frozen worker may "
@@ -471,7 +485,18 @@ class Fevex:
                 len(unclaimed),
                 unclaimed[0],
             )
-        return RecoverySweep(tuple(recovered), tuple(skipped), unclaimed)
+        foreign = [run_id for run_id in every if run_id not in handled and run_id not in mine]
+        if foreign:
+            logger.warning(
+                "recovery left %d expired run(s) of agents this app does not have, e.g. %s",
+                len(foreign),
+                foreign[0],
+            )
+            skipped += [
+                SkippedRun(run_id, "AGENT_NOT_FOUND", "This app has no agent of this run.")
+                for run_id in foreign
+            ]
+        return RecoverySweep(tuple(recovered), tuple(skipped), unclaimed, len(handled))
 
     # -- consulting and controlling runs --------------------------------------------
 

@@ -134,6 +134,9 @@ async def _work(
         else:
             print(" ".join(str(value) for value in entry.values()), flush=True)
 
+    # A run left for another worker is reported once, not on every pass.
+    reported_skips: set[tuple[str, str]] = set()
+
     async def lane() -> None:
         while not stop.is_set():
             busy = False
@@ -145,8 +148,12 @@ async def _work(
                 for run in sweep.recovered:
                     report({"action": "recovered", "run_id": run.id, "status": run.status})
                 for skipped in sweep.skipped:
-                    report({"action": "skipped", "run_id": skipped.run_id, "code": skipped.code})
-                busy = bool(sweep.recovered or sweep.skipped)
+                    if (skipped.run_id, skipped.code) not in reported_skips:
+                        reported_skips.add((skipped.run_id, skipped.code))
+                        report(
+                            {"action": "skipped", "run_id": skipped.run_id, "code": skipped.code}
+                        )
+                busy = sweep.claimed > 0
             if not busy:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), interval)

@@ -16,6 +16,7 @@ arrive closes them.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -27,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from fevex.errors import FevexRunError
 from fevex.runtime.run_store import run_conflict, store_error
+from fevex.runtime.store_rules import invalid_argument
 
 __all__ = ["ConnectionPools", "store_failure", "store_unavailable"]
 
@@ -69,7 +71,10 @@ class ConnectionPools:
 
     def _create_engine(self) -> AsyncEngine:
         return create_async_engine(
-            self._engine_url, connect_args=self._connect_args, **self._pool_options
+            self._engine_url,
+            connect_args=self._connect_args,
+            json_serializer=_json_text,
+            **self._pool_options,
         )
 
     async def _engine(self) -> AsyncEngine:
@@ -157,3 +162,12 @@ def _primary_message(error: DBAPIError) -> str:
     primary = getattr(diagnostic, "message_primary", None)
     text = (primary or str(error.orig)).strip()
     return text.splitlines()[0] if text else type(error.orig).__name__
+
+
+def _json_text(value: Any) -> str:
+    """JSONB's encoder: a value that is not JSON (NaN and infinities included) is the
+    caller's fault, with the code the SQLite store gives it, and never reaches the server."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise invalid_argument(f"A value to store is not plain JSON: {error}.") from error

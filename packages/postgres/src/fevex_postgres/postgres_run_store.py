@@ -20,26 +20,25 @@ Only JSON goes in and out: JSONB columns, read back with the driver's ``json.loa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import Row, bindparam, insert, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as upsert
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.events import RunEvent
+from fevex.runtime import store_rules as rules
 from fevex.runtime.records import AgentRun, Session
 from fevex.runtime.run_store import (
-    RUN_FIELDS_A_COMMIT_CHANGES,
     EventOrder,
     ExecutionCommit,
     ExecutionCreate,
     RunLease,
-    invalid_cursor,
-    lease_lost,
     run_conflict,
 )
 from fevex_postgres.connections import ConnectionPools
@@ -88,6 +87,13 @@ _EVENT_COLUMNS = (
     events.c.type,
     events.c.occurred_at,
     events.c.payload,
+)
+# The stored lease and the database's clock, which judges it.
+_LEASE_COLUMNS = (
+    runs.c.lease_owner,
+    runs.c.lease_generation,
+    runs.c.lease_expires_at,
+    database_now().label("now"),
 )
 _SESSION_COLUMNS = (
     sessions.c.id,
@@ -206,12 +212,13 @@ class PostgresRunStore:
     # -- runs -----------------------------------------------------------------------
 
     async def create_execution(self, create: ExecutionCreate) -> RunLease:
+        rules.check_create_arguments(create)
         run = create.run
         async with self._transaction("create_execution") as db:
-            if await db.scalar(select(runs.c.id).where(runs.c.id == run.id)) is not None:
-                raise run_conflict(f"Run {run.id} already exists.", run_id=run.id)
+            exists = await db.scalar(select(runs.c.id).where(runs.c.id == run.id))
+            rules.check_run_is_new(run.id, exists is not None)
             await _reserve_session(db, run, create.session_revision)
-            last_sequence = _check_sequences(run.id, 0, create.events)
+            last_sequence = rules.check_sequence(run.id, 0, create.events)
             created = (
                 await db.execute(
                     upsert(runs)
@@ -239,47 +246,31 @@ class PostgresRunStore:
                     .returning(runs.c.lease_expires_at)
                 )
             ).first()
-            if created is None:
-                raise run_conflict(f"Run {run.id} already exists.", run_id=run.id)
-            await _insert_events(db, create.events)
+            # A concurrent creator of the same run id committed since the check above.
+            rules.check_run_is_new(run.id, created is None)
+            await _insert_events(db, run.id, create.events)
         return RunLease(create.lease_owner, 1, float(created.lease_expires_at))
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
+        rules.check_commit_arguments(commit)
         run_id = commit.run_id
         async with self._transaction("commit_execution") as db:
             stored = (
                 await db.execute(
                     select(
-                        runs.c.revision,
-                        runs.c.session_id,
-                        runs.c.last_sequence,
-                        runs.c.lease_owner,
-                        runs.c.lease_generation,
-                        (runs.c.lease_expires_at > database_now()).label("live"),
+                        runs.c.revision, runs.c.session_id, runs.c.last_sequence, *_LEASE_COLUMNS
                     )
                     .where(runs.c.id == run_id)
                     .with_for_update()
                 )
             ).first()
             if stored is None:
-                raise _run_not_found(run_id)
-            live = (stored.live, stored.lease_owner, stored.lease_generation)
-            if not _holds_lease(*live, commit.lease):
-                raise lease_lost(run_id, commit.lease)
-            if stored.revision + 1 != commit.revision:
-                raise run_conflict(
-                    f"Run {run_id} was changed by another writer (revision {stored.revision}).",
-                    run_id=run_id,
-                )
-            changes = dict(commit.changes or {})
-            if changes and not RUN_FIELDS_A_COMMIT_CHANGES.issuperset(changes):
-                raise FevexRunError(
-                    "INVALID_ARGUMENT", f"A commit cannot change {sorted(changes)} of a run."
-                )
-            last_sequence = _check_sequences(run_id, stored.last_sequence, commit.events)
-            await _insert_events(db, commit.events)
+                raise rules.run_not_found(run_id)
+            state = rules.StoredRun(stored.revision, _lease(stored), stored.last_sequence)
+            last_sequence = rules.check_commit(commit, state, stored.now)
+            await _insert_events(db, run_id, commit.events)
             values: dict[str, Any] = {
-                **changes,
+                **(commit.changes or {}),
                 "revision": commit.revision,
                 "updated_at": commit.updated_at,
                 "last_sequence": last_sequence,
@@ -310,24 +301,15 @@ class PostgresRunStore:
 
     async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
         async with self._transaction("renew_lease") as db:
-            renewed = (
-                await db.execute(
-                    update(runs)
-                    .where(
-                        runs.c.id == run_id,
-                        runs.c.lease_owner == lease.owner,
-                        runs.c.lease_generation == lease.generation,
-                        runs.c.lease_expires_at > database_now(),
-                    )
-                    .values(lease_expires_at=database_now() + seconds)
-                    .returning(runs.c.lease_expires_at)
-                )
-            ).first()
-            if renewed is None:
-                if await db.scalar(select(runs.c.id).where(runs.c.id == run_id)) is None:
-                    raise _run_not_found(run_id)
-                raise lease_lost(run_id, lease)
-        return dataclasses.replace(lease, expires_at=float(renewed.lease_expires_at))
+            stored = await _lock_run_lease(db, run_id)
+            rules.check_lease(run_id, lease, _lease(stored), stored.now)
+            renewed = await db.scalar(
+                update(runs)
+                .where(runs.c.id == run_id)
+                .values(lease_expires_at=database_now() + seconds)
+                .returning(runs.c.lease_expires_at)
+            )
+        return dataclasses.replace(lease, expires_at=float(renewed))
 
     async def acquire_lease(
         self, run_id: str, owner: str, seconds: float, *, status: str = "running"
@@ -351,27 +333,8 @@ class PostgresRunStore:
         self, run_id: str, owner: str, seconds: float, status: str
     ) -> RunLease:
         async with self._transaction("acquire_lease") as db:
-            stored = (
-                await db.execute(
-                    select(
-                        runs.c.status,
-                        runs.c.lease_owner,
-                        runs.c.lease_expires_at,
-                        database_now().label("now"),
-                    )
-                    .where(runs.c.id == run_id)
-                    .with_for_update()
-                )
-            ).first()
-            if stored is None:
-                raise _run_not_found(run_id)
-            if stored.status != status:
-                raise run_conflict(f"Run {run_id} is {stored.status}, not {status}.")
-            if stored.lease_expires_at > stored.now:
-                raise run_conflict(
-                    f"Run {run_id} is leased to {stored.lease_owner} for "
-                    f"{stored.lease_expires_at - stored.now:.1f} s more."
-                )
+            stored = await _lock_run_lease(db, run_id)
+            rules.check_acquirable(run_id, status, stored.status, _lease(stored), stored.now)
             acquired = (
                 await db.execute(
                     update(runs)
@@ -386,11 +349,21 @@ class PostgresRunStore:
             ).one()
         return RunLease(owner, int(acquired.lease_generation), float(acquired.lease_expires_at))
 
-    async def claim_expired_run(self, owner: str, seconds: float) -> tuple[str, RunLease] | None:
-        # SKIP LOCKED: a candidate another claimer holds is passed over, not waited for.
+    async def claim_expired_run(
+        self, owner: str, seconds: float, *, names: Collection[str] | None = None
+    ) -> tuple[str, RunLease] | None:
+        chosen = rules.claimable_names(names)
+        if chosen is not None and not chosen:
+            return None  # no agent: no run it could continue
+        # store_rules.is_claimable, in SQL: the (status, lease_expires_at) index gives the
+        # expired running runs oldest first, and the agent names filter them. SKIP LOCKED:
+        # a candidate another claimer holds is passed over, not waited for.
+        claimable = [runs.c.status == "running", runs.c.lease_expires_at <= database_now()]
+        if chosen is not None:
+            claimable.append(runs.c.agent_name.in_(sorted(chosen)))
         candidate = (
             select(runs.c.id)
-            .where(runs.c.status == "running", runs.c.lease_expires_at <= database_now())
+            .where(*claimable)
             .order_by(runs.c.lease_expires_at)
             .limit(1)
             .with_for_update(skip_locked=True)
@@ -414,14 +387,21 @@ class PostgresRunStore:
         lease = RunLease(owner, int(claimed.lease_generation), float(claimed.lease_expires_at))
         return str(claimed.id), lease
 
-    async def expired_run_ids(self, *, limit: int = 100) -> Sequence[str]:
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-            raise FevexRunError("INVALID_ARGUMENT", "limit must be a whole number, not negative.")
+    async def expired_run_ids(
+        self, *, limit: int = 100, names: Collection[str] | None = None
+    ) -> Sequence[str]:
+        rules.check_expired_run_limit(limit)
+        chosen = rules.claimable_names(names)
+        if chosen is not None and not chosen:
+            return []
         # A plain read: MVCC shows locked rows as they were committed, so a run whose row a
         # frozen worker holds (which claim_expired_run skips) is listed all the same.
+        expired = [runs.c.status == "running", runs.c.lease_expires_at <= database_now()]
+        if chosen is not None:
+            expired.append(runs.c.agent_name.in_(sorted(chosen)))
         query = (
             select(runs.c.id)
-            .where(runs.c.status == "running", runs.c.lease_expires_at <= database_now())
+            .where(*expired)
             .order_by(runs.c.lease_expires_at, runs.c.id)
             .limit(limit)
         )
@@ -459,15 +439,10 @@ class PostgresRunStore:
                 )
             ).first()
             if stored is None:
-                raise FevexRunError("SESSION_NOT_FOUND", f"Session {session.id} does not exist.")
-            _check_session_free(session.id, stored.active_run_id)
-            if stored.revision != expected_revision:
-                raise FevexRunError(
-                    "SESSION_CONFLICT",
-                    f"Session {session.id} changed (revision {stored.revision}, "
-                    f"expected {expected_revision}); reload it and decide again.",
-                    recoverable=True,
-                )
+                raise rules.session_not_found(session.id)
+            rules.check_session_saveable(
+                session.id, stored.active_run_id, stored.revision, expected_revision
+            )
             saved = dataclasses.replace(session, revision=expected_revision + 1, active_run_id=None)
             await db.execute(
                 update(sessions)
@@ -493,8 +468,7 @@ class PostgresRunStore:
         limit: int | None = None,
         order: EventOrder = "asc",
     ) -> Sequence[RunEvent]:
-        if limit is not None and limit < 0:
-            raise FevexRunError("INVALID_ARGUMENT", "limit must not be negative.")
+        rules.check_event_page(after, limit, order)
         async with self._read("list_events") as db:
             start = 0
             if after is not None:
@@ -504,9 +478,8 @@ class PostgresRunStore:
                         select(events.c.run_id, events.c.sequence).where(events.c.id == after)
                     )
                 ).first()
-                if cursor is None or cursor.run_id != run_id:
-                    raise invalid_cursor(run_id, after)
-                start = cursor.sequence
+                found = None if cursor is None else (cursor.run_id, cursor.sequence)
+                start = rules.cursor_sequence(run_id, after, found)
             by_sequence = events.c.sequence.desc() if order == "desc" else events.c.sequence.asc()
             query = (
                 select(*_EVENT_COLUMNS)
@@ -539,8 +512,7 @@ async def _reserve_session(db: AsyncConnection, run: AgentRun, expected: int | N
     """
     stored = await _lock_session(db, run.session_id)
     if stored is None:
-        if expected is not None:
-            raise run_conflict(f"Session {run.session_id} no longer exists.")
+        rules.check_new_session(run.session_id, expected)
         inserted = (
             await db.execute(
                 upsert(sessions)
@@ -563,9 +535,7 @@ async def _reserve_session(db: AsyncConnection, run: AgentRun, expected: int | N
         stored = await _lock_session(db, run.session_id)
         if stored is None:
             raise run_conflict(f"Session {run.session_id} changed while the run was being created.")
-    _check_session_free(run.session_id, stored.active_run_id)
-    if stored.revision != expected:
-        raise run_conflict(f"Session {run.session_id} changed while the run was being created.")
+    rules.check_session_reservable(run.session_id, stored.active_run_id, stored.revision, expected)
     await db.execute(
         update(sessions)
         .where(sessions.c.id == run.session_id)
@@ -584,37 +554,29 @@ async def _lock_session(db: AsyncConnection, session_id: str) -> _StoredSession 
     return None if row is None else _StoredSession(row.active_run_id, row.revision)
 
 
-def _check_sequences(run_id: str, last: int, new_events: Sequence[RunEvent]) -> int:
-    """The run's new last sequence; ``RUN_CONFLICT`` unless the events are the run's own
-    and continue its sequence without a gap."""
-    for event in new_events:
-        if event.sequence != last + 1 or event.run_id != run_id:
-            raise run_conflict(
-                f"Event sequence {event.sequence} of run {run_id} is out of order.",
-                run_id=run_id,
-            )
-        last = event.sequence
-    return last
-
-
-async def _insert_events(db: AsyncConnection, new_events: Sequence[RunEvent]) -> None:
-    if new_events:
-        await db.execute(insert(events), [event.to_json() for event in new_events])
-
-
-def _holds_lease(live: bool, owner: str, generation: int, lease: RunLease) -> bool:
-    return bool(live and owner == lease.owner and generation == lease.generation)
-
-
-def _check_session_free(session_id: str, active_run_id: str | None) -> None:
-    if active_run_id is not None:
-        raise run_conflict(
-            f"Session {session_id} is held by run {active_run_id}; finish, resume or cancel "
-            "that run first.",
-            session_id=session_id,
-            active_run_id=active_run_id,
+async def _lock_run_lease(db: AsyncConnection, run_id: str) -> Row[Any]:
+    """The run's status and lease, and the database's clock, with the row locked until the
+    transaction ends; ``RUN_NOT_FOUND`` for an unknown run."""
+    stored = (
+        await db.execute(
+            select(runs.c.status, *_LEASE_COLUMNS).where(runs.c.id == run_id).with_for_update()
         )
+    ).first()
+    if stored is None:
+        raise rules.run_not_found(run_id)
+    return stored
 
 
-def _run_not_found(run_id: str) -> FevexRunError:
-    return FevexRunError("RUN_NOT_FOUND", f"Run {run_id} does not exist.")
+def _lease(stored: Row[Any]) -> RunLease:
+    return RunLease(stored.lease_owner, stored.lease_generation, stored.lease_expires_at)
+
+
+async def _insert_events(db: AsyncConnection, run_id: str, new_events: Sequence[RunEvent]) -> None:
+    """Insert events whose sequence was checked; the primary key refuses an id stored
+    already (store_rules.event_id_taken)."""
+    if not new_events:
+        return
+    try:
+        await db.execute(insert(events), [event.to_json() for event in new_events])
+    except IntegrityError as error:
+        raise rules.event_id_taken(run_id) from error

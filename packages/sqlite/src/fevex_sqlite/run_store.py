@@ -20,24 +20,21 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, TextClause, text
+from sqlalchemy import Connection, Row, TextClause, bindparam, text
 from sqlalchemy.exc import IntegrityError
 
-from fevex.errors import FevexConfigurationError, FevexRunError
+from fevex.errors import FevexConfigurationError
 from fevex.events import RunEvent
+from fevex.runtime import store_rules as rules
 from fevex.runtime.records import AgentRun, Session
 from fevex.runtime.run_store import (
-    RUN_FIELDS_A_COMMIT_CHANGES,
     EventOrder,
     ExecutionCommit,
     ExecutionCreate,
     RunLease,
-    invalid_cursor,
-    lease_lost,
-    run_conflict,
 )
 from fevex_sqlite.location import DEFAULT_BUSY_TIMEOUT, parse_location
 from fevex_sqlite.schema import prepare_database
@@ -83,16 +80,24 @@ _SET_LEASE = text(
     "lease_expires_at = :expires_at WHERE id = :id"
 )
 # Insertion order, as the in-memory store scans; the partial index narrows the scan to
-# running runs whose lease has expired.
+# running runs whose lease has expired (store_rules.is_claimable, in SQL), and the agent
+# names, when given, filter that range.
+_EXPIRED_RUN_CONDITION = "status = 'running' AND lease_expires_at <= :now"
 _FIRST_EXPIRED_RUN = text(
-    "SELECT id, lease_generation FROM runs WHERE status = 'running' "
-    "AND lease_expires_at <= :now ORDER BY rowid LIMIT 1"
+    f"SELECT id, lease_generation FROM runs WHERE {_EXPIRED_RUN_CONDITION} ORDER BY rowid LIMIT 1"
 )
+_FIRST_EXPIRED_RUN_OF = text(
+    f"SELECT id, lease_generation FROM runs WHERE {_EXPIRED_RUN_CONDITION} "
+    "AND agent_name IN :names ORDER BY rowid LIMIT 1"
+).bindparams(bindparam("names", expanding=True))
 # Oldest expiry first, ties by id, over the same partial index.
 _EXPIRED_RUN_IDS = text(
-    "SELECT id FROM runs WHERE status = 'running' AND lease_expires_at <= :now "
-    "ORDER BY lease_expires_at, id LIMIT :limit"
+    f"SELECT id FROM runs WHERE {_EXPIRED_RUN_CONDITION} ORDER BY lease_expires_at, id LIMIT :limit"
 )
+_EXPIRED_RUN_IDS_OF = text(
+    f"SELECT id FROM runs WHERE {_EXPIRED_RUN_CONDITION} AND agent_name IN :names "
+    "ORDER BY lease_expires_at, id LIMIT :limit"
+).bindparams(bindparam("names", expanding=True))
 
 # What creating a run checks, in one row whether or not the session exists: that the run
 # id is new, and whether the session is free and still at the revision the caller read.
@@ -130,7 +135,8 @@ _INSERT_EVENT = text(
 )
 _SELECT_CURSOR = text("SELECT run_id, sequence FROM events WHERE id = :id")
 # The cursor is resolved by id alone, then one range scan of the (run_id, sequence)
-# index returns the page: earlier events are never read. LIMIT -1 means no limit.
+# index returns the page: earlier events are never read. LIMIT -1 means no limit (a
+# caller's limit is positive: store_rules.check_event_page).
 LIST_EVENTS_SQL = {
     order: text(
         f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = :run_id AND sequence > :after "
@@ -187,12 +193,13 @@ class SQLiteRunStore:
     # -- runs -----------------------------------------------------------------------
 
     async def create_execution(self, create: ExecutionCreate) -> RunLease:
+        rules.check_create_arguments(create)
         run = create.run
         row = run.to_json()
         for field in _JSON_RUN_FIELDS:
             row[field] = _dumps(row[field], f"The run's {field}")
         row["checkpoint"] = _dumps(create.checkpoint, "The checkpoint")
-        events = _event_rows(run.id, create.events)
+        events = _event_rows(create.events)
         return await self._transactions.write(
             "create_execution", self._create_execution, create, row, events
         )
@@ -208,11 +215,15 @@ class SQLiteRunStore:
         target = db.execute(
             _SELECT_CREATE_TARGET, {"run_id": run.id, "session_id": run.session_id}
         ).one()
-        if target.run_exists:
-            raise run_conflict(f"Run {run.id} already exists.", run_id=run.id)
+        rules.check_run_is_new(run.id, bool(target.run_exists))
         if target.id is None:
-            if create.session_revision is not None:
-                raise run_conflict(f"Session {run.session_id} no longer exists.")
+            rules.check_new_session(run.session_id, create.session_revision)
+        else:
+            rules.check_session_reservable(
+                run.session_id, target.active_run_id, int(target.revision), create.session_revision
+            )
+        rules.check_sequence(run.id, 0, create.events)
+        if target.id is None:
             db.execute(
                 _INSERT_SESSION,
                 {
@@ -226,11 +237,6 @@ class SQLiteRunStore:
                 },
             )
         else:
-            _check_session_free(target)
-            if target.revision != create.session_revision:
-                raise run_conflict(
-                    f"Session {run.session_id} changed while the run was being created."
-                )
             db.execute(
                 _RESERVE_SESSION,
                 {"id": run.session_id, "run_id": run.id, "updated_at": run.created_at},
@@ -245,16 +251,14 @@ class SQLiteRunStore:
                 "lease_expires_at": lease.expires_at,
             },
         )
-        # Events reference their run (a foreign key): a run id that was free has none.
-        _insert_events(db, run.id, events, last_sequence=0)
+        # Events reference their run (a foreign key): a run id that was free has none. A
+        # stored event id rolls back the whole transaction: nothing of the run is written.
+        _insert_events(db, run.id, events)
         return lease
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
+        rules.check_commit_arguments(commit)
         changes = commit.changes
-        if changes and not RUN_FIELDS_A_COMMIT_CHANGES.issuperset(changes):
-            raise FevexRunError(
-                "INVALID_ARGUMENT", f"A commit cannot change {sorted(changes)} of a run."
-            )
         updates: dict[str, Any] = {"revision": commit.revision, "updated_at": commit.updated_at}
         for field, value in (changes or {}).items():
             updates[field] = value if field == "status" else _dumps(value, f"The {field}")
@@ -263,7 +267,7 @@ class SQLiteRunStore:
         if commit.release_lease:
             # Expired now, generation kept: the next acquire_lease advances it.
             updates["lease_expires_at"] = 0.0
-        events = _event_rows(commit.run_id, commit.events)
+        events = _event_rows(commit.events)
         history = _dumps(list(commit.history), "The session history") if commit.history else None
         await self._transactions.write(
             "commit_execution", self._commit_execution, commit, updates, events, history
@@ -280,13 +284,9 @@ class SQLiteRunStore:
         run_id = commit.run_id
         target = _SELECT_COMMIT_TARGET if history is None else _SELECT_COMMIT_TARGET_AND_HISTORY
         stored = self._stored(db, run_id, target)
-        self._check_lease(run_id, commit.lease, stored)
-        if stored.revision + 1 != commit.revision:
-            raise run_conflict(
-                f"Run {run_id} was changed by another writer (revision {stored.revision}).",
-                run_id=run_id,
-            )
-        _insert_events(db, run_id, events, last_sequence=int(stored.last_sequence))
+        state = rules.StoredRun(int(stored.revision), _lease(stored), int(stored.last_sequence))
+        rules.check_commit(commit, state, self.clock())
+        _insert_events(db, run_id, events)
         db.execute(_update_run_statement(tuple(updates)), {**updates, "_key": run_id})
         if commit.history is not None or commit.release_session:
             _end_session_turn(db, stored, commit, history)
@@ -296,16 +296,8 @@ class SQLiteRunStore:
     ) -> Row[Any]:
         stored = _one(db, statement, id=run_id)
         if stored is None:
-            raise FevexRunError("RUN_NOT_FOUND", f"Run {run_id} does not exist.")
+            raise rules.run_not_found(run_id)
         return stored
-
-    def _check_lease(self, run_id: str, lease: RunLease, stored: Row[Any]) -> None:
-        if (
-            stored.lease_owner != lease.owner
-            or stored.lease_generation != lease.generation
-            or stored.lease_expires_at <= self.clock()
-        ):
-            raise lease_lost(run_id, lease)
 
     # -- leases ---------------------------------------------------------------------
 
@@ -318,7 +310,7 @@ class SQLiteRunStore:
         self, db: Connection, run_id: str, lease: RunLease, seconds: float
     ) -> RunLease:
         stored = self._stored(db, run_id)
-        self._check_lease(run_id, lease, stored)
+        rules.check_lease(run_id, lease, _lease(stored), self.clock())
         renewed = RunLease(lease.owner, lease.generation, self.clock() + seconds)
         _set_lease(db, run_id, renewed)
         return renewed
@@ -334,30 +326,32 @@ class SQLiteRunStore:
         self, db: Connection, run_id: str, owner: str, seconds: float, status: str
     ) -> RunLease:
         stored = self._stored(db, run_id)
-        if stored.status != status:
-            raise run_conflict(f"Run {run_id} is {stored.status}, not {status}.")
         now = self.clock()
-        if stored.lease_expires_at > now:
-            raise run_conflict(
-                f"Run {run_id} is leased to {stored.lease_owner} for "
-                f"{stored.lease_expires_at - now:.1f} s more."
-            )
+        rules.check_acquirable(run_id, status, stored.status, _lease(stored), now)
         lease = RunLease(owner, int(stored.lease_generation) + 1, now + seconds)
         _set_lease(db, run_id, lease)
         return lease
 
-    async def claim_expired_run(self, owner: str, seconds: float) -> tuple[str, RunLease] | None:
+    async def claim_expired_run(
+        self, owner: str, seconds: float, *, names: Collection[str] | None = None
+    ) -> tuple[str, RunLease] | None:
+        chosen = rules.claimable_names(names)
+        if chosen is not None and not chosen:
+            return None  # no agent: no run it could continue
         return await self._transactions.write(
-            "claim_expired_run", self._claim_expired_run, owner, seconds
+            "claim_expired_run", self._claim_expired_run, owner, seconds, chosen
         )
 
     def _claim_expired_run(
-        self, db: Connection, owner: str, seconds: float
+        self, db: Connection, owner: str, seconds: float, names: frozenset[str] | None
     ) -> tuple[str, RunLease] | None:
         # The write lock is held from the scan to the update, so a concurrent claimer,
         # in this process or another, finds the run already leased.
         now = self.clock()
-        expired = _one(db, _FIRST_EXPIRED_RUN, now=now)
+        if names is None:
+            expired = _one(db, _FIRST_EXPIRED_RUN, now=now)
+        else:
+            expired = _one(db, _FIRST_EXPIRED_RUN_OF, now=now, names=sorted(names))
         if expired is None:
             return None
         run_id = str(expired.id)
@@ -365,16 +359,28 @@ class SQLiteRunStore:
         _set_lease(db, run_id, lease)
         return run_id, lease
 
-    async def expired_run_ids(self, *, limit: int = 100) -> Sequence[str]:
+    async def expired_run_ids(
+        self, *, limit: int = 100, names: Collection[str] | None = None
+    ) -> Sequence[str]:
         # A read: in WAL mode it neither takes nor waits for the write lock, so a writer
         # stuck inside a transaction (in this store's thread or another process) does not
         # keep it from listing the runs that writer holds.
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-            raise FevexRunError("INVALID_ARGUMENT", "limit must be a whole number, not negative.")
-        return await self._transactions.read("expired_run_ids", self._expired_run_ids, limit)
+        rules.check_expired_run_limit(limit)
+        chosen = rules.claimable_names(names)
+        if chosen is not None and not chosen:
+            return []
+        return await self._transactions.read(
+            "expired_run_ids", self._expired_run_ids, limit, chosen
+        )
 
-    def _expired_run_ids(self, db: Connection, limit: int) -> list[str]:
-        rows = db.execute(_EXPIRED_RUN_IDS, {"now": self.clock(), "limit": limit})
+    def _expired_run_ids(
+        self, db: Connection, limit: int, names: frozenset[str] | None
+    ) -> list[str]:
+        parameters = {"now": self.clock(), "limit": limit}
+        if names is None:
+            rows = db.execute(_EXPIRED_RUN_IDS, parameters)
+        else:
+            rows = db.execute(_EXPIRED_RUN_IDS_OF, {**parameters, "names": sorted(names)})
         return [str(row.id) for row in rows]
 
     # -- reads ----------------------------------------------------------------------
@@ -421,9 +427,8 @@ class SQLiteRunStore:
         limit: int | None = None,
         order: EventOrder = "asc",
     ) -> Sequence[RunEvent]:
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise FevexRunError("INVALID_ARGUMENT", "limit must be a whole number, not negative.")
-        statement = LIST_EVENTS_SQL["desc" if order == "desc" else "asc"]
+        rules.check_event_page(after, limit, order)
+        statement = LIST_EVENTS_SQL[order]
         return await self._transactions.read(
             "list_events", _read_events, statement, run_id, after, -1 if limit is None else limit
         )
@@ -474,15 +479,10 @@ def _read_session(db: Connection, session_id: str) -> Session | None:
 def _replace_session(db: Connection, row: dict[str, Any], expected_revision: int) -> None:
     stored = _one(db, _SELECT_SESSION, id=row["id"])
     if stored is None:
-        raise _session_not_found(row["id"])
-    _check_session_free(stored)
-    if stored.revision != expected_revision:
-        raise FevexRunError(
-            "SESSION_CONFLICT",
-            f"Session {row['id']} changed (revision {stored.revision}, "
-            f"expected {expected_revision}); reload it and decide again.",
-            recoverable=True,
-        )
+        raise rules.session_not_found(row["id"])
+    rules.check_session_saveable(
+        row["id"], stored.active_run_id, int(stored.revision), expected_revision
+    )
     db.execute(_REPLACE_SESSION, row)
 
 
@@ -491,7 +491,7 @@ def _end_session_turn(
 ) -> None:
     if history is not None:
         if stored.history is None:
-            raise _session_not_found(stored.session_id)
+            raise rules.session_not_found(stored.session_id)
         history = _append_to_json_array(stored.history, history)
     ended = db.execute(
         _END_SESSION_TURN,
@@ -503,7 +503,7 @@ def _end_session_turn(
         },
     )
     if ended.rowcount != 1:
-        raise _session_not_found(stored.session_id)
+        raise rules.session_not_found(stored.session_id)
 
 
 def _append_to_json_array(stored: str, items: str) -> str:
@@ -526,9 +526,8 @@ def _read_events(
     start = 0
     if after is not None:
         cursor = _one(db, _SELECT_CURSOR, id=after)
-        if cursor is None or cursor.run_id != run_id:
-            raise invalid_cursor(run_id, after)
-        start = int(cursor.sequence)
+        found = None if cursor is None else (str(cursor.run_id), int(cursor.sequence))
+        start = rules.cursor_sequence(run_id, after, found)
     rows = db.execute(statement, {"run_id": run_id, "after": start, "limit": limit})
     return [_event(row) for row in rows]
 
@@ -561,40 +560,28 @@ def _set_lease(db: Connection, run_id: str, lease: RunLease) -> None:
     )
 
 
-def _insert_events(
-    db: Connection, run_id: str, rows: list[dict[str, Any]], *, last_sequence: int
-) -> None:
+def _insert_events(db: Connection, run_id: str, rows: list[dict[str, Any]]) -> None:
+    """Insert events whose sequence was checked; the primary key refuses an id stored
+    already (store_rules.event_id_taken)."""
     if not rows:
         return
-    for offset, row in enumerate(rows, start=1):
-        if row["sequence"] != last_sequence + offset:
-            raise run_conflict(
-                f"Event sequence {row['sequence']} of run {run_id} is out of order.",
-                run_id=run_id,
-            )
     try:
         db.execute(_INSERT_EVENT, rows)
     except IntegrityError as error:
-        raise run_conflict(
-            f"An event id given for run {run_id} is already stored.", run_id=run_id
-        ) from error
+        raise rules.event_id_taken(run_id) from error
 
 
 # -- rows ------------------------------------------------------------------------------
 
 
-def _event_rows(run_id: str, events: Sequence[RunEvent]) -> list[dict[str, Any]]:
+def _event_rows(events: Sequence[RunEvent]) -> list[dict[str, Any]]:
+    """Rows of events whose run was checked (store_rules.check_*_arguments)."""
     rows = []
     for event in events:
-        if event.run_id != run_id:
-            raise FevexRunError(
-                "INVALID_ARGUMENT",
-                f"Event {event.id} belongs to run {event.run_id}, not to run {run_id}.",
-            )
         rows.append(
             {
                 "id": event.id,
-                "run_id": run_id,
+                "run_id": event.run_id,
                 "sequence": event.sequence,
                 "type": event.type,
                 "occurred_at": event.occurred_at,
@@ -604,18 +591,10 @@ def _event_rows(run_id: str, events: Sequence[RunEvent]) -> list[dict[str, Any]]
     return rows
 
 
-def _check_session_free(session: Row[Any]) -> None:
-    if session.active_run_id is not None:
-        raise run_conflict(
-            f"Session {session.id} is held by run {session.active_run_id}; finish, "
-            "resume or cancel that run first.",
-            session_id=session.id,
-            active_run_id=session.active_run_id,
-        )
-
-
-def _session_not_found(session_id: str) -> FevexRunError:
-    return FevexRunError("SESSION_NOT_FOUND", f"Session {session_id} does not exist.")
+def _lease(stored: Row[Any]) -> RunLease:
+    return RunLease(
+        str(stored.lease_owner), int(stored.lease_generation), float(stored.lease_expires_at)
+    )
 
 
 def _session(row: Row[Any]) -> Session:
@@ -643,9 +622,10 @@ def _event(row: Row[Any]) -> RunEvent:
 
 def _dumps(value: Any, what: str) -> str:
     try:
-        return json.dumps(value, separators=(",", ":"))
+        # NaN and infinities are not JSON: refused here as the PostgreSQL store refuses them.
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as error:
-        raise FevexRunError("INVALID_ARGUMENT", f"{what} is not plain JSON: {error}.") from error
+        raise rules.invalid_argument(f"{what} is not plain JSON: {error}.") from error
 
 
 def _is_seconds(value: object) -> bool:

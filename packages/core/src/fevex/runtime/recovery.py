@@ -11,10 +11,11 @@ __all__ = ["RecoverySweep", "SkippedRun"]
 
 @dataclass(frozen=True, slots=True)
 class SkippedRun:
-    """A run the sweep claimed but left for another worker: ``code`` says why
-    (``AGENT_NOT_FOUND`` after a deploy removed its agent, ``CHECKPOINT_UNSUPPORTED`` for a
-    checkpoint of a newer fevex, a store error). The run stays ``running``; its claim lapses
-    with the lease, and the next sweep of any worker tries again."""
+    """An expired run the sweep left for another worker: ``code`` says why. A run of an
+    agent this app does not have (``AGENT_NOT_FOUND``, after a deploy removed it) is never
+    claimed; a run claimed and then left (``CHECKPOINT_UNSUPPORTED`` for a checkpoint of a
+    newer fevex, a store error) stays claimed until its lease lapses. Either way it stays
+    ``running``, and a worker that can continue it will."""
 
     run_id: str
     code: str
@@ -35,3 +36,5 @@ class RecoverySweep:
     recovered: tuple[AgentRun, ...] = ()
     skipped: tuple[SkippedRun, ...] = ()
     unclaimed: tuple[str, ...] = ()
+    # How many runs the pass took (recovered, or claimed and then left): 0 means idle.
+    claimed: int = 0

@@ -9,11 +9,15 @@ Stores keep and return plain JSON only. Three guarantees make runs durable:
   store's clock). A worker that lost its lease can never write again.
 - Acquiring a lease advances the generation, also when an owner id is reused; releasing
   expires the lease but keeps the counter.
+
+Every store checks its calls with the rules of :mod:`fevex.runtime.store_rules`, in the
+order written there (the arguments, then the run, the lease, the revision, the events), so
+that one fault has one code in every store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -30,6 +34,7 @@ __all__ = [
     "RunStore",
     "invalid_cursor",
     "lease_lost",
+    "missing_store_methods",
     "run_conflict",
     "store_error",
 ]
@@ -96,17 +101,24 @@ class RunStore(Protocol):
 
     async def create_execution(self, create: ExecutionCreate) -> RunLease:
         """Create the run, its first events and checkpoint, reserve its session and grant
-        the first lease, atomically. ``RUN_CONFLICT`` when the session is held by another
-        run, changed since ``session_revision`` was read, or the run id exists."""
+        the first lease, atomically. ``INVALID_ARGUMENT`` when an event belongs to another
+        run; ``RUN_CONFLICT`` when the run id exists, the session is held by another run or
+        changed since ``session_revision`` was read, the events are not numbered from 1,
+        or an event id is stored already. Nothing is written in any of these cases."""
         ...
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
-        """Store the step atomically. ``LEASE_LOST`` when the lease is not the live one,
-        ``RUN_CONFLICT`` when the revision is stale; nothing is written in either case."""
+        """Store the step atomically, or refuse it and write nothing, checking in this
+        order: ``INVALID_ARGUMENT`` when it changes a run field outside
+        :data:`RUN_FIELDS_A_COMMIT_CHANGES` or carries an event of another run;
+        ``RUN_NOT_FOUND`` for an unknown run; ``LEASE_LOST`` when the lease is not the live
+        one; ``RUN_CONFLICT`` when the revision is stale, the events do not continue the
+        run's sequence, or an event id is stored already."""
         ...
 
     async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
-        """Extend a live lease; ``LEASE_LOST`` when it expired or was taken over."""
+        """Extend a live lease; ``RUN_NOT_FOUND`` for an unknown run, ``LEASE_LOST`` when
+        the lease expired or was taken over."""
         ...
 
     async def acquire_lease(
@@ -117,16 +129,25 @@ class RunStore(Protocol):
         is in another status, ``RUN_NOT_FOUND`` for an unknown run."""
         ...
 
-    async def claim_expired_run(self, owner: str, seconds: float) -> tuple[str, RunLease] | None:
+    async def claim_expired_run(
+        self, owner: str, seconds: float, *, names: Collection[str] | None = None
+    ) -> tuple[str, RunLease] | None:
         """Acquire the lease of one ``running`` run whose lease expired, or ``None``.
-        Concurrent callers never claim the same run."""
+        Concurrent callers never claim the same run. With ``names``, only a run whose
+        ``agent_name`` is among them is claimed: a worker claims only the runs it can
+        continue (``None``: any run; an empty collection: none). ``INVALID_ARGUMENT`` when
+        ``names`` is not a collection of strings (a single string is refused)."""
         ...
 
-    async def expired_run_ids(self, *, limit: int = 100) -> Sequence[str]:
+    async def expired_run_ids(
+        self, *, limit: int = 100, names: Collection[str] | None = None
+    ) -> Sequence[str]:
         """Ids of ``running`` runs whose lease has expired by the store's clock, oldest
         expiry first, read without taking or waiting for any lock: what a recovery sweep
         reports when ``claim_expired_run`` could not take them (a frozen worker still
-        holds a row, or another claimer is taking them)."""
+        holds a row, or another claimer is taking them). ``names`` limits them to those
+        agents, as for claims. ``INVALID_ARGUMENT`` unless ``limit`` is a whole number, 0
+        or more, and ``names`` is ``None`` or a collection of strings."""
         ...
 
     async def get_run(self, run_id: str) -> AgentRun | None: ...
@@ -136,8 +157,10 @@ class RunStore(Protocol):
     async def get_session(self, session_id: str) -> Session | None: ...
 
     async def save_session(self, session: Session, *, expected_revision: int) -> Session:
-        """Replace a session that is not held by a run; ``SESSION_CONFLICT`` when its
-        stored revision is not ``expected_revision``. Returns it with the next revision."""
+        """Replace a session that is not held by a run and return it with the next
+        revision; ``SESSION_NOT_FOUND`` for an unknown session, ``RUN_CONFLICT`` while a
+        run holds it, ``SESSION_CONFLICT`` when its stored revision is not
+        ``expected_revision``."""
         ...
 
     async def list_events(
@@ -148,11 +171,39 @@ class RunStore(Protocol):
         limit: int | None = None,
         order: EventOrder = "asc",
     ) -> Sequence[RunEvent]:
-        """Events of a run by sequence; ``after`` is an event id of the same run and
-        selects the events after it in sequence order (``INVALID_CURSOR`` otherwise)."""
+        """Events of a run by sequence, at most ``limit`` (a positive integer, or
+        ``None``: all) in ``order``; ``after`` is an event id of the same run and selects
+        the events after it in sequence order. ``INVALID_ARGUMENT`` for another ``limit``,
+        ``order`` or a cursor that is not a string, then ``INVALID_CURSOR`` when ``after``
+        is unknown or an event of another run. An unknown run has no events."""
         ...
 
     async def close(self) -> None: ...
+
+
+# Every method of the contract; a store lacking one fails when it is opened, not mid-run.
+_RUN_STORE_METHODS = (
+    "create_execution",
+    "commit_execution",
+    "renew_lease",
+    "acquire_lease",
+    "claim_expired_run",
+    "expired_run_ids",
+    "get_run",
+    "get_checkpoint",
+    "get_session",
+    "save_session",
+    "list_events",
+    "close",
+)
+
+
+def missing_store_methods(store: object) -> list[str]:
+    """The :class:`RunStore` methods ``store`` lacks (or holds as something that cannot be
+    called), in the contract's order; empty for a complete store. An app checks its store
+    with this when it is created, so that a store missing a method is refused then, by
+    name, and never fails in the middle of a run."""
+    return [name for name in _RUN_STORE_METHODS if not callable(getattr(store, name, None))]
 
 
 def run_conflict(message: str, **details: Any) -> FevexRunError:

@@ -91,11 +91,11 @@ async def _opened(factory: RunStoreFactory) -> AsyncIterator[RunStore]:
         await store.close()
 
 
-def _new_run(session_id: str | None = None) -> AgentRun:
+def _new_run(session_id: str | None = None, agent_name: str = "contract") -> AgentRun:
     now = utc_now()
     data = {"text": "héllo ✓", "items": [1, 2.5, True, None], "nested": {"empty": {}}}
     session_id = session_id or new_id("ses")
-    return AgentRun(new_id("run"), session_id, "contract", "running", data, now, now, revision=1)
+    return AgentRun(new_id("run"), session_id, agent_name, "running", data, now, now, revision=1)
 
 
 def _event(run_id: str, sequence: int) -> RunEvent:
@@ -155,8 +155,10 @@ async def _create(
     owner: str = "worker-a",
     seconds: float = LONG,
     checkpoint: dict[str, Any] | None = None,
+    agent_name: str = "contract",
 ) -> _Run:
-    create = _creation(_new_run(session_id), session_revision, owner, seconds, checkpoint)
+    run = _new_run(session_id, agent_name)
+    create = _creation(run, session_revision, owner, seconds, checkpoint)
     return _Run(create.run, await store.create_execution(create), 1, [create.events[0].id])
 
 

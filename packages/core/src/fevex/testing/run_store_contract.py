@@ -21,7 +21,10 @@ memory passes ``lambda: store`` with one instance, whose ``close`` keeps its dat
 The checks use fresh random ids, so they can share one storage, also one that holds other
 data. Where a lease must expire, a check grants it for 0.2 s and sleeps past it; when the
 store reads a :class:`ManualClock`, pass the same clock as ``clock=`` and the suite
-advances it instead. Errors are :class:`~fevex.FevexRunError` with the code named below.
+advances it instead. Errors are :class:`~fevex.FevexRunError` with the code named below:
+one code per fault, the same in every store, as the rules of
+:mod:`fevex.runtime.store_rules` (which a store calls) decide it, in their order
+(arguments, then the run, the lease, the revision, the events).
 
 What a store must guarantee, and the check that proves it:
 
@@ -31,13 +34,26 @@ What a store must guarantee, and the check that proves it:
   lease to ``lease_owner``; a terminal commit applies its changes, appends ``history`` and
   frees the session. [``check_create_and_read_back``]
 - Only the live lease writes: same owner, same generation, not expired by the store's
-  clock, else ``LEASE_LOST``. Acquiring advances the generation, also for a reused owner
-  id; releasing expires the lease and keeps the counter. [``check_lease_fencing``]
+  clock, else ``LEASE_LOST``, also at a stale revision (the lease is checked first).
+  Acquiring advances the generation, also for a reused owner id; releasing expires the
+  lease and keeps the counter. [``check_lease_fencing``]
 - Renewal keeps the generation, moves the expiry forward and never revives an expired
   lease. Acquiring needs an expired or released lease and a run in the asked status
   (``RUN_CONFLICT``), and an existing run (``RUN_NOT_FOUND``). [``check_lease_renewal``]
 - A commit whose revision is not the stored one plus one is refused with
   ``RUN_CONFLICT``; a refused commit writes nothing. [``check_revision_compare_and_set``]
+- A commit that changes a run field outside ``RUN_FIELDS_A_COMMIT_CHANGES`` or carries an
+  event of another run is ``INVALID_ARGUMENT``, checked before the run, the lease and the
+  revision (also at a stale revision, under a lost lease, for an unknown run); so is a
+  creation with an event of another run. Nothing is written.
+  [``check_refused_arguments``]
+- Events continue the run's sequence one by one and have ids no event has: a gap, a
+  repeat, a step out of order, a creation not starting at 1, an id of a stored event (of
+  any run) or one id twice in a step is ``RUN_CONFLICT``, and nothing is written.
+  [``check_event_sequence``]
+- ``commit_execution``, ``renew_lease`` and ``acquire_lease`` of an unknown run are
+  ``RUN_NOT_FOUND``, ``save_session`` of an unknown session is ``SESSION_NOT_FOUND``, and
+  an unknown run has no events. [``check_unknown_records``]
 - Commits survive closing and reopening the store; a replayed commit is refused without
   duplicating events. [``check_commit_survives_reopen``]
 - One run holds a session at a time, and creation checks the revision of the session
@@ -49,8 +65,15 @@ What a store must guarantee, and the check that proves it:
   session (``RUN_CONFLICT``), and returns the next revision. [``check_session_compaction``]
 - ``list_events`` pages by ``after``, ``limit`` and ``order``; a cursor that is unknown or
   belongs to another run raises ``INVALID_CURSOR``. [``check_event_paging``]
+- ``list_events`` takes a positive integer or ``None`` as ``limit`` (not 0, a negative
+  number, a bool, a string or a float), ``"asc"`` or ``"desc"`` as ``order`` and a string
+  or ``None`` as ``after``, else ``INVALID_ARGUMENT``, checked before the cursor;
+  ``expired_run_ids`` takes a whole number, 0 or more. [``check_list_arguments``]
 - ``claim_expired_run`` gives each expired running run to one claimer only, and never a
   live, paused or finished run. [``check_expired_run_claims``]
+- ``claim_expired_run(names=...)`` claims only runs whose ``agent_name`` is among
+  ``names`` (an empty collection: none); a single string, or a name that is not a string,
+  is ``INVALID_ARGUMENT`` and claims nothing. [``check_claims_by_agent_name``]
 - ``expired_run_ids`` lists the running runs whose lease expired (also one released while
   running), oldest expiry first in a stable order, at most ``limit``, and never a live,
   paused or finished run; listing takes nothing: each listed run is then acquired with the
@@ -73,6 +96,13 @@ from fevex.runtime.run_store import (
     EventOrder,
     ExecutionCreate,
     RunLease,
+)
+from fevex.testing._run_store_refusals import (
+    check_claims_by_agent_name,
+    check_event_sequence,
+    check_list_arguments,
+    check_refused_arguments,
+    check_unknown_records,
 )
 from fevex.testing._run_store_steps import (
     _ALL_EXPIRED,
@@ -262,9 +292,9 @@ async def check_lease_fencing(factory: RunStoreFactory, clock: ManualClock | Non
         a_write = b.next_commit(lease=a.lease, checkpoint={"writer": "a"})
         await _refused("LEASE_LOST", store.commit_execution(a_write), "commit, lost lease")
         await _refused(
-            ("LEASE_LOST", "RUN_CONFLICT"),
+            "LEASE_LOST",
             store.commit_execution(a.next_commit(checkpoint={"writer": "a"})),
-            "commit under a lost lease at a stale revision",
+            "commit under a lost lease at a stale revision (the lease is checked first)",
         )
         await _refused("LEASE_LOST", store.renew_lease(a.id, a.lease, LONG), "renew, lost lease")
         after = await _holds(store, b, "after a lost lease tried to write")
@@ -724,13 +754,18 @@ RUN_STORE_CHECKS: tuple[RunStoreCheck, ...] = (
     check_lease_fencing,
     check_lease_renewal,
     check_revision_compare_and_set,
+    check_refused_arguments,
+    check_event_sequence,
+    check_unknown_records,
     check_commit_survives_reopen,
     check_session_reservation,
     check_concurrent_creates_have_one_winner,
     check_concurrent_app_runs_have_one_winner,
     check_session_compaction,
     check_event_paging,
+    check_list_arguments,
     check_expired_run_claims,
+    check_claims_by_agent_name,
     check_expired_run_ids,
     check_paused_lease_release,
 )

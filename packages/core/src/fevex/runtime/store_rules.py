@@ -1,0 +1,337 @@
+"""The rules every run store follows, written once so that each fault has one code in every
+store.
+
+A store reads what a rule needs and calls the rule with those plain values; the rule
+returns, or raises the fault's :class:`~fevex.FevexRunError`. A store shared between
+processes reads the values inside the transaction that then writes (locking the rows it
+read), so that what a rule accepted still holds when the store writes. A refused operation
+writes nothing.
+
+Every store applies the rules of an operation in one order, so that a call with several
+faults gets the same code everywhere:
+
+1. the arguments alone, before anything is read: ``INVALID_ARGUMENT``
+   (:func:`check_commit_arguments`, :func:`check_create_arguments`,
+   :func:`check_event_page`, :func:`check_expired_run_limit`, :func:`claimable_names`);
+2. the run exists: ``RUN_NOT_FOUND`` (:func:`run_not_found`);
+3. the lease: ``LEASE_LOST`` (:func:`check_lease`);
+4. the revision: ``RUN_CONFLICT`` (:func:`check_revision`);
+5. the events: their sequence continues the run's, and their ids are new: ``RUN_CONFLICT``
+   (:func:`check_sequence`, :func:`check_event_ids_new`, :func:`event_id_taken`).
+
+:func:`check_commit` applies 2 to 4 and the sequence in that order. Creating a run checks
+its arguments, then that the run id is new, that the session is free and still at the
+revision the caller read (all ``RUN_CONFLICT``), then its events. Saving a session checks
+that it exists (``SESSION_NOT_FOUND``), is free (``RUN_CONFLICT``) and is at the expected
+revision (``SESSION_CONFLICT``). Listing events checks its arguments, then the cursor
+(``INVALID_CURSOR``); an unknown run has no events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Container, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from fevex.errors import FevexRunError
+from fevex.events import RunEvent
+from fevex.runtime.run_store import (
+    RUN_FIELDS_A_COMMIT_CHANGES,
+    ExecutionCommit,
+    ExecutionCreate,
+    RunLease,
+    invalid_cursor,
+    lease_lost,
+    run_conflict,
+)
+
+__all__ = [
+    "StoredRun",
+    "check_acquirable",
+    "check_commit",
+    "check_commit_arguments",
+    "check_create_arguments",
+    "check_event_ids_new",
+    "check_event_page",
+    "check_expired_run_limit",
+    "check_lease",
+    "check_new_session",
+    "check_revision",
+    "check_run_is_new",
+    "check_session_reservable",
+    "check_session_saveable",
+    "check_sequence",
+    "claimable_names",
+    "cursor_sequence",
+    "event_id_taken",
+    "invalid_argument",
+    "is_claimable",
+    "lease_is_live",
+    "run_not_found",
+    "session_not_found",
+]
+
+_EVENT_ORDERS = ("asc", "desc")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun:
+    """What a commit is checked against, as the store holds it: the run's revision, its
+    lease (owner, generation and expiry by the store's clock) and the sequence of its last
+    event (0 when it has none)."""
+
+    revision: int
+    lease: RunLease
+    last_sequence: int
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+def invalid_argument(message: str) -> FevexRunError:
+    """A call no store can serve as asked; nothing was read or written."""
+    return FevexRunError("INVALID_ARGUMENT", message)
+
+
+def run_not_found(run_id: str) -> FevexRunError:
+    return FevexRunError("RUN_NOT_FOUND", f"Run {run_id} does not exist.")
+
+
+def session_not_found(session_id: str) -> FevexRunError:
+    return FevexRunError("SESSION_NOT_FOUND", f"Session {session_id} does not exist.")
+
+
+def event_id_taken(run_id: str) -> FevexRunError:
+    """An event id of the step is already stored (for any run) or given twice. A store
+    whose storage enforces unique event ids raises this when that refuses the insert."""
+    return run_conflict(
+        f"An event id given for run {run_id} is already stored or repeated; nothing was written.",
+        run_id=run_id,
+    )
+
+
+# -- 1. arguments ------------------------------------------------------------------------
+
+
+def check_create_arguments(create: ExecutionCreate) -> None:
+    """``INVALID_ARGUMENT`` when an opening event belongs to another run."""
+    _check_events_belong(create.run.id, create.events)
+
+
+def check_commit_arguments(commit: ExecutionCommit) -> None:
+    """``INVALID_ARGUMENT`` when the commit changes a run field outside
+    :data:`~fevex.runtime.run_store.RUN_FIELDS_A_COMMIT_CHANGES` or carries an event of
+    another run. Checked before anything else: such a commit is wrong whatever is stored."""
+    _check_changes(commit.changes)
+    _check_events_belong(commit.run_id, commit.events)
+
+
+def _check_changes(changes: Mapping[str, Any] | None) -> None:
+    if not changes:
+        return
+    refused = sorted(str(field) for field in changes if field not in RUN_FIELDS_A_COMMIT_CHANGES)
+    if refused:
+        allowed = ", ".join(sorted(RUN_FIELDS_A_COMMIT_CHANGES))
+        raise invalid_argument(
+            f"A commit cannot change {', '.join(refused)} of a run; it changes only {allowed}."
+        )
+
+
+def _check_events_belong(run_id: str, events: Sequence[RunEvent]) -> None:
+    for event in events:
+        if event.run_id != run_id:
+            raise invalid_argument(
+                f"Event {event.id} belongs to run {event.run_id}, not to run {run_id}."
+            )
+
+
+def check_event_page(after: object, limit: object, order: object) -> None:
+    """``INVALID_ARGUMENT`` unless ``after`` is an event id (a string) or ``None``,
+    ``limit`` a positive integer or ``None``, and ``order`` ``"asc"`` or ``"desc"``."""
+    if after is not None and not isinstance(after, str):
+        raise invalid_argument(f"after must be an event id or None, not {type(after).__name__}.")
+    if limit is not None and (not _is_whole(limit) or limit < 1):
+        raise invalid_argument(f"limit must be a positive integer or None, not {limit!r}.")
+    if order not in _EVENT_ORDERS:
+        raise invalid_argument(f"order must be 'asc' or 'desc', not {order!r}.")
+
+
+def check_expired_run_limit(limit: object) -> None:
+    """``INVALID_ARGUMENT`` unless ``limit`` is a whole number, 0 or more."""
+    if not _is_whole(limit) or limit < 0:
+        raise invalid_argument(f"limit must be a whole number, 0 or more, not {limit!r}.")
+
+
+def claimable_names(names: Collection[str] | None) -> frozenset[str] | None:
+    """The agent names a claim is limited to (``None``: any), or ``INVALID_ARGUMENT``
+    unless ``names`` is ``None`` or a collection of strings. A single string is refused:
+    it is a collection of its characters, and never what a caller means."""
+    if names is None:
+        return None
+    if isinstance(names, str | bytes) or not isinstance(names, Collection):
+        raise invalid_argument(
+            f"names must be a collection of agent names or None, not {type(names).__name__}."
+        )
+    chosen = frozenset(names)
+    if not all(isinstance(name, str) for name in chosen):
+        raise invalid_argument("names must hold agent names (strings) only.")
+    return chosen
+
+
+def _is_whole(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# -- 2-5. against what is stored ---------------------------------------------------------
+
+
+def lease_is_live(lease: RunLease, now: float) -> bool:
+    """A lease is live until its ``expires_at``, exclusive, by the store's clock."""
+    return lease.expires_at > now
+
+
+def check_lease(run_id: str, lease: RunLease, stored: RunLease, now: float) -> None:
+    """``LEASE_LOST`` unless ``lease`` is the stored one (owner and generation) and that is
+    live at ``now``: a worker that lost its lease never writes again."""
+    if (
+        stored.owner != lease.owner
+        or stored.generation != lease.generation
+        or not lease_is_live(stored, now)
+    ):
+        raise lease_lost(run_id, lease)
+
+
+def check_revision(run_id: str, stored_revision: int, revision: int) -> None:
+    """``RUN_CONFLICT`` unless ``revision`` is the stored one plus one."""
+    if stored_revision + 1 != revision:
+        raise run_conflict(
+            f"Run {run_id} was changed by another writer (revision {stored_revision}).",
+            run_id=run_id,
+        )
+
+
+def check_sequence(run_id: str, last_sequence: int, events: Sequence[RunEvent]) -> int:
+    """The run's new last sequence; ``RUN_CONFLICT`` unless the events continue the stored
+    ``last_sequence`` one by one, without a gap or a repeat."""
+    for event in events:
+        if event.sequence != last_sequence + 1:
+            raise run_conflict(
+                f"Event sequence {event.sequence} of run {run_id} is out of order "
+                f"(the next is {last_sequence + 1}).",
+                run_id=run_id,
+            )
+        last_sequence = event.sequence
+    return last_sequence
+
+
+def check_event_ids_new(run_id: str, events: Sequence[RunEvent], stored: Container[str]) -> None:
+    """``RUN_CONFLICT`` (:func:`event_id_taken`) when an event id is in ``stored`` (the ids
+    of every run's events) or given twice: an event id names one event of one run, and is
+    a cursor."""
+    seen: set[str] = set()
+    for event in events:
+        if event.id in stored or event.id in seen:
+            raise event_id_taken(run_id)
+        seen.add(event.id)
+
+
+def check_commit(commit: ExecutionCommit, stored: StoredRun | None, now: float) -> int:
+    """Check a commit whose arguments passed :func:`check_commit_arguments` against what is
+    stored for its run: the run exists (``RUN_NOT_FOUND``), the lease is live
+    (``LEASE_LOST``), the revision is next (``RUN_CONFLICT``) and the events continue the
+    sequence (``RUN_CONFLICT``), in that order. Returns the run's new last sequence. The
+    store then inserts the events, refusing ids already stored (:func:`event_id_taken`)."""
+    if stored is None:
+        raise run_not_found(commit.run_id)
+    check_lease(commit.run_id, commit.lease, stored.lease, now)
+    check_revision(commit.run_id, stored.revision, commit.revision)
+    return check_sequence(commit.run_id, stored.last_sequence, commit.events)
+
+
+def check_acquirable(
+    run_id: str, status: str, stored_status: str, stored_lease: RunLease, now: float
+) -> None:
+    """``RUN_CONFLICT`` unless the run is in ``status`` and its lease expired or was
+    released; checked after the run was found (``RUN_NOT_FOUND``)."""
+    if stored_status != status:
+        raise run_conflict(f"Run {run_id} is {stored_status}, not {status}.", run_id=run_id)
+    if lease_is_live(stored_lease, now):
+        raise run_conflict(
+            f"Run {run_id} is leased to {stored_lease.owner} for "
+            f"{stored_lease.expires_at - now:.1f} s more.",
+            run_id=run_id,
+        )
+
+
+def is_claimable(
+    status: str, agent_name: str, lease: RunLease, now: float, names: frozenset[str] | None
+) -> bool:
+    """Whether ``claim_expired_run`` may take the run: running, its lease expired, and its
+    agent among ``names`` (from :func:`claimable_names`; ``None``: any). A SQL store puts
+    the same three conditions in the ``WHERE`` clause of its claim."""
+    return (
+        status == "running"
+        and not lease_is_live(lease, now)
+        and (names is None or agent_name in names)
+    )
+
+
+def check_run_is_new(run_id: str, exists: bool) -> None:
+    """``RUN_CONFLICT`` when a run with this id is stored already."""
+    if exists:
+        raise run_conflict(f"Run {run_id} already exists.", run_id=run_id)
+
+
+def check_new_session(session_id: str, expected_revision: int | None) -> None:
+    """Creating a run on a session that is not stored: ``RUN_CONFLICT`` when the caller
+    read a revision of it (it existed then)."""
+    if expected_revision is not None:
+        raise run_conflict(f"Session {session_id} no longer exists.", session_id=session_id)
+
+
+def check_session_reservable(
+    session_id: str, active_run_id: str | None, revision: int, expected_revision: int | None
+) -> None:
+    """Creating a run on a stored session: ``RUN_CONFLICT`` when another run holds it, or
+    when it changed since the caller read ``expected_revision``."""
+    _check_session_free(session_id, active_run_id)
+    if revision != expected_revision:
+        raise run_conflict(
+            f"Session {session_id} changed while the run was being created.",
+            session_id=session_id,
+        )
+
+
+def check_session_saveable(
+    session_id: str, active_run_id: str | None, revision: int, expected_revision: int
+) -> None:
+    """Replacing a stored session: ``RUN_CONFLICT`` while a run holds it,
+    ``SESSION_CONFLICT`` when its revision is not ``expected_revision``."""
+    _check_session_free(session_id, active_run_id)
+    if revision != expected_revision:
+        raise FevexRunError(
+            "SESSION_CONFLICT",
+            f"Session {session_id} changed (revision {revision}, expected "
+            f"{expected_revision}); reload it and decide again.",
+            recoverable=True,
+            details={"session_id": session_id},
+        )
+
+
+def _check_session_free(session_id: str, active_run_id: str | None) -> None:
+    if active_run_id is not None:
+        raise run_conflict(
+            f"Session {session_id} is held by run {active_run_id}; finish, resume or cancel "
+            "that run first.",
+            session_id=session_id,
+            active_run_id=active_run_id,
+        )
+
+
+def cursor_sequence(run_id: str, after: str, cursor: tuple[str, int] | None) -> int:
+    """The sequence of the event ``after`` names, from the ``(run_id, sequence)`` the
+    store found for that id (``None``: no such event); ``INVALID_CURSOR`` unless the event
+    belongs to ``run_id``."""
+    if cursor is None or cursor[0] != run_id:
+        raise invalid_cursor(run_id, after)
+    return cursor[1]
