@@ -76,3 +76,32 @@ async def test_approve_in_one_process_resume_in_another(
     kept = await asyncio.to_thread(stored_bytes, store_url)
     assert run_id.encode() in kept  # the scan does see what the store holds
     assert SENTINEL.encode() not in kept
+
+
+async def test_follow_events_follows_a_run_in_another_process(
+    environment: dict[str, str], service: Any, store_url: str
+) -> None:
+    worker = subprocess.Popen(  # noqa: ASYNC220 - waited for below, with a timeout
+        [sys.executable, str(HERE / "durable_app.py")],
+        env={**environment, "FEVEX_TEST_TOOL_DELAY": "0.3"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    app = load_app_module().build_app()
+    try:
+        assert worker.stdout is not None
+        run_id = (await asyncio.to_thread(worker.stdout.readline)).strip()
+        followed = [
+            event async for event in app.follow_events(run_id, poll_interval=0.05, page_size=3)
+        ]
+        await asyncio.to_thread(worker.communicate, timeout=60)
+        assert worker.returncode == 0
+        stored = await app.list_events(run_id)
+        assert [e.id for e in followed] == [e.id for e in stored]
+        assert [e.sequence for e in followed] == list(range(1, len(stored) + 1))
+        assert followed[-1].type == "run.completed"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        await app.run_store.close()

@@ -379,3 +379,53 @@ def test_ctrl_c_in_a_blocking_run_cancels_it_with_one_keyboard_interrupt() -> No
     assert json.loads(out) == {"status": "cancelled", "held_by": None}
     assert err.count("Traceback") == 1, err
     assert err.rstrip().endswith("KeyboardInterrupt"), err
+
+
+async def test_follow_events_sees_a_run_of_another_app_once_and_in_order() -> None:
+    store = InMemoryRunStore()
+    model = GatedModel()
+    worker = create_fevex(
+        models={"default": model},
+        agents=[define_agent(name="support", instructions="Help.")],
+        run_store=store,
+    )
+    follower = create_fevex(
+        models={"default": FakeModel()},
+        agents=[define_agent(name="support", instructions="Help.")],
+        run_store=store,
+    )
+    run = await worker.start_agent("support", "hi")
+    await model.started.wait()
+    seen: list[RunEvent] = []
+
+    async def follow() -> None:
+        async for event in follower.follow_events(run.id, poll_interval=0.01, page_size=2):
+            seen.append(event)
+
+    following = asyncio.create_task(follow())
+    await asyncio.sleep(0.05)
+    assert [e.type for e in seen][:1] == ["run.started"]
+    model.gate.set()
+    await asyncio.wait_for(following, 30)
+    stored = await follower.list_events(run.id)
+    assert [e.id for e in seen] == [e.id for e in stored]
+    assert seen[-1].type == "run.completed"
+    # From a cursor: only what came after it.
+    rest = [e async for e in follower.follow_events(run.id, after=stored[1].id)]
+    assert [e.id for e in rest] == [e.id for e in stored[2:]]
+
+
+async def test_closing_a_follower_leaves_the_run_alone() -> None:
+    model = GatedModel()
+    app = make_app(model)
+    run = await app.start_agent("support", "hi")
+    await model.started.wait()
+    follower = app.follow_events(run.id, poll_interval=0.01)
+    assert (await anext(follower)).type == "run.started"
+    await follower.aclose()
+    model.gate.set()
+    for _ in range(100):
+        if (await app.get_run(run.id)).status == "completed":
+            break
+        await asyncio.sleep(0.01)
+    assert (await app.get_run(run.id)).status == "completed"

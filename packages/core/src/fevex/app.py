@@ -33,6 +33,7 @@ from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
 from fevex.runtime.recovery import RecoverySweep, SkippedRun
 from fevex.runtime.run_store import EventOrder, RunLease, RunStore, missing_store_methods
+from fevex.runtime.store_rules import check_event_page
 from fevex.schemas.schema import ensure_json
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
@@ -515,14 +516,41 @@ class Fevex:
         order: EventOrder = "asc",
     ) -> list[RunEvent]:
         """A run's events by sequence; ``after`` is an event id of the same run."""
-        if limit is not None and (
-            not isinstance(limit, int) or isinstance(limit, bool) or limit < 1
-        ):
-            raise FevexRunError("INVALID_ARGUMENT", "limit must be a positive integer.")
-        if order not in ("asc", "desc"):
-            raise FevexRunError("INVALID_ARGUMENT", "order must be 'asc' or 'desc'.")
+        check_event_page(after, limit, order)
         await self.get_run(run_id)
         return list(await self.run_store.list_events(run_id, after=after, limit=limit, order=order))
+
+    async def follow_events(
+        self,
+        run_id: str,
+        *,
+        after: str | None = None,
+        poll_interval: float = 0.2,
+        page_size: int = 100,
+    ) -> AsyncGenerator[RunEvent, None]:
+        """Yield every committed event of a run executing anywhere (this process or any
+        other sharing the store), each once and in order, from after ``after``, until the
+        run has ended (completed, failed or cancelled); a paused run is followed until it
+        ends too. Full pages follow each other at once; an idle run is asked again every
+        ``poll_interval`` seconds. Closing the iterator never affects the run."""
+        check_event_page(after, page_size, "asc")
+        if not isinstance(poll_interval, int | float) or not poll_interval > 0:
+            raise FevexRunError("INVALID_ARGUMENT", "poll_interval must be positive seconds.")
+        await self.get_run(run_id)
+        cursor = after
+        while True:
+            # Read the status first: a run that ended before this page has all its events
+            # in it (or in the pages before).
+            ended = (await self.get_run(run_id)).status in TERMINAL_STATUSES
+            page = await self.run_store.list_events(run_id, after=cursor, limit=page_size)
+            for event in page:
+                yield event
+                cursor = event.id
+            if len(page) == page_size:
+                continue
+            if ended:
+                return
+            await asyncio.sleep(poll_interval)
 
     async def cancel_run(self, run_id: str) -> AgentRun:
         """Cancel a run executing in this app, or a paused run from any process; a
@@ -633,6 +661,20 @@ class Fevex:
         order: EventOrder = "asc",
     ) -> list[RunEvent]:
         return run_sync(self.list_events(run_id, after=after, limit=limit, order=order))
+
+    def follow_events_sync(
+        self,
+        run_id: str,
+        *,
+        after: str | None = None,
+        poll_interval: float = 0.2,
+        page_size: int = 100,
+    ) -> Iterator[RunEvent]:
+        return iterate_sync(
+            self.follow_events(
+                run_id, after=after, poll_interval=poll_interval, page_size=page_size
+            )
+        )
 
     def cancel_run_sync(self, run_id: str) -> AgentRun:
         return run_sync(self.cancel_run(run_id))
