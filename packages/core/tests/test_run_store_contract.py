@@ -306,6 +306,103 @@ class ClaimsAnyAgent(InMemoryRunStore):
         return await super().claim_expired_run(owner, seconds)
 
 
+class ListsOldestFirst(InMemoryRunStore):
+    """Lists runs oldest first, and pages on from the cursor in that order."""
+
+    async def list_runs(self, **arguments: Any) -> Sequence[AgentRun]:
+        limit = arguments.pop("limit", 50)
+        after = arguments.pop("after", None)
+        runs = list(await super().list_runs(**arguments, limit=1000))[::-1]
+        if after is not None:
+            ids = [run.id for run in runs]
+            runs = runs[ids.index(after) + 1 :] if after in ids else []
+        return runs[:limit]
+
+
+class OrdersByInsertion(InMemoryRunStore):
+    """Lists the newest inserted run first, as ``ORDER BY rowid DESC`` would, whatever the
+    runs' creation times say."""
+
+    async def list_runs(self, **arguments: Any) -> Sequence[AgentRun]:
+        listed = {run.id for run in await super().list_runs(**{**arguments, "limit": 1000})}
+        limit = arguments.get("limit", 50)
+        after = arguments.get("after")
+        order = [run_id for run_id in reversed(self._runs) if run_id in listed]
+        if after is not None:
+            everything = list(reversed(self._runs))
+            start = everything.index(after) + 1
+            order = [run_id for run_id in everything[start:] if run_id in listed]
+        return [AgentRun.from_json(self._runs[run_id]) for run_id in order[:limit]]
+
+
+class SkipsTiedRuns(InMemoryRunStore):
+    """Pages below the cursor's creation time alone: runs created at the same instant as the
+    last run of a page are never listed."""
+
+    async def list_runs(self, **arguments: Any) -> Sequence[AgentRun]:
+        after = arguments.pop("after", None)
+        limit = arguments.pop("limit", 50)
+        runs = list(await super().list_runs(**arguments, limit=1000))
+        if after is not None and after in self._runs:
+            below = self._runs[after]["created_at"]
+            runs = [run for run in runs if run.created_at < below]
+        return runs[:limit]
+
+
+class CursorMustMatchFilters(InMemoryRunStore):
+    """Refuses a cursor whose run no longer matches the filters (its status changed)."""
+
+    async def list_runs(self, **arguments: Any) -> Sequence[AgentRun]:
+        after = arguments.get("after")
+        stored = self._runs.get(after) if isinstance(after, str) else None
+        status = arguments.get("status")
+        if stored is not None and status is not None and stored["status"] != status:
+            raise FevexRunError("INVALID_CURSOR", "The cursor is not a run of this listing.")
+        return await super().list_runs(**arguments)
+
+
+class ForgivingRunCursors(InMemoryRunStore):
+    """Lists from the newest run when it does not know the cursor."""
+
+    async def list_runs(self, **arguments: Any) -> Sequence[AgentRun]:
+        try:
+            return await super().list_runs(**arguments)
+        except FevexRunError:
+            return await super().list_runs(**{**arguments, "after": None})
+
+
+class IgnoresParentFilter(InMemoryRunStore):
+    """Lists the runs of every parent when asked for one parent's."""
+
+    async def list_runs(self, **arguments: Any) -> Sequence[AgentRun]:
+        return await super().list_runs(**{**arguments, "parent_run_id": None})
+
+
+class ListsEveryRunByDefault(InMemoryRunStore):
+    """Returns up to 1000 runs when no limit is given."""
+
+    async def list_runs(self, **arguments: Any) -> Sequence[AgentRun]:
+        return await super().list_runs(**{"limit": 1000, **arguments})
+
+
+class SlicesAnyRunLimit(InMemoryRunStore):
+    """Slices runs by whatever limit it gets: 0 lists none, 5000 lists everything."""
+
+    async def list_runs(self, **arguments: Any) -> Sequence[AgentRun]:
+        limit = arguments.pop("limit", 50)
+        return list(await super().list_runs(**arguments, limit=1000))[:limit]
+
+
+class ForgetsRunTree(InMemoryRunStore):
+    """Stores a run without its version, parent, root and context."""
+
+    async def create_execution(self, create: ExecutionCreate) -> RunLease:
+        run = dataclasses.replace(
+            create.run, version=None, parent_run_id=None, root_run_id=create.run.id, context=None
+        )
+        return await super().create_execution(dataclasses.replace(create, run=run))
+
+
 @pytest.mark.parametrize(
     ("broken", "failing_check"),
     [
@@ -333,6 +430,15 @@ class ClaimsAnyAgent(InMemoryRunStore):
         (SlicesAnyExpiredLimit, "check_list_arguments"),
         (CursorOfAnyRun, "check_event_paging"),
         (ClaimsAnyAgent, "check_claims_by_agent_name"),
+        (ListsOldestFirst, "check_run_listing"),
+        (OrdersByInsertion, "check_run_listing"),
+        (SkipsTiedRuns, "check_run_listing"),
+        (CursorMustMatchFilters, "check_run_listing"),
+        (ForgivingRunCursors, "check_run_listing"),
+        (IgnoresParentFilter, "check_run_listing"),
+        (ListsEveryRunByDefault, "check_run_listing"),
+        (SlicesAnyRunLimit, "check_run_listing_arguments"),
+        (ForgetsRunTree, "check_create_and_read_back"),
     ],
     ids=lambda value: value if isinstance(value, str) else value.__name__,
 )
@@ -374,6 +480,7 @@ CONTRACT_METHODS = [
     "claim_expired_run",
     "expired_run_ids",
     "get_run",
+    "list_runs",
     "get_checkpoint",
     "get_session",
     "save_session",
@@ -473,3 +580,59 @@ async def test_a_worker_claims_only_the_runs_of_its_agents() -> None:
     claimed = await store.claim_expired_run("w", 60.0)
     assert claimed is not None
     assert claimed[0] == "run-a"
+
+
+# -- the run record -----------------------------------------------------------------------
+
+
+def test_a_run_without_a_name_or_root_is_its_agents_and_its_own() -> None:
+    run = AgentRun("run-1", "ses-1", "support", "running", "hi", "t", "t", revision=1)
+    assert (run.kind, run.name, run.root_run_id) == ("agent", "support", "run-1")
+    assert (run.version, run.parent_run_id, run.context) == (None, None, None)
+    assert AgentRun.from_json(run.to_json()) == run
+    assert json.loads(json.dumps(run.to_json())) == run.to_json()
+
+
+def test_a_child_run_keeps_its_tree_version_and_context() -> None:
+    context = {"actor": {"id": "u-1"}, "namespace": "acme", "attributes": {}, "prompt_values": {}}
+    child = AgentRun(
+        "run-2",
+        "ses-2",
+        "refunds",
+        "running",
+        None,
+        "t",
+        "t",
+        kind="workflow",
+        name="refunds",
+        version="3",
+        parent_run_id="run-1",
+        root_run_id="run-0",
+        context=context,
+    )
+    data = child.to_json()
+    assert {key: data[key] for key in ("kind", "name", "version", "parent_run_id")} == {
+        "kind": "workflow",
+        "name": "refunds",
+        "version": "3",
+        "parent_run_id": "run-1",
+    }
+    assert (data["root_run_id"], data["context"]) == ("run-0", context)
+    assert AgentRun.from_json(data) == child
+
+
+def test_a_run_stored_before_the_run_tree_existed_reads_with_defaults() -> None:
+    stored = {
+        "id": "run-1",
+        "session_id": "ses-1",
+        "agent_name": "support",
+        "status": "paused",
+        "input": "hi",
+        "created_at": "t",
+        "updated_at": "t",
+        "revision": 3,
+        "kind": "agent",
+    }
+    run = AgentRun.from_json(stored)
+    assert (run.name, run.root_run_id, run.revision) == ("support", "run-1", 3)
+    assert (run.version, run.parent_run_id, run.context) == (None, None, None)

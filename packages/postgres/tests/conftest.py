@@ -53,10 +53,12 @@ class Databases:
     def url(self, name: str) -> str:
         return self.server_url.set(database=name).render_as_string(hide_password=False)
 
-    def create(self, *, template: str | None = None) -> str:
+    def create(self, *, template: str | None = None, options: str = "") -> str:
+        """A new database, a copy of ``template`` when given; ``options`` follow
+        ``CREATE DATABASE name`` as written (a locale, say)."""
         name = f"fevex_test_{os.urandom(6).hex()}"
         copy = f" TEMPLATE {template}" if template else ""
-        self._admin(f"CREATE DATABASE {name}{copy}")
+        self._admin(f"CREATE DATABASE {name}{copy} {options}".rstrip())
         self.created.append(name)
         return name
 

@@ -16,6 +16,7 @@ import pytest
 from fevex.events import RunEvent
 from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate
 from fevex_sqlite import SQLiteRunStore
+from fevex_sqlite.schema import LATEST_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -143,4 +144,4 @@ async def test_two_processes_opening_a_new_file_migrate_it_once(database: Path) 
     run_workers(database, "claim", ["", "", ""])
     with closing(sqlite3.connect(database)) as raw:
         versions = raw.execute("SELECT version FROM fevex_schema_migrations").fetchall()
-    assert versions == [(1,)]
+    assert versions == [(version,) for version in range(1, LATEST_VERSION + 1)]

@@ -30,7 +30,7 @@ async def test_opening_creates_the_directory_file_and_schema_in_wal_mode(databas
     assert not database.parent.exists()
     store = SQLiteRunStore(database)
     await store.close()
-    assert store.schema_version == LATEST_VERSION == 1
+    assert store.schema_version == LATEST_VERSION == 2
     assert tables(database) == {
         "fevex_schema_migrations",
         "runs",
@@ -39,9 +39,15 @@ async def test_opening_creates_the_directory_file_and_schema_in_wal_mode(databas
         "runs_by_session",
         "runs_running_by_lease",
         "events_by_run_sequence",
+        "runs_by_created",
+        "runs_by_status",
+        "runs_by_kind",
+        "runs_by_name",
+        "runs_by_parent",
     }
     assert rows(database, "SELECT version, name FROM fevex_schema_migrations") == [
-        (1, "runs, sessions and events")
+        (1, "runs, sessions and events"),
+        (2, "run name, version, tree and context; indexes that list runs"),
     ]
     assert rows(database, "PRAGMA journal_mode") == [("wal",)]
 
@@ -61,49 +67,59 @@ async def test_reopening_keeps_data_and_migrates_nothing_again(database: Path) -
         assert session.revision == 1
     finally:
         await store.close()
-    assert rows(database, "SELECT version FROM fevex_schema_migrations") == [(1,)]
+    assert rows(database, "SELECT version FROM fevex_schema_migrations") == [(1,), (2,)]
 
 
 async def test_a_file_from_a_newer_fevex_sqlite_is_refused_untouched(database: Path) -> None:
     await SQLiteRunStore(database).close()
     with closing(sqlite3.connect(database)) as raw, raw:
-        raw.execute("INSERT INTO fevex_schema_migrations VALUES (2, 'from the future', 't')")
+        raw.execute(
+            "INSERT INTO fevex_schema_migrations VALUES (?, 'from the future', 't')",
+            (LATEST_VERSION + 1,),
+        )
     with pytest.raises(FevexConfigurationError) as raised:
         SQLiteRunStore(database)
     assert raised.value.code == "STORE_SCHEMA_TOO_NEW"
-    assert raised.value.details["found"] == 2
-    assert raised.value.details["known"] == 1
-    assert rows(database, "SELECT MAX(version) FROM fevex_schema_migrations") == [(2,)]
+    assert raised.value.details["found"] == LATEST_VERSION + 1
+    assert raised.value.details["known"] == LATEST_VERSION
+    assert rows(database, "SELECT MAX(version) FROM fevex_schema_migrations") == [
+        (LATEST_VERSION + 1,)
+    ]
 
 
-def test_a_later_migration_upgrades_a_version_1_file(database: Path) -> None:
+def test_a_later_migration_upgrades_a_file(database: Path) -> None:
     prepare_database(database, busy_timeout=1.0)
     with closing(sqlite3.connect(database)) as raw, raw:
         raw.execute(
             "INSERT INTO sessions (id, history, revision, created_at, updated_at) "
             "VALUES ('ses-1', '[]', 1, 't', 't')"
         )
-    version_2 = Migration(2, "session titles", ("ALTER TABLE sessions ADD COLUMN title TEXT",))
-    assert prepare_database(database, busy_timeout=1.0, migrations=(*MIGRATIONS, version_2)) == 2
+    later = LATEST_VERSION + 1
+    titles = Migration(later, "session titles", ("ALTER TABLE sessions ADD COLUMN title TEXT",))
+    assert prepare_database(database, busy_timeout=1.0, migrations=(*MIGRATIONS, titles)) == later
     assert rows(database, "SELECT id, title FROM sessions") == [("ses-1", None)]
-    assert rows(database, "SELECT version FROM fevex_schema_migrations") == [(1,), (2,)]
+    assert rows(database, "SELECT version FROM fevex_schema_migrations") == [
+        (version,) for version in range(1, later + 1)
+    ]
     # Applied once: opening again with the same migrations changes nothing.
-    assert prepare_database(database, busy_timeout=1.0, migrations=(*MIGRATIONS, version_2)) == 2
+    assert prepare_database(database, busy_timeout=1.0, migrations=(*MIGRATIONS, titles)) == later
 
 
 def test_a_failing_migration_leaves_the_file_at_its_version(database: Path) -> None:
     prepare_database(database, busy_timeout=1.0)
     broken = Migration(
-        2, "half done", ("CREATE TABLE notes (id TEXT)", "ALTER TABLE missing ADD COLUMN x")
+        LATEST_VERSION + 1,
+        "half done",
+        ("CREATE TABLE notes (id TEXT)", "ALTER TABLE missing ADD COLUMN x"),
     )
     with pytest.raises(FevexError):
         prepare_database(database, busy_timeout=1.0, migrations=(*MIGRATIONS, broken))
     assert "notes" not in tables(database)
-    assert rows(database, "SELECT version FROM fevex_schema_migrations") == [(1,)]
+    assert rows(database, "SELECT MAX(version) FROM fevex_schema_migrations") == [(LATEST_VERSION,)]
 
 
 def test_migrations_must_be_numbered_in_order(database: Path) -> None:
-    skipped = Migration(3, "skips 2", ())
+    skipped = Migration(LATEST_VERSION + 2, "skips one", ())
     with pytest.raises(ValueError, match="numbered"):
         prepare_database(database, busy_timeout=1.0, migrations=(*MIGRATIONS, skipped))
 

@@ -96,6 +96,43 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        2,
+        "run name, version, tree and context; indexes that list runs",
+        (
+            """
+            ALTER TABLE fevex_runs
+                ADD COLUMN name text,
+                ADD COLUMN version text,
+                ADD COLUMN parent_run_id text,
+                ADD COLUMN root_run_id text,
+                ADD COLUMN context jsonb
+            """,
+            # The runs already stored: an agent run's name is its agent, a run without a
+            # parent is its own root; no version, no parent, no context (SQL NULL).
+            "UPDATE fevex_runs SET name = agent_name, root_run_id = id",
+            "ALTER TABLE fevex_runs ALTER COLUMN name SET NOT NULL, "
+            "ALTER COLUMN root_run_id SET NOT NULL",
+            # list_runs pages newest first by (created_at, id) compared byte by byte
+            # (COLLATE "C", whatever the database's collation), so that every store orders
+            # alike: one index for no filter and one per filter, each ending in that
+            # order, so that a page is one range scan whichever filter leads. The session
+            # index gains the order too.
+            'CREATE INDEX fevex_runs_created ON fevex_runs (created_at COLLATE "C", '
+            'id COLLATE "C")',
+            'CREATE INDEX fevex_runs_status_created ON fevex_runs (status, created_at COLLATE "C", '
+            'id COLLATE "C")',
+            'CREATE INDEX fevex_runs_kind_created ON fevex_runs (kind, created_at COLLATE "C", '
+            'id COLLATE "C")',
+            'CREATE INDEX fevex_runs_name_created ON fevex_runs (name, created_at COLLATE "C", '
+            'id COLLATE "C")',
+            "DROP INDEX fevex_runs_session",
+            "CREATE INDEX fevex_runs_session_created ON fevex_runs (session_id, "
+            'created_at COLLATE "C", id COLLATE "C")',
+            "CREATE INDEX fevex_runs_parent_created ON fevex_runs (parent_run_id, "
+            'created_at COLLATE "C", id COLLATE "C") WHERE parent_run_id IS NOT NULL',
+        ),
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

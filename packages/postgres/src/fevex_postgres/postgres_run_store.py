@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple
 
-from sqlalchemy import Row, bindparam, insert, select, update
+from sqlalchemy import Row, bindparam, insert, select, tuple_, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as upsert
 from sqlalchemy.exc import IntegrityError
@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import store_rules as rules
-from fevex.runtime.records import AgentRun, Session
+from fevex.runtime.records import AgentRun, RunStatus, Session
 from fevex.runtime.run_store import (
     EventOrder,
     ExecutionCommit,
@@ -79,7 +79,16 @@ _RUN_COLUMNS = (
     runs.c.revision,
     runs.c.created_at,
     runs.c.updated_at,
+    runs.c.name,
+    runs.c.version,
+    runs.c.parent_run_id,
+    runs.c.root_run_id,
+    runs.c.context,
 )
+# The page order of list_runs, byte by byte whatever the database's collation, as the
+# other stores compare text (and as the migration 2 indexes are built).
+_CREATED = runs.c.created_at.collate("C")
+_ID = runs.c.id.collate("C")
 _EVENT_COLUMNS = (
     events.c.id,
     events.c.run_id,
@@ -236,6 +245,11 @@ class PostgresRunStore:
                         revision=run.revision,
                         created_at=run.created_at,
                         updated_at=run.updated_at,
+                        name=run.name,
+                        version=run.version,
+                        parent_run_id=run.parent_run_id,
+                        root_run_id=run.root_run_id,
+                        context=run.context,
                         checkpoint=create.checkpoint,
                         last_sequence=last_sequence,
                         lease_owner=create.lease_owner,
@@ -412,6 +426,44 @@ class PostgresRunStore:
         async with self._read("get_run") as db:
             row = (await db.execute(select(*_RUN_COLUMNS).where(runs.c.id == run_id))).first()
         return None if row is None else AgentRun.from_json(dict(row._mapping))
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        session_id: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> Sequence[AgentRun]:
+        page = rules.check_run_page(
+            status=status,
+            kind=kind,
+            name=name,
+            session_id=session_id,
+            parent_run_id=parent_run_id,
+            limit=limit,
+            after=after,
+        )
+        query = select(*_RUN_COLUMNS).where(
+            *(runs.c[field] == value for field, value in page.filters.items())
+        )
+        async with self._read("list_runs") as db:
+            if page.after is not None:
+                cursor = (
+                    await db.execute(
+                        select(runs.c.created_at, runs.c.id).where(runs.c.id == page.after)
+                    )
+                ).first()
+                position = None if cursor is None else (cursor.created_at, cursor.id)
+                below = rules.run_cursor(page.after, position)
+                # A row comparison over the index's columns: one range scan below the cursor.
+                query = query.where(tuple_(_CREATED, _ID) < tuple_(*below))
+            query = query.order_by(_CREATED.desc(), _ID.desc()).limit(page.limit)
+            rows = (await db.execute(query)).all()
+        return [AgentRun.from_json(dict(row._mapping)) for row in rows]
 
     async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None:
         async with self._read("get_checkpoint") as db:

@@ -62,6 +62,11 @@ runs = Table(
     Column("lease_owner", Text, nullable=False),
     Column("lease_generation", BigInteger, nullable=False),
     Column("lease_expires_at", Float(precision=53), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("version", Text),
+    Column("parent_run_id", Text),
+    Column("root_run_id", Text, nullable=False),
+    Column("context", _Json),
 )
 
 events = Table(

@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError
 from fevex.errors import FevexConfigurationError
 from fevex.events import RunEvent
 from fevex.runtime import store_rules as rules
-from fevex.runtime.records import AgentRun, Session
+from fevex.runtime.records import AgentRun, RunStatus, Session
 from fevex.runtime.run_store import (
     EventOrder,
     ExecutionCommit,
@@ -44,9 +44,9 @@ __all__ = ["SQLiteRunStore", "create_sqlite_run_store"]
 
 _RUN_COLUMNS = (
     "id, session_id, agent_name, kind, status, input, output, usage, error, pause, "
-    "revision, created_at, updated_at"
+    "revision, created_at, updated_at, name, version, parent_run_id, root_run_id, context"
 )
-_JSON_RUN_FIELDS = ("input", "output", "usage", "error", "pause")
+_JSON_RUN_FIELDS = ("input", "output", "usage", "error", "pause", "context")
 _EVENT_COLUMNS = "id, run_id, sequence, type, occurred_at, payload"
 
 _SELECT_RUN = text(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = :id")
@@ -69,11 +69,13 @@ _SELECT_COMMIT_TARGET_AND_HISTORY = text(
     "LEFT JOIN sessions ON sessions.id = runs.session_id WHERE runs.id = :id"
 )
 _SELECT_CHECKPOINT = text("SELECT checkpoint FROM runs WHERE id = :id")
+_SELECT_RUN_POSITION = text("SELECT created_at, id FROM runs WHERE id = :id")
 _INSERT_RUN = text(
     f"INSERT INTO runs ({_RUN_COLUMNS}, checkpoint, lease_owner, lease_generation, "
     "lease_expires_at) VALUES (:id, :session_id, :agent_name, :kind, :status, :input, "
-    ":output, :usage, :error, :pause, :revision, :created_at, :updated_at, :checkpoint, "
-    ":lease_owner, :lease_generation, :lease_expires_at)"
+    ":output, :usage, :error, :pause, :revision, :created_at, :updated_at, :name, :version, "
+    ":parent_run_id, :root_run_id, :context, :checkpoint, :lease_owner, :lease_generation, "
+    ":lease_expires_at)"
 )
 _SET_LEASE = text(
     "UPDATE runs SET lease_owner = :owner, lease_generation = :generation, "
@@ -388,6 +390,28 @@ class SQLiteRunStore:
     async def get_run(self, run_id: str) -> AgentRun | None:
         return await self._transactions.read("get_run", _read_run, run_id)
 
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        session_id: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> Sequence[AgentRun]:
+        page = rules.check_run_page(
+            status=status,
+            kind=kind,
+            name=name,
+            session_id=session_id,
+            parent_run_id=parent_run_id,
+            limit=limit,
+            after=after,
+        )
+        return await self._transactions.read("list_runs", _read_runs, page)
+
     async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None:
         return await self._transactions.read("get_checkpoint", _read_checkpoint, run_id)
 
@@ -455,12 +479,19 @@ def create_sqlite_run_store(
 
 def _read_run(db: Connection, run_id: str) -> AgentRun | None:
     row = _one(db, _SELECT_RUN, id=run_id)
-    if row is None:
-        return None
-    data = dict(row._mapping)
-    for field in _JSON_RUN_FIELDS:
-        data[field] = json.loads(data[field])
-    return AgentRun.from_json(data)
+    return None if row is None else _run(row)
+
+
+def _read_runs(db: Connection, page: rules.RunPage) -> list[AgentRun]:
+    parameters: dict[str, Any] = {**page.filters, "limit": page.limit}
+    if page.after is not None:
+        cursor = _one(db, _SELECT_RUN_POSITION, id=page.after)
+        position = None if cursor is None else (str(cursor.created_at), str(cursor.id))
+        parameters["below_created_at"], parameters["below_id"] = rules.run_cursor(
+            page.after, position
+        )
+    statement = _list_runs_statement(tuple(page.filters), page.after is not None)
+    return [_run(row) for row in db.execute(statement, parameters)]
 
 
 def _read_checkpoint(db: Connection, run_id: str) -> dict[str, Any] | None:
@@ -548,6 +579,21 @@ def _update_run_statement(columns: tuple[str, ...]) -> TextClause:
     return text(f"UPDATE runs SET {assignments} WHERE id = :_key")
 
 
+@functools.cache
+def _list_runs_statement(filters: tuple[str, ...], below: bool) -> TextClause:
+    # Column names are the filters of store_rules.check_run_page, which builds ``filters``
+    # from its own parameter names only; values are bound parameters. Each filter has an
+    # index ending in (created_at, id), and the row-value comparison continues that range
+    # below the cursor: a page is one range scan in the page's order.
+    conditions = [f"{column} = :{column}" for column in filters]
+    if below:
+        conditions.append("(created_at, id) < (:below_created_at, :below_id)")
+    where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
+    return text(
+        f"SELECT {_RUN_COLUMNS} FROM runs {where}ORDER BY created_at DESC, id DESC LIMIT :limit"
+    )
+
+
 def _set_lease(db: Connection, run_id: str, lease: RunLease) -> None:
     db.execute(
         _SET_LEASE,
@@ -589,6 +635,13 @@ def _event_rows(events: Sequence[RunEvent]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _run(row: Row[Any]) -> AgentRun:
+    data = dict(row._mapping)
+    for field in _JSON_RUN_FIELDS:
+        data[field] = json.loads(data[field])
+    return AgentRun.from_json(data)
 
 
 def _lease(stored: Row[Any]) -> RunLease:

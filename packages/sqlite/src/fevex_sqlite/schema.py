@@ -7,7 +7,7 @@ it exactly once, and a failed migration leaves the file at its previous version.
 with a version this code does not know was written by a newer fevex-sqlite and is refused
 rather than guessed at.
 
-To change the schema, append ``Migration(2, ...)`` to ``MIGRATIONS``; never edit a
+To change the schema, append ``Migration(3, ...)`` to ``MIGRATIONS``; never edit a
 migration that has been released, since files in the field already ran it.
 
 Opening uses the standard ``sqlite3`` module synchronously: store factories are plain
@@ -94,6 +94,33 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
             # One event per run and sequence, and the index list_events pages through.
             "CREATE UNIQUE INDEX events_by_run_sequence ON events (run_id, sequence)",
+        ),
+    ),
+    Migration(
+        2,
+        "run name, version, tree and context; indexes that list runs",
+        (
+            # ADD COLUMN needs a default for NOT NULL; every run written from now on sets
+            # these columns, and the runs already stored get theirs just below: an agent
+            # run's name is its agent, a run without a parent is its own root, and the
+            # context (JSON text, like every JSON column) is null.
+            "ALTER TABLE runs ADD COLUMN name TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE runs ADD COLUMN version TEXT",
+            "ALTER TABLE runs ADD COLUMN parent_run_id TEXT",
+            "ALTER TABLE runs ADD COLUMN root_run_id TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE runs ADD COLUMN context TEXT NOT NULL DEFAULT 'null'",
+            "UPDATE runs SET name = agent_name, root_run_id = id",
+            # list_runs pages newest first by (created_at, id): one index for no filter
+            # and one per filter, each ending in the page order, so that a page is one
+            # range scan whichever filter leads. The session index gains the order too.
+            "CREATE INDEX runs_by_created ON runs (created_at, id)",
+            "CREATE INDEX runs_by_status ON runs (status, created_at, id)",
+            "CREATE INDEX runs_by_kind ON runs (kind, created_at, id)",
+            "CREATE INDEX runs_by_name ON runs (name, created_at, id)",
+            "DROP INDEX runs_by_session",
+            "CREATE INDEX runs_by_session ON runs (session_id, created_at, id)",
+            "CREATE INDEX runs_by_parent ON runs (parent_run_id, created_at, id) "
+            "WHERE parent_run_id IS NOT NULL",
         ),
     ),
 )

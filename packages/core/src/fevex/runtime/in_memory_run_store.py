@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import heapq
 import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from fevex.events import RunEvent
 from fevex.runtime import store_rules as rules
-from fevex.runtime.records import AgentRun, Session
+from fevex.runtime.records import AgentRun, RunStatus, Session
 from fevex.runtime.run_store import (
     EventOrder,
     ExecutionCommit,
@@ -153,6 +154,42 @@ class InMemoryRunStore:
     async def get_run(self, run_id: str) -> AgentRun | None:
         stored = self._runs.get(run_id)
         return None if stored is None else AgentRun.from_json(stored)
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        session_id: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> Sequence[AgentRun]:
+        page = rules.check_run_page(
+            status=status,
+            kind=kind,
+            name=name,
+            session_id=session_id,
+            parent_run_id=parent_run_id,
+            limit=limit,
+            after=after,
+        )
+        below: tuple[str, str] | None = None
+        if page.after is not None:
+            cursor = self._runs.get(page.after)
+            position = None if cursor is None else (cursor["created_at"], cursor["id"])
+            below = rules.run_cursor(page.after, position)
+        newest = heapq.nlargest(
+            page.limit,
+            (
+                (stored["created_at"], stored["id"])
+                for stored in self._runs.values()
+                if page.matches(stored)
+                and (below is None or (stored["created_at"], stored["id"]) < below)
+            ),
+        )
+        return [AgentRun.from_json(self._runs[run_id]) for _, run_id in newest]
 
     async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None:
         return copy.deepcopy(self._checkpoints.get(run_id))

@@ -20,6 +20,14 @@ class AgentRun:
 
     ``output`` is the JSON form of the validated output, ``error`` the failure's safe JSON
     description, ``revision`` the store-managed counter that fences concurrent writers.
+
+    ``kind`` (``"agent"``, ``"workflow"``, ``"team"``) and ``name`` say what runs: the
+    definition's name, which for an agent run is ``agent_name`` (the default when ``name``
+    is left empty). ``version`` is the definition's version, if it has one.
+    ``parent_run_id`` is the run that started this one, ``root_run_id`` the first run of
+    that tree (this run's own id, the default, when it has no parent). ``context`` is the
+    JSON of the run's :class:`~fevex.runtime.ExecutionContext` (``None``: none was given);
+    stores keep it as plain JSON and never rebuild it.
     """
 
     id: str
@@ -35,6 +43,19 @@ class AgentRun:
     pause: dict[str, Any] | None = None
     revision: int = 0
     kind: str = "agent"
+    name: str = ""
+    version: str | None = None
+    parent_run_id: str | None = None
+    root_run_id: str = ""
+    context: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # Frozen: the defaults that depend on other fields are set once, here, so that a
+        # snapshot always holds them and reads back equal from every store.
+        if not self.name:
+            object.__setattr__(self, "name", self.agent_name)
+        if not self.root_run_id:
+            object.__setattr__(self, "root_run_id", self.id)
 
     @property
     def usage_totals(self) -> Usage:
@@ -55,10 +76,18 @@ class AgentRun:
             "pause": self.pause,
             "revision": self.revision,
             "kind": self.kind,
+            "name": self.name,
+            "version": self.version,
+            "parent_run_id": self.parent_run_id,
+            "root_run_id": self.root_run_id,
+            "context": self.context,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AgentRun:
+        """The snapshot ``data`` holds; a run stored before ``name``, ``version``, the run
+        tree and the context existed gets their defaults (its agent's name, no version, no
+        parent, itself as root, no context)."""
         return cls(
             id=str(data["id"]),
             session_id=str(data["session_id"]),
@@ -73,7 +102,16 @@ class AgentRun:
             pause=data.get("pause"),
             revision=int(data.get("revision", 0)),
             kind=str(data.get("kind", "agent")),
+            name=str(data.get("name") or ""),
+            version=_text_or_none(data.get("version")),
+            parent_run_id=_text_or_none(data.get("parent_run_id")),
+            root_run_id=str(data.get("root_run_id") or ""),
+            context=data.get("context"),
         )
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
-from fevex.runtime.records import AgentRun, Session
+from fevex.runtime.records import AgentRun, RunStatus, Session
 
 __all__ = [
     "RUN_FIELDS_A_COMMIT_CHANGES",
@@ -101,7 +101,9 @@ class RunStore(Protocol):
 
     async def create_execution(self, create: ExecutionCreate) -> RunLease:
         """Create the run, its first events and checkpoint, reserve its session and grant
-        the first lease, atomically. ``INVALID_ARGUMENT`` when an event belongs to another
+        the first lease, atomically. Every field of the run is kept and read back as given,
+        its ``kind``, ``name``, ``version``, run tree and ``context`` (plain JSON) included;
+        no commit changes those. ``INVALID_ARGUMENT`` when an event belongs to another
         run; ``RUN_CONFLICT`` when the run id exists, the session is held by another run or
         changed since ``session_revision`` was read, the events are not numbered from 1,
         or an event id is stored already. Nothing is written in any of these cases."""
@@ -152,6 +154,29 @@ class RunStore(Protocol):
 
     async def get_run(self, run_id: str) -> AgentRun | None: ...
 
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        session_id: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> Sequence[AgentRun]:
+        """At most ``limit`` runs that hold every filter given, newest first
+        (``created_at`` descending, then ``id`` descending, both compared as text);
+        ``after`` is the id of the last run of the previous page, and the page continues
+        below it. Runs created after a page was read never shift a later page, and a
+        cursor whose run no longer matches the filters (its status changed) still marks
+        where its page ended. ``INVALID_ARGUMENT`` unless ``status`` is a run status or
+        ``None``, the other filters are non-empty strings or ``None``, ``limit`` is an
+        integer from 1 to 1000 and ``after`` a string or ``None``; then ``INVALID_CURSOR``
+        when ``after`` names no stored run. See
+        :class:`~fevex.runtime.store_rules.RunPage`."""
+        ...
+
     async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None: ...
 
     async def get_session(self, session_id: str) -> Session | None: ...
@@ -190,6 +215,7 @@ _RUN_STORE_METHODS = (
     "claim_expired_run",
     "expired_run_ids",
     "get_run",
+    "list_runs",
     "get_checkpoint",
     "get_session",
     "save_session",

@@ -24,17 +24,19 @@ its arguments, then that the run id is new, that the session is free and still a
 revision the caller read (all ``RUN_CONFLICT``), then its events. Saving a session checks
 that it exists (``SESSION_NOT_FOUND``), is free (``RUN_CONFLICT``) and is at the expected
 revision (``SESSION_CONFLICT``). Listing events checks its arguments, then the cursor
-(``INVALID_CURSOR``); an unknown run has no events.
+(``INVALID_CURSOR``); an unknown run has no events. Listing runs checks its arguments
+(:func:`check_run_page`), then the cursor (:func:`run_cursor`, ``INVALID_CURSOR``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, get_args
 
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
+from fevex.runtime.records import RunStatus
 from fevex.runtime.run_store import (
     RUN_FIELDS_A_COMMIT_CHANGES,
     ExecutionCommit,
@@ -46,6 +48,7 @@ from fevex.runtime.run_store import (
 )
 
 __all__ = [
+    "RunPage",
     "StoredRun",
     "check_acquirable",
     "check_commit",
@@ -58,6 +61,7 @@ __all__ = [
     "check_new_session",
     "check_revision",
     "check_run_is_new",
+    "check_run_page",
     "check_session_reservable",
     "check_session_saveable",
     "check_sequence",
@@ -67,11 +71,39 @@ __all__ = [
     "invalid_argument",
     "is_claimable",
     "lease_is_live",
+    "run_cursor",
     "run_not_found",
     "session_not_found",
 ]
 
 _EVENT_ORDERS = ("asc", "desc")
+_RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+# The most runs one list_runs call returns.
+_MAX_RUN_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    """A ``list_runs`` call whose arguments passed :func:`check_run_page`: ``filters`` maps
+    each filter given (``status``, ``kind``, ``name``, ``session_id``, ``parent_run_id``:
+    run fields, and columns of a SQL store) to the value a run must hold in it, ``limit``
+    is 1 to 1000 and ``after`` a run id or ``None``.
+
+    A page holds the runs that match every filter, newest first: ``created_at``
+    descending, then ``id`` descending among runs created at the same instant (both
+    compared as text, code point by code point). ``after`` names a run and the page starts
+    below it in that order; a run's ``created_at`` and ``id`` never change, so a run created
+    after a page was read never shifts a later page. The cursor is a position: the run it
+    names need not match the filters any more (its status changed since the page that
+    ended with it), only exist (:func:`run_cursor`)."""
+
+    filters: Mapping[str, str]
+    limit: int
+    after: str | None
+
+    def matches(self, run: Mapping[str, Any]) -> bool:
+        """Whether the run ``run`` (its JSON) passes every filter."""
+        return all(run.get(field) == value for field, value in self.filters.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +192,46 @@ def check_expired_run_limit(limit: object) -> None:
     """``INVALID_ARGUMENT`` unless ``limit`` is a whole number, 0 or more."""
     if not _is_whole(limit) or limit < 0:
         raise invalid_argument(f"limit must be a whole number, 0 or more, not {limit!r}.")
+
+
+def check_run_page(
+    *,
+    status: object = None,
+    kind: object = None,
+    name: object = None,
+    session_id: object = None,
+    parent_run_id: object = None,
+    limit: object = 50,
+    after: object = None,
+) -> RunPage:
+    """The page a ``list_runs`` call asks for, or ``INVALID_ARGUMENT`` unless ``status``
+    is ``None`` or a run status, ``kind``, ``name``, ``session_id`` and ``parent_run_id``
+    are ``None`` or non-empty strings, ``limit`` is an integer from 1 to 1000 and
+    ``after`` is a run id (a string) or ``None``, checked in that order."""
+    if status is not None and status not in _RUN_STATUSES:
+        allowed = ", ".join(repr(value) for value in _RUN_STATUSES)
+        raise invalid_argument(f"status must be one of {allowed} or None, not {status!r}.")
+    given = {
+        "status": status,
+        "kind": kind,
+        "name": name,
+        "session_id": session_id,
+        "parent_run_id": parent_run_id,
+    }
+    filters: dict[str, str] = {}
+    for field, value in given.items():
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value:
+            raise invalid_argument(f"{field} must be a non-empty string or None, not {value!r}.")
+        filters[field] = value
+    if not _is_whole(limit) or not 1 <= limit <= _MAX_RUN_PAGE:
+        raise invalid_argument(
+            f"limit must be an integer from 1 to {_MAX_RUN_PAGE}, not {limit!r}."
+        )
+    if after is not None and not isinstance(after, str):
+        raise invalid_argument(f"after must be a run id or None, not {type(after).__name__}.")
+    return RunPage(filters, limit, after)
 
 
 def claimable_names(names: Collection[str] | None) -> frozenset[str] | None:
@@ -326,6 +398,20 @@ def _check_session_free(session_id: str, active_run_id: str | None) -> None:
             session_id=session_id,
             active_run_id=active_run_id,
         )
+
+
+def run_cursor(after: str, position: tuple[str, str] | None) -> tuple[str, str]:
+    """The ``(created_at, id)`` a run page starts below, from the position the store found
+    for the run ``after`` names (``None``: no such run); ``INVALID_CURSOR`` for an unknown
+    run. Checked after :func:`check_run_page`."""
+    if position is None:
+        raise FevexRunError(
+            "INVALID_CURSOR",
+            f"Run cursor {after!r} names no stored run; pass the id of the last run of the "
+            "previous page.",
+            details={"after": after},
+        )
+    return position
 
 
 def cursor_sequence(run_id: str, after: str, cursor: tuple[str, int] | None) -> int:

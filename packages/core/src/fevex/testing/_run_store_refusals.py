@@ -43,6 +43,11 @@ _FIELDS_NO_COMMIT_CHANGES = (
     "revision",
     "created_at",
     "updated_at",
+    "name",
+    "version",
+    "parent_run_id",
+    "root_run_id",
+    "context",
 )
 # Neither a positive integer nor None; ``True`` is an int to Python, never a count here.
 _BAD_EVENT_LIMITS: tuple[Any, ...] = (0, -1, True, False, "3", 1.5)

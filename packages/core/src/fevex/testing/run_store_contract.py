@@ -29,7 +29,9 @@ one code per fault, the same in every store, as the rules of
 What a store must guarantee, and the check that proves it:
 
 - Runs, events, checkpoints and sessions read back equal to what was written, as plain
-  JSON (dicts with string keys, lists, strings, numbers, booleans, ``None``).
+  JSON (dicts with string keys, lists, strings, numbers, booleans, ``None``); a run's
+  ``kind``, ``name``, ``version``, ``parent_run_id``, ``root_run_id`` and ``context``
+  included.
   ``create_execution`` reserves the session, advances its revision and grants the first
   lease to ``lease_owner``; a terminal commit applies its changes, appends ``history`` and
   frees the session. [``check_create_and_read_back``]
@@ -69,6 +71,17 @@ What a store must guarantee, and the check that proves it:
   number, a bool, a string or a float), ``"asc"`` or ``"desc"`` as ``order`` and a string
   or ``None`` as ``after``, else ``INVALID_ARGUMENT``, checked before the cursor;
   ``expired_run_ids`` takes a whole number, 0 or more. [``check_list_arguments``]
+- ``list_runs`` lists the runs that hold every filter given (``status``, ``kind``,
+  ``name``, ``session_id``, ``parent_run_id``), newest first (``created_at``, then ``id``,
+  descending, compared as text), at most ``limit`` (50 when not given); ``after`` (a run
+  id) continues below that run, so that pages have neither gaps nor repeats, runs created
+  meanwhile never shift a later page, and a cursor whose run stopped matching the filters
+  still marks its place. A cursor that names no run is ``INVALID_CURSOR``.
+  [``check_run_listing``]
+- ``list_runs`` takes a run status or ``None`` as ``status``, non-empty strings or
+  ``None`` as the other filters, an integer from 1 to 1000 as ``limit`` and a string or
+  ``None`` as ``after``, else ``INVALID_ARGUMENT``, checked before the cursor.
+  [``check_run_listing_arguments``]
 - ``claim_expired_run`` gives each expired running run to one claimer only, and never a
   live, paused or finished run. [``check_expired_run_claims``]
 - ``claim_expired_run(names=...)`` claims only runs whose ``agent_name`` is among
@@ -97,6 +110,7 @@ from fevex.runtime.run_store import (
     ExecutionCreate,
     RunLease,
 )
+from fevex.testing._run_store_listing import check_run_listing, check_run_listing_arguments
 from fevex.testing._run_store_refusals import (
     check_claims_by_agent_name,
     check_event_sequence,
@@ -274,6 +288,31 @@ async def check_create_and_read_back(
             "a terminal commit must free the session, append its history and advance the "
             f"revision; the session was {session} and is {freed}",
         )
+
+        # A child run of another kind, with a version and a context: all read back.
+        context = {
+            "actor": {"id": "user-7", "type": "user"},
+            "namespace": "tenant-ü",
+            "attributes": {"plan": "pro", "limits": [1, 2.5, None, True], "empty": {}},
+            "prompt_values": {"who": "Ada ✓"},
+        }
+        child = dataclasses.replace(
+            _new_run(),
+            kind="workflow",
+            name="refunds",
+            version="2.1.0",
+            parent_run_id=run.id,
+            root_run_id=run.root_run_id,
+            context=context,
+        )
+        create = _creation(child, None)
+        tracked = _Run(child, await store.create_execution(create), 1, [create.events[0].id])
+        kept = await _holds(store, tracked, "after creating a child run")
+        _ensure(
+            await store.get_run(child.id) == child,
+            f"a child workflow run read back as {kept['run']}, want {child.to_json()}",
+        )
+        await _finish(store, tracked)
 
 
 async def check_lease_fencing(factory: RunStoreFactory, clock: ManualClock | None = None) -> None:
@@ -764,6 +803,8 @@ RUN_STORE_CHECKS: tuple[RunStoreCheck, ...] = (
     check_session_compaction,
     check_event_paging,
     check_list_arguments,
+    check_run_listing,
+    check_run_listing_arguments,
     check_expired_run_claims,
     check_claims_by_agent_name,
     check_expired_run_ids,

@@ -1,0 +1,124 @@
+"""A file of schema version 1 upgrades in place when a store opens it, and its runs go on.
+
+``fixtures/v1_runs.db`` was written by fevex and fevex-sqlite as of commit 4eb9cf4 (schema
+version 1, checkpoint version 1) by ``make_v1_fixture.py``, whose docstring says how: a run
+paused for the approval of a ``refund`` call, and a run orphaned while its keyed
+``lookup`` call was in flight (its worker killed with SIGKILL, its lease expired). The
+tests upgrade a copy and continue both runs with the same app on the current code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from fevex_sqlite import SQLiteRunStore
+from fevex_sqlite.schema import LATEST_VERSION, schema_version
+
+pytestmark = pytest.mark.anyio
+
+HERE = Path(__file__).resolve().parent
+FIXTURE = HERE / "fixtures" / "v1_runs.db"
+
+
+def support_app_module() -> ModuleType:
+    """The app that wrote the fixture (``make_v1_fixture.py``), on the current code."""
+    spec = importlib.util.spec_from_file_location("make_v1_fixture", HERE / "make_v1_fixture.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def v1_file(tmp_path: Path) -> Path:
+    copy = tmp_path / "runs.db"
+    shutil.copyfile(FIXTURE, copy)
+    return copy
+
+
+def raw_rows(database: Path, query: str) -> list[tuple[object, ...]]:
+    with closing(sqlite3.connect(database)) as raw:
+        return raw.execute(query).fetchall()
+
+
+async def test_opening_a_version_1_file_upgrades_it_in_place(v1_file: Path) -> None:
+    assert schema_version(v1_file) == 1
+    # Checkpoints as the previous release wrote them (the current code writes version 2).
+    checkpoints = "SELECT json_extract(checkpoint, '$.version') FROM runs"
+    assert raw_rows(v1_file, checkpoints) == [(1,), (1,)]
+    store = SQLiteRunStore(v1_file)
+    try:
+        assert store.schema_version == LATEST_VERSION == 2
+        runs = await store.list_runs()
+        assert sorted((run.status, run.input) for run in runs) == [
+            ("paused", "Refund 30 to account 42."),
+            ("running", "Look up account 42."),
+        ]
+        for run in runs:
+            # What a run stored before these fields existed holds after the upgrade.
+            assert (run.kind, run.name, run.agent_name) == ("agent", "support", "support")
+            assert (run.version, run.parent_run_id, run.context) == (None, None, None)
+            assert run.root_run_id == run.id
+            assert await store.get_run(run.id) == run
+        for status in ("paused", "running"):
+            (listed,) = await store.list_runs(status=status, name="support", kind="agent")
+            assert listed.status == status
+            assert await store.list_runs(session_id=listed.session_id) == [listed]
+        assert await store.list_runs(parent_run_id=runs[0].id) == []
+    finally:
+        await store.close()
+    assert raw_rows(v1_file, "SELECT version FROM fevex_schema_migrations") == [(1,), (2,)]
+    assert raw_rows(
+        v1_file, "SELECT count(*) FROM runs WHERE name = agent_name AND root_run_id = id"
+    )
+    assert raw_rows(v1_file, "PRAGMA integrity_check") == [("ok",)]
+
+
+async def test_the_paused_run_resumes_and_the_orphaned_run_recovers(v1_file: Path) -> None:
+    calls: list[str] = []
+    app = support_app_module().build_app(SQLiteRunStore(v1_file), calls=calls)
+    try:
+        store = app.run_store
+        (paused,) = await store.list_runs(status="paused")
+        (orphaned,) = await store.list_runs(status="running")
+        approval = paused.pause["approvals"][0]
+        assert (approval["tool_name"], approval["input"]) == (
+            "refund",
+            {"account": 42, "amount": 30},
+        )
+        resumed = await app.resume_run(
+            paused.id,
+            {
+                "type": "approval",
+                "approval_id": approval["id"],
+                "decision": "approve",
+                "actor": {"id": "reviewer-1"},
+            },
+        )
+        assert resumed.output == f"Done: {json.dumps({'refunded': 30})}"
+
+        recovered = await app.recover_run(orphaned.id, actor={"id": "operator-1"})
+        assert recovered.output == f"Done: {json.dumps({'account': 42, 'status': 'active'})}"
+        # The in-flight keyed call is retried with the key the killed worker used.
+        assert calls == [f"fevex:{orphaned.id}:call-lookup"]
+
+        for run_id, opening in ((paused.id, "run.resumed"), (orphaned.id, "run.recovered")):
+            types = [event.type for event in await app.list_events(run_id)]
+            assert types.count(opening) == 1
+            assert types[-1] == "run.completed"
+            assert (await app.get_run(run_id)).status == "completed"
+        assert {run.id for run in await store.list_runs(status="completed")} == {
+            paused.id,
+            orphaned.id,
+        }
+    finally:
+        await app.close()
