@@ -21,7 +21,7 @@ from fevex import (
 )
 from fevex.messages import ImagePart, TextPart, ThinkingPart, ToolResultPart
 from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, Usage
-from fevex.runtime import InMemoryRunStore
+from fevex.runtime import ExecutionContext, InMemoryRunStore
 from fevex.testing import FakeModel
 
 pytestmark = pytest.mark.anyio
@@ -440,3 +440,44 @@ async def test_an_agent_input_schema_validates_and_transforms_before_the_run_exi
     assert caught.value.code == "INVALID_INPUT"
     assert "subject" in caught.value.message
     assert len(store._runs) == 1  # the refused input created nothing
+
+
+async def test_a_run_keeps_the_context_it_was_started_with() -> None:
+    app = create_fevex(
+        models={"default": FakeModel({"output": "ok"}, {"output": "ok"})},
+        agents=[define_agent(name="support", instructions="Help.")],
+        run_store=InMemoryRunStore(),
+    )
+    context = ExecutionContext(actor={"id": "u-7", "type": "user"}, namespace="tenant-a")
+    result = await app.run_agent("support", "hi", context=context)
+    run = await app.get_run(result.run_id)
+    assert ExecutionContext.from_json(run.context) == context
+    assert (run.kind, run.name, run.root_run_id, run.parent_run_id) == (
+        "agent",
+        "support",
+        run.id,
+        None,
+    )
+    with pytest.raises(FevexRunError) as caught:
+        await app.run_agent("support", "hi", context={"actor": {"type": "user"}})
+    assert caught.value.code == "INVALID_CONTEXT"
+
+
+async def test_list_runs_pages_the_runs_newest_first() -> None:
+    app = create_fevex(
+        models={"default": FakeModel(*[{"output": "ok"}] * 5)},
+        agents=[define_agent(name="support", instructions="Help.")],
+        run_store=InMemoryRunStore(),
+    )
+    started = [(await app.run_agent("support", f"q{i}")).run_id for i in range(5)]
+    first = await app.list_runs(limit=2)
+    rest = await app.list_runs(limit=10, after=first[-1].id)
+    listed = [run.id for run in first + rest]
+    assert sorted(listed) == sorted(started)
+    assert len(set(listed)) == 5
+    created = [run.created_at for run in first + rest]
+    assert created == sorted(created, reverse=True)
+    assert await app.list_runs(status="failed") == []
+    with pytest.raises(FevexRunError) as caught:
+        await app.list_runs(limit=0)
+    assert caught.value.code == "INVALID_ARGUMENT"

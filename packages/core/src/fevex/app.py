@@ -29,8 +29,9 @@ from fevex.messages import ContentPart, Message
 from fevex.models import ModelGateway, Usage
 from fevex.policies.policy import Policy
 from fevex.runtime.approval import ApprovalDecision, approval_decision, check_actor
+from fevex.runtime.context import ExecutionContext
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
-from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
+from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, RunStatus, Session
 from fevex.runtime.recovery import RecoverySweep, SkippedRun
 from fevex.runtime.run_store import EventOrder, RunLease, RunStore, missing_store_methods
 from fevex.runtime.store_rules import check_event_page
@@ -41,6 +42,8 @@ from fevex.tools.connection import ConnectionDefinition
 __all__ = ["AgentInput", "Fevex", "RunResult", "create_fevex"]
 
 OutputT = TypeVar("OutputT")
+# What context= takes: who the run is for (see ExecutionContext), stored with the run.
+RunContext = ExecutionContext | Mapping[str, Any] | None
 # Text, a user message or content parts; a value of the agent's input_schema when it has one.
 AgentInput = str | Message | Sequence[ContentPart] | Mapping[str, Any]
 logger = logging.getLogger("fevex")
@@ -189,10 +192,12 @@ class Fevex:
         session_id: str | None,
         timeout: float | None,
         *,
+        context: RunContext = None,
         batching: bool = False,
     ) -> Execution:
         prepared = self._agent(agent_name)
         user_message, input_json = _run_input(prepared, input)
+        context_json = None if context is None else ExecutionContext.of(context).to_json()
         deadline = _deadline(timeout)
         session = None
         if session_id is not None:
@@ -203,7 +208,15 @@ class Fevex:
             session_id = new_id("ses")
         now = utc_now()
         run = AgentRun(
-            new_id("run"), session_id, agent_name, "running", input_json, now, now, revision=1
+            new_id("run"),
+            session_id,
+            agent_name,
+            "running",
+            input_json,
+            now,
+            now,
+            revision=1,
+            context=context_json,
         )
         state = RunState([user_message])
         sink, started = await EventSink.create(
@@ -313,6 +326,7 @@ class Fevex:
         *,
         session_id: str | None = None,
         timeout: float | None = None,
+        context: RunContext = None,
     ) -> RunResult[Any]:
         """Run an agent to its end and return the validated output.
 
@@ -320,7 +334,7 @@ class Fevex:
         after persisting ``run.failed`` or ``run.cancelled``.
         """
         return await self._result(
-            await self._begin(agent, input, session_id, timeout, batching=True)
+            await self._begin(agent, input, session_id, timeout, context=context, batching=True)
         )
 
     async def stream_agent(
@@ -330,11 +344,12 @@ class Fevex:
         *,
         session_id: str | None = None,
         timeout: float | None = None,
+        context: RunContext = None,
     ) -> AsyncGenerator[RunEvent, None]:
         """Yield each committed event as it happens. The run advances only while you ask
         for events; closing the iterator early cancels the run and persists that. A run
         that pauses ends the stream with ``run.paused``."""
-        execution = await self._begin(agent, input, session_id, timeout)
+        execution = await self._begin(agent, input, session_id, timeout, context=context)
         async with aclosing(self._events(execution)) as stream:
             async for event in stream:
                 yield event
@@ -346,9 +361,10 @@ class Fevex:
         *,
         session_id: str | None = None,
         timeout: float | None = None,
+        context: RunContext = None,
     ) -> AgentRun:
         """Start a run in the background and return its first snapshot."""
-        execution = await self._begin(agent, input, session_id, timeout)
+        execution = await self._begin(agent, input, session_id, timeout, context=context)
         task = asyncio.create_task(self._drain(execution))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -552,6 +568,32 @@ class Fevex:
                 return
             await asyncio.sleep(poll_interval)
 
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        session_id: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> list[AgentRun]:
+        """Runs matching every filter given, newest first, ``limit`` (1 to 1000) at a
+        time; pass the last run's id as ``after`` for the next page. Pages are stable:
+        runs started meanwhile never shift them."""
+        return list(
+            await self.run_store.list_runs(
+                status=status,
+                kind=kind,
+                name=name,
+                session_id=session_id,
+                parent_run_id=parent_run_id,
+                limit=limit,
+                after=after,
+            )
+        )
+
     async def cancel_run(self, run_id: str) -> AgentRun:
         """Cancel a run executing in this app, or a paused run from any process; a
         finished run is returned unchanged."""
@@ -617,8 +659,11 @@ class Fevex:
         *,
         session_id: str | None = None,
         timeout: float | None = None,
+        context: RunContext = None,
     ) -> RunResult[Any]:
-        return run_sync(self.run_agent(agent, input, session_id=session_id, timeout=timeout))
+        return run_sync(
+            self.run_agent(agent, input, session_id=session_id, timeout=timeout, context=context)
+        )
 
     def stream_agent_sync(
         self,
@@ -627,8 +672,11 @@ class Fevex:
         *,
         session_id: str | None = None,
         timeout: float | None = None,
+        context: RunContext = None,
     ) -> Iterator[RunEvent]:
-        return iterate_sync(self.stream_agent(agent, input, session_id=session_id, timeout=timeout))
+        return iterate_sync(
+            self.stream_agent(agent, input, session_id=session_id, timeout=timeout, context=context)
+        )
 
     def resume_run_sync(
         self,
@@ -673,6 +721,29 @@ class Fevex:
         return iterate_sync(
             self.follow_events(
                 run_id, after=after, poll_interval=poll_interval, page_size=page_size
+            )
+        )
+
+    def list_runs_sync(
+        self,
+        *,
+        status: RunStatus | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        session_id: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> list[AgentRun]:
+        return run_sync(
+            self.list_runs(
+                status=status,
+                kind=kind,
+                name=name,
+                session_id=session_id,
+                parent_run_id=parent_run_id,
+                limit=limit,
+                after=after,
             )
         )
 
