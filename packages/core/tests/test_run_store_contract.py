@@ -403,6 +403,71 @@ class ForgetsRunTree(InMemoryRunStore):
         return await super().create_execution(dataclasses.replace(create, run=run))
 
 
+class IgnoresCancelRequests(InMemoryRunStore):
+    """Returns the run without recording the request."""
+
+    async def request_cancel(self, run_id: str) -> AgentRun:
+        return AgentRun.from_json(self._stored(run_id))
+
+
+class CancelRequestsAnyRun(InMemoryRunStore):
+    """Records a cancel request whatever the run's status."""
+
+    async def request_cancel(self, run_id: str) -> AgentRun:
+        self._stored(run_id)["cancel_requested"] = True
+        return AgentRun.from_json(self._stored(run_id))
+
+
+class CancelRequestsAreCommits(InMemoryRunStore):
+    """Advances the run's revision when it records a request: the owner's next commit is
+    then refused as a stale writer's."""
+
+    async def request_cancel(self, run_id: str) -> AgentRun:
+        self._stored(run_id)["revision"] += 1
+        return await super().request_cancel(run_id)
+
+
+class ForgetsCancelRequestsOnCommit(InMemoryRunStore):
+    """Clears the request with the owner's next commit."""
+
+    async def commit_execution(self, commit: ExecutionCommit) -> None:
+        await super().commit_execution(commit)
+        self._stored(commit.run_id)["cancel_requested"] = False
+
+
+class RenewsDespiteCancelRequests(InMemoryRunStore):
+    """Renews the lease of a run asked to cancel: its owner never learns of the request."""
+
+    async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
+        stored = self._stored(run_id)
+        requested, stored["cancel_requested"] = stored["cancel_requested"], False
+        try:
+            return await super().renew_lease(run_id, lease, seconds)
+        finally:
+            stored["cancel_requested"] = requested
+
+
+class RenewsThenRefuses(InMemoryRunStore):
+    """Extends the lease of a run asked to cancel, then answers RUN_CANCEL_REQUESTED."""
+
+    async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
+        try:
+            return await super().renew_lease(run_id, lease, seconds)
+        except FevexRunError as error:
+            if error.code == "RUN_CANCEL_REQUESTED":
+                self._leases[run_id] = dataclasses.replace(lease, expires_at=math.inf)
+            raise
+
+
+class CancelRequestBeforeLease(InMemoryRunStore):
+    """Answers RUN_CANCEL_REQUESTED before it looks at the lease."""
+
+    async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
+        if self._stored(run_id)["cancel_requested"]:
+            raise FevexRunError("RUN_CANCEL_REQUESTED", "asked to cancel")
+        return await super().renew_lease(run_id, lease, seconds)
+
+
 @pytest.mark.parametrize(
     ("broken", "failing_check"),
     [
@@ -439,6 +504,13 @@ class ForgetsRunTree(InMemoryRunStore):
         (ListsEveryRunByDefault, "check_run_listing"),
         (SlicesAnyRunLimit, "check_run_listing_arguments"),
         (ForgetsRunTree, "check_create_and_read_back"),
+        (IgnoresCancelRequests, "check_cancel_requests"),
+        (CancelRequestsAnyRun, "check_cancel_requests"),
+        (CancelRequestsAreCommits, "check_cancel_requests"),
+        (ForgetsCancelRequestsOnCommit, "check_cancel_requests"),
+        (RenewsDespiteCancelRequests, "check_renewal_after_cancel_request"),
+        (RenewsThenRefuses, "check_renewal_after_cancel_request"),
+        (CancelRequestBeforeLease, "check_renewal_after_cancel_request"),
     ],
     ids=lambda value: value if isinstance(value, str) else value.__name__,
 )
@@ -475,6 +547,7 @@ async def test_a_store_error_is_reported_under_the_check_that_met_it() -> None:
 CONTRACT_METHODS = [
     "create_execution",
     "commit_execution",
+    "request_cancel",
     "renew_lease",
     "acquire_lease",
     "claim_expired_run",
@@ -636,3 +709,17 @@ def test_a_run_stored_before_the_run_tree_existed_reads_with_defaults() -> None:
     run = AgentRun.from_json(stored)
     assert (run.name, run.root_run_id, run.revision) == ("support", "run-1", 3)
     assert (run.version, run.parent_run_id, run.context) == (None, None, None)
+    assert run.cancel_requested is False
+
+
+def test_a_cancel_request_reads_back_from_json() -> None:
+    run = AgentRun("run-1", "ses-1", "support", "running", "hi", "t", "t", revision=2)
+    assert run.cancel_requested is False
+    assert run.to_json()["cancel_requested"] is False
+    requested = dataclasses.replace(run, cancel_requested=True)
+    data = json.loads(json.dumps(requested.to_json()))
+    assert data["cancel_requested"] is True
+    assert AgentRun.from_json(data) == requested
+    # As a SQL store reads a boolean column: 0 or 1.
+    assert AgentRun.from_json({**data, "cancel_requested": 1}) == requested
+    assert AgentRun.from_json({**data, "cancel_requested": 0}) == run

@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from fevex import FevexConfigurationError
+from fevex import FevexConfigurationError, RunCancelledError
 from fevex.cli import main
 from fevex.plugins import reset_plugins
 from fevex_postgres import LATEST_VERSION, PostgresRunStore
@@ -98,6 +98,7 @@ async def test_fevex_db_upgrade_migrates_a_version_1_database(
             assert (run.kind, run.name, run.agent_name) == ("agent", "support", "support")
             assert (run.version, run.parent_run_id, run.context) == (None, None, None)
             assert run.root_run_id == run.id
+            assert run.cancel_requested is False
             assert await store.get_run(run.id) == run
         for status in ("paused", "running"):
             (listed,) = await store.list_runs(status=status, name="support", kind="agent")
@@ -112,9 +113,11 @@ async def test_fevex_db_upgrade_migrates_a_version_1_database(
         columns = connection.execute(
             "SELECT column_name, is_nullable FROM information_schema.columns "
             "WHERE table_name = 'fevex_runs' AND column_name IN "
-            "('name', 'version', 'parent_run_id', 'root_run_id', 'context') ORDER BY 1"
+            "('name', 'version', 'parent_run_id', 'root_run_id', 'context', 'cancel_requested') "
+            "ORDER BY 1"
         ).fetchall()
         assert columns == [
+            ("cancel_requested", "NO"),
             ("context", "YES"),
             ("name", "NO"),
             ("parent_run_id", "YES"),
@@ -163,5 +166,22 @@ async def test_the_paused_run_resumes_and_the_orphaned_run_recovers(v1_database_
             paused.id,
             orphaned.id,
         }
+    finally:
+        await app.close()
+
+
+async def test_a_run_stored_by_version_1_can_be_asked_to_cancel(v1_database_url: str) -> None:
+    await upgrade(v1_database_url)
+    calls: list[str] = []
+    app = support_app_module().build_app(PostgresRunStore(v1_database_url), calls=calls)
+    try:
+        (orphaned,) = await app.run_store.list_runs(status="running")
+        requested = await app.run_store.request_cancel(orphaned.id)
+        assert (requested.status, requested.cancel_requested) == ("running", True)
+        with pytest.raises(RunCancelledError):
+            await app.recover_run(orphaned.id, actor={"id": "operator-1"})
+        run = await app.get_run(orphaned.id)
+        assert (run.status, run.cancel_requested) == ("cancelled", True)
+        assert calls == []  # cancelled, not continued: the in-flight call was not retried
     finally:
         await app.close()

@@ -47,7 +47,7 @@ async def test_opening_creates_the_directory_file_and_schema_in_wal_mode(databas
     }
     assert rows(database, "SELECT version, name FROM fevex_schema_migrations") == [
         (1, "runs, sessions and events"),
-        (2, "run name, version, tree and context; indexes that list runs"),
+        (2, "run name, version, tree and context; cancel requests; indexes that list runs"),
     ]
     assert rows(database, "PRAGMA journal_mode") == [("wal",)]
 

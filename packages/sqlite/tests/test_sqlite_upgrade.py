@@ -19,6 +19,7 @@ from types import ModuleType
 
 import pytest
 
+from fevex import RunCancelledError
 from fevex_sqlite import SQLiteRunStore
 from fevex_sqlite.schema import LATEST_VERSION, schema_version
 
@@ -68,6 +69,7 @@ async def test_opening_a_version_1_file_upgrades_it_in_place(v1_file: Path) -> N
             assert (run.kind, run.name, run.agent_name) == ("agent", "support", "support")
             assert (run.version, run.parent_run_id, run.context) == (None, None, None)
             assert run.root_run_id == run.id
+            assert run.cancel_requested is False
             assert await store.get_run(run.id) == run
         for status in ("paused", "running"):
             (listed,) = await store.list_runs(status=status, name="support", kind="agent")
@@ -120,5 +122,21 @@ async def test_the_paused_run_resumes_and_the_orphaned_run_recovers(v1_file: Pat
             paused.id,
             orphaned.id,
         }
+    finally:
+        await app.close()
+
+
+async def test_a_run_stored_by_version_1_can_be_asked_to_cancel(v1_file: Path) -> None:
+    calls: list[str] = []
+    app = support_app_module().build_app(SQLiteRunStore(v1_file), calls=calls)
+    try:
+        (orphaned,) = await app.run_store.list_runs(status="running")
+        requested = await app.run_store.request_cancel(orphaned.id)
+        assert (requested.status, requested.cancel_requested) == ("running", True)
+        with pytest.raises(RunCancelledError):
+            await app.recover_run(orphaned.id, actor={"id": "operator-1"})
+        run = await app.get_run(orphaned.id)
+        assert (run.status, run.cancel_requested) == ("cancelled", True)
+        assert calls == []  # cancelled, not continued: the in-flight call was not retried
     finally:
         await app.close()

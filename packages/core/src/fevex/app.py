@@ -23,7 +23,13 @@ from fevex._internal.run_state import RunState
 from fevex._internal.sync import iterate_sync, run_sync
 from fevex._internal.tool_runner import CredentialResolver, summarize
 from fevex.agents import AgentDefinition
-from fevex.errors import FevexConfigurationError, FevexError, FevexRunError, RunPausedError
+from fevex.errors import (
+    FevexConfigurationError,
+    FevexError,
+    FevexRunError,
+    RunCancelledError,
+    RunPausedError,
+)
 from fevex.events import RunEvent
 from fevex.messages import ContentPart, Message
 from fevex.models import ModelGateway, Usage
@@ -266,6 +272,11 @@ class Fevex:
                 # lease ended.
                 run = await self.get_run(run_id)
                 sink = await self._sink_for(run, lease)
+                if run.cancel_requested:
+                    # Asked to cancel while its owner could not obey (it died, or the run
+                    # paused first): whoever takes it next cancels it, never continues it.
+                    sink.observe(await sink.emit_cancelled("aborted"))
+                    raise RunCancelledError(run_id, "aborted")
                 try:
                     state = await _read_state(store, run_id)
                 except FevexRunError as error:
@@ -424,7 +435,9 @@ class Fevex:
         """Take over a running run whose lease expired (its worker died or froze) and
         continue it from its last committed step. Completed tool calls are not repeated;
         an in-flight keyed tool is retried with the same idempotency key; an in-flight
-        tool that is not idempotent fails the run with ``TOOL_EFFECT_UNCERTAIN``."""
+        tool that is not idempotent fails the run with ``TOOL_EFFECT_UNCERTAIN``. A run
+        that was asked to cancel (``cancel_requested``) is cancelled instead, and this
+        raises ``RunCancelledError``."""
         check_actor(actor)
         execution = await self._continue(
             run_id,
@@ -446,8 +459,9 @@ class Fevex:
         (``AGENT_NOT_FOUND``) for a worker that has the agent. One run that cannot be
         continued here never stops the sweep: it is skipped (and stays claimed until its
         lease lapses) or, when no fevex could continue it, failed; either way with a stable
-        code and a log line. Runs whose lease expired but that no claim could take are
-        reported as ``unclaimed``.
+        code and a log line. A run that was asked to cancel is cancelled, not continued,
+        and reported among the ``recovered``. Runs whose lease expired but that no claim
+        could take are reported as ``unclaimed``.
         """
         check_actor(actor)
         recovered: list[AgentRun] = []
@@ -474,7 +488,8 @@ class Fevex:
             except Exception as error:
                 run = await _settled_run(self, run_id)
                 if run is not None and run.status in TERMINAL_STATUSES:
-                    logger.warning("recovery ended run %s as %s: %s", run_id, run.status, error)
+                    if not isinstance(error, RunCancelledError):
+                        logger.warning("recovery ended run %s as %s: %s", run_id, run.status, error)
                     recovered.append(run)
                 else:
                     skipped.append(_skipped(run_id, error))
@@ -594,28 +609,60 @@ class Fevex:
             )
         )
 
-    async def cancel_run(self, run_id: str) -> AgentRun:
-        """Cancel a run executing in this app, or a paused run from any process; a
-        finished run is returned unchanged."""
+    async def cancel_run(self, run_id: str, *, timeout: float | None = None) -> AgentRun:
+        """Cancel a run and return it as it stands after; a finished run is returned
+        unchanged.
+
+        A run executing in this app is cancelled at once, a paused run (from any process)
+        by taking it over. A run executing in another process sharing the store is asked
+        to cancel (``AgentRun.cancel_requested``): its owner learns of it at its next lease
+        renewal, within a third of its lease, and cancels it. This waits for that for at
+        most ``timeout`` seconds (default ``lease_seconds``), and takes over and cancels
+        the run itself if its owner's lease lapses first (the owner died) or the run
+        paused meanwhile. When ``timeout`` passes first, the run is returned still
+        ``running`` with the request recorded: its owner, or whoever takes it over next
+        (a recovery), cancels it."""
+        wait = _seconds(self.lease_seconds if timeout is None else timeout)
         execution = self._active.get(run_id)
         if execution is not None:
             await execution.cancel()
             await execution.settled.wait()
             return await self.get_run(run_id)
         run = await self.get_run(run_id)
-        if run.status in TERMINAL_STATUSES:
-            return run
-        if run.status == "paused":
+        deadline = asyncio.get_running_loop().time() + wait
+        # Polled at a tenth of the lease, so that the answer follows the owner's within
+        # about a third of the lease.
+        interval = min(self.lease_seconds / 10, 1.0)
+        while run.status not in TERMINAL_STATUSES:
+            if run.status == "running" and not run.cancel_requested:
+                run = await self.run_store.request_cancel(run_id)
+                continue
+            cancelled = await self._take_to_cancel(run)
+            if cancelled is not None:
+                return cancelled
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                break
+            await asyncio.sleep(min(interval, remaining))
+            run = await self.get_run(run_id)
+        return run
+
+    async def _take_to_cancel(self, run: AgentRun) -> AgentRun | None:
+        """Take a run that no process executes (paused, or running under a lease that
+        lapsed) and cancel it; ``None`` while its lease is live (its owner cancels it) or
+        its status changed since it was read."""
+        try:
             lease = await self.run_store.acquire_lease(
-                run_id, self.lease_owner, self.lease_seconds, status="paused"
+                run.id, self.lease_owner, self.lease_seconds, status=run.status
             )
-            sink = await self._sink_for(run, lease)
-            sink.observe(await sink.emit_cancelled("aborted"))
-            return await self.get_run(run_id)
-        raise FevexRunError(
-            "RUN_NOT_ACTIVE",
-            f"Run {run_id} is {run.status} but not executing in this process.",
-        )
+        except FevexRunError as error:
+            if error.code == "RUN_CONFLICT":
+                return None
+            raise
+        # Read after acquiring: the previous holder may have committed until its lease ended.
+        sink = await self._sink_for(await self.get_run(run.id), lease)
+        sink.observe(await sink.emit_cancelled("aborted"))
+        return await self.get_run(run.id)
 
     # -- sessions -------------------------------------------------------------------
 
@@ -747,8 +794,8 @@ class Fevex:
             )
         )
 
-    def cancel_run_sync(self, run_id: str) -> AgentRun:
-        return run_sync(self.cancel_run(run_id))
+    def cancel_run_sync(self, run_id: str, *, timeout: float | None = None) -> AgentRun:
+        return run_sync(self.cancel_run(run_id, timeout=timeout))
 
     def get_session_sync(self, session_id: str) -> Session:
         return run_sync(self.get_session(session_id))
@@ -798,9 +845,14 @@ def _deadline(timeout: float | None) -> float | None:
     """The loop time a run must end by; checked before anything is created or taken."""
     if timeout is None:
         return None
+    return asyncio.get_running_loop().time() + _seconds(timeout)
+
+
+def _seconds(timeout: object) -> float:
+    """A ``timeout`` argument: ``INVALID_ARGUMENT`` unless a positive number of seconds."""
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
         raise FevexRunError("INVALID_ARGUMENT", "timeout must be a positive number of seconds.")
-    return asyncio.get_running_loop().time() + timeout
+    return float(timeout)
 
 
 def _run_input(prepared: PreparedAgent, input: Any) -> tuple[Message, Any]:

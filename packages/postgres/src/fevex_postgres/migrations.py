@@ -98,7 +98,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         2,
-        "run name, version, tree and context; indexes that list runs",
+        "run name, version, tree and context; cancel requests; indexes that list runs",
         (
             """
             ALTER TABLE fevex_runs
@@ -106,10 +106,12 @@ MIGRATIONS: tuple[Migration, ...] = (
                 ADD COLUMN version text,
                 ADD COLUMN parent_run_id text,
                 ADD COLUMN root_run_id text,
-                ADD COLUMN context jsonb
+                ADD COLUMN context jsonb,
+                ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false
             """,
             # The runs already stored: an agent run's name is its agent, a run without a
-            # parent is its own root; no version, no parent, no context (SQL NULL).
+            # parent is its own root; no version, no parent, no context (SQL NULL), no
+            # cancel request.
             "UPDATE fevex_runs SET name = agent_name, root_run_id = id",
             "ALTER TABLE fevex_runs ALTER COLUMN name SET NOT NULL, "
             "ALTER COLUMN root_run_id SET NOT NULL",

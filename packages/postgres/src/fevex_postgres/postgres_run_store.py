@@ -84,6 +84,7 @@ _RUN_COLUMNS = (
     runs.c.parent_run_id,
     runs.c.root_run_id,
     runs.c.context,
+    runs.c.cancel_requested,
 )
 # The page order of list_runs, byte by byte whatever the database's collation, as the
 # other stores compare text (and as the migration 2 indexes are built).
@@ -250,6 +251,7 @@ class PostgresRunStore:
                         parent_run_id=run.parent_run_id,
                         root_run_id=run.root_run_id,
                         context=run.context,
+                        cancel_requested=run.cancel_requested,
                         checkpoint=create.checkpoint,
                         last_sequence=last_sequence,
                         lease_owner=create.lease_owner,
@@ -313,10 +315,26 @@ class PostgresRunStore:
                     .values(session_values)
                 )
 
+    async def request_cancel(self, run_id: str) -> AgentRun:
+        async with self._transaction("request_cancel") as db:
+            # Locked: the status read is the one the request is recorded on.
+            row = (
+                await db.execute(select(*_RUN_COLUMNS).where(runs.c.id == run_id).with_for_update())
+            ).first()
+            if row is None:
+                raise rules.run_not_found(run_id)
+            run = AgentRun.from_json(dict(row._mapping))
+            if rules.records_cancel_request(run.status) and not run.cancel_requested:
+                await db.execute(
+                    update(runs).where(runs.c.id == run_id).values(cancel_requested=True)
+                )
+                run = dataclasses.replace(run, cancel_requested=True)
+        return run
+
     async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
         async with self._transaction("renew_lease") as db:
             stored = await _lock_run_lease(db, run_id)
-            rules.check_lease(run_id, lease, _lease(stored), stored.now)
+            rules.check_renewal(run_id, lease, _lease(stored), stored.now, stored.cancel_requested)
             renewed = await db.scalar(
                 update(runs)
                 .where(runs.c.id == run_id)
@@ -607,11 +625,13 @@ async def _lock_session(db: AsyncConnection, session_id: str) -> _StoredSession 
 
 
 async def _lock_run_lease(db: AsyncConnection, run_id: str) -> Row[Any]:
-    """The run's status and lease, and the database's clock, with the row locked until the
-    transaction ends; ``RUN_NOT_FOUND`` for an unknown run."""
+    """The run's status, cancel request and lease, and the database's clock, with the row
+    locked until the transaction ends; ``RUN_NOT_FOUND`` for an unknown run."""
     stored = (
         await db.execute(
-            select(runs.c.status, *_LEASE_COLUMNS).where(runs.c.id == run_id).with_for_update()
+            select(runs.c.status, runs.c.cancel_requested, *_LEASE_COLUMNS)
+            .where(runs.c.id == run_id)
+            .with_for_update()
         )
     ).first()
     if stored is None:

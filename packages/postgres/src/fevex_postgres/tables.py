@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Float,
     Integer,
@@ -67,6 +68,7 @@ runs = Table(
     Column("parent_run_id", Text),
     Column("root_run_id", Text, nullable=False),
     Column("context", _Json),
+    Column("cancel_requested", Boolean, nullable=False),
 )
 
 events = Table(

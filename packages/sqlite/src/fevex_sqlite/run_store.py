@@ -15,6 +15,7 @@ Leases are judged by ``clock`` of the writing process, read after the lock is ta
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -44,7 +45,8 @@ __all__ = ["SQLiteRunStore", "create_sqlite_run_store"]
 
 _RUN_COLUMNS = (
     "id, session_id, agent_name, kind, status, input, output, usage, error, pause, "
-    "revision, created_at, updated_at, name, version, parent_run_id, root_run_id, context"
+    "revision, created_at, updated_at, name, version, parent_run_id, root_run_id, context, "
+    "cancel_requested"
 )
 _JSON_RUN_FIELDS = ("input", "output", "usage", "error", "pause", "context")
 _EVENT_COLUMNS = "id, run_id, sequence, type, occurred_at, payload"
@@ -54,7 +56,7 @@ _LEASE_COLUMNS = (
     "runs.session_id, runs.status, runs.revision, runs.lease_owner, runs.lease_generation, "
     "runs.lease_expires_at"
 )
-_SELECT_RUN_LEASE = text(f"SELECT {_LEASE_COLUMNS} FROM runs WHERE id = :id")
+_SELECT_RUN_LEASE = text(f"SELECT {_LEASE_COLUMNS}, runs.cancel_requested FROM runs WHERE id = :id")
 # What a commit checks and extends, in one statement: the lease and revision, the last
 # event's sequence (one seek to the end of the run in the (run_id, sequence) index) and,
 # when the commit appends to the session's history, that history.
@@ -74,9 +76,10 @@ _INSERT_RUN = text(
     f"INSERT INTO runs ({_RUN_COLUMNS}, checkpoint, lease_owner, lease_generation, "
     "lease_expires_at) VALUES (:id, :session_id, :agent_name, :kind, :status, :input, "
     ":output, :usage, :error, :pause, :revision, :created_at, :updated_at, :name, :version, "
-    ":parent_run_id, :root_run_id, :context, :checkpoint, :lease_owner, :lease_generation, "
-    ":lease_expires_at)"
+    ":parent_run_id, :root_run_id, :context, :cancel_requested, :checkpoint, :lease_owner, "
+    ":lease_generation, :lease_expires_at)"
 )
+_REQUEST_CANCEL = text("UPDATE runs SET cancel_requested = 1 WHERE id = :id")
 _SET_LEASE = text(
     "UPDATE runs SET lease_owner = :owner, lease_generation = :generation, "
     "lease_expires_at = :expires_at WHERE id = :id"
@@ -301,6 +304,9 @@ class SQLiteRunStore:
             raise rules.run_not_found(run_id)
         return stored
 
+    async def request_cancel(self, run_id: str) -> AgentRun:
+        return await self._transactions.write("request_cancel", _request_cancel, run_id)
+
     # -- leases ---------------------------------------------------------------------
 
     async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
@@ -312,7 +318,9 @@ class SQLiteRunStore:
         self, db: Connection, run_id: str, lease: RunLease, seconds: float
     ) -> RunLease:
         stored = self._stored(db, run_id)
-        rules.check_lease(run_id, lease, _lease(stored), self.clock())
+        rules.check_renewal(
+            run_id, lease, _lease(stored), self.clock(), bool(stored.cancel_requested)
+        )
         renewed = RunLease(lease.owner, lease.generation, self.clock() + seconds)
         _set_lease(db, run_id, renewed)
         return renewed
@@ -480,6 +488,18 @@ def create_sqlite_run_store(
 def _read_run(db: Connection, run_id: str) -> AgentRun | None:
     row = _one(db, _SELECT_RUN, id=run_id)
     return None if row is None else _run(row)
+
+
+def _request_cancel(db: Connection, run_id: str) -> AgentRun:
+    # A write transaction: the status read is the one the request is recorded on.
+    row = _one(db, _SELECT_RUN, id=run_id)
+    if row is None:
+        raise rules.run_not_found(run_id)
+    run = _run(row)
+    if rules.records_cancel_request(run.status) and not run.cancel_requested:
+        db.execute(_REQUEST_CANCEL, {"id": run_id})
+        run = dataclasses.replace(run, cancel_requested=True)
+    return run
 
 
 def _read_runs(db: Connection, page: rules.RunPage) -> list[AgentRun]:

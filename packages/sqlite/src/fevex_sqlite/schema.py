@@ -98,17 +98,19 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         2,
-        "run name, version, tree and context; indexes that list runs",
+        "run name, version, tree and context; cancel requests; indexes that list runs",
         (
             # ADD COLUMN needs a default for NOT NULL; every run written from now on sets
             # these columns, and the runs already stored get theirs just below: an agent
             # run's name is its agent, a run without a parent is its own root, and the
-            # context (JSON text, like every JSON column) is null.
+            # context (JSON text, like every JSON column) is null. No stored run has a
+            # cancel request (0 or 1, read as a bool).
             "ALTER TABLE runs ADD COLUMN name TEXT NOT NULL DEFAULT ''",
             "ALTER TABLE runs ADD COLUMN version TEXT",
             "ALTER TABLE runs ADD COLUMN parent_run_id TEXT",
             "ALTER TABLE runs ADD COLUMN root_run_id TEXT NOT NULL DEFAULT ''",
             "ALTER TABLE runs ADD COLUMN context TEXT NOT NULL DEFAULT 'null'",
+            "ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0",
             "UPDATE runs SET name = agent_name, root_run_id = id",
             # list_runs pages newest first by (created_at, id): one index for no filter
             # and one per filter, each ending in the page order, so that a page is one

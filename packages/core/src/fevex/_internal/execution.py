@@ -1,7 +1,8 @@
 """An execution: one run advancing in this process, whatever its kind.
 
 The execution owns everything a run's life needs besides its steps: the lease and its
-renewal, the run's deadline, cancellation (by the consumer, by ``cancel_run``, by the task
+renewal, the run's deadline, cancellation (by the consumer, by ``cancel_run`` in this
+process or, through the store's refusal to renew the lease, in another one, by the task
 being cancelled), and every terminal commit (``run.completed``, ``run.paused``,
 ``run.failed``, ``run.cancelled``). A *step driver* (the agent loop; later workflow and team
 functions) yields the events of its steps and ends by calling :meth:`Execution.complete` or
@@ -16,6 +17,7 @@ stops the run (backpressure). Closing it early, cancelling it or timing out pers
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
 from typing import Any, Literal, Protocol, TypeVar
@@ -26,6 +28,8 @@ from fevex._internal.lease_keeper import LeaseKeeper
 from fevex.errors import FevexError, FevexRunError, RunCancelledError
 from fevex.events import RunEvent
 from fevex.tools.context import _Cancellation
+
+logger = logging.getLogger("fevex")
 
 T = TypeVar("T")
 CancelReason = Literal["aborted", "timeout"]
@@ -60,6 +64,8 @@ class Execution:
         self.cancellation = _Cancellation()
         self._cancel_reason: CancelReason | None = None
         self._lease_error: FevexError | None = None
+        # The cancellation another process asked for, under way (see _cancel_requested).
+        self._cancelling: asyncio.Task[None] | None = None
         self._task: asyncio.Task[Any] | None = None
         self._awaiting = False
         self._parked = False
@@ -144,6 +150,28 @@ class Execution:
             self._task.cancel()
         # Otherwise a store commit is in flight; the next guarded await stops the run.
 
+    def _cancel_requested(self) -> None:
+        """The store refused to renew the lease: another process asked to cancel the run.
+        It is cancelled as ``cancel_run`` cancels a run of this process, within what is
+        left of the lease; the lease keeper calls this, and cannot await."""
+        if self._cancelling is None and not self.finished:
+            self._cancelling = asyncio.get_running_loop().create_task(self.cancel())
+
+    async def _cancelled_on_request(self) -> None:
+        """Let a requested cancellation finish its commit before the run's caller hears of
+        the run's end; its failure leaves the run to whoever takes it over next (the
+        request stays recorded)."""
+        cancelling = self._cancelling
+        if cancelling is None:
+            return
+        await asyncio.wait((cancelling,))
+        if not cancelling.cancelled() and cancelling.exception() is not None:
+            logger.warning(
+                "cancelling run %s as requested failed",
+                self.run_id,
+                exc_info=cancelling.exception(),
+            )
+
     def _lease_lost(self, error: FevexError) -> None:
         if self.finished or self._lease_error is not None:
             return
@@ -193,7 +221,12 @@ class Execution:
         """Committed events, each yielded before observers see it."""
         assert self.sink.lease is not None
         keeper = LeaseKeeper(
-            self.sink.store, self.run_id, self.sink.lease, self.lease_seconds, self._lease_lost
+            self.sink.store,
+            self.run_id,
+            self.sink.lease,
+            self.lease_seconds,
+            self._lease_lost,
+            self._cancel_requested,
         )
         keeper.start()
         try:
@@ -209,6 +242,7 @@ class Execution:
                         raise RunCancelledError(self.run_id, self._cancel_reason)
         finally:
             await keeper.stop()
+            await self._cancelled_on_request()
 
     async def _run(self) -> AsyncGenerator[RunEvent, None]:
         try:

@@ -5,6 +5,11 @@ retried every tenth of the lease while the lease runs. A renewal that fails othe
 that does not finish before the lease would expire (a blocked store), marks the lease
 lost: the run stops its local work and writes nothing more under that lease; the store
 keeps the run for recovery.
+
+A renewal the store refuses with ``RUN_CANCEL_REQUESTED`` (another process called
+``cancel_run``) renews nothing: the keeper tells the run, which cancels itself within what
+is left of its lease, and keeps its schedule; should the run still be running when the
+lease has expired, the next renewal finds it lost.
 """
 
 from __future__ import annotations
@@ -19,7 +24,16 @@ from fevex.runtime.run_store import RunLease, RunStore
 
 
 class LeaseKeeper:
-    __slots__ = ("_handle", "_on_lost", "_renewing", "_run_id", "_seconds", "_store", "lease")
+    __slots__ = (
+        "_handle",
+        "_on_cancel_requested",
+        "_on_lost",
+        "_renewing",
+        "_run_id",
+        "_seconds",
+        "_store",
+        "lease",
+    )
 
     def __init__(
         self,
@@ -28,12 +42,14 @@ class LeaseKeeper:
         lease: RunLease,
         seconds: float,
         on_lost: Callable[[FevexError], None],
+        on_cancel_requested: Callable[[], None],
     ) -> None:
         self._store = store
         self._run_id = run_id
         self.lease = lease
         self._seconds = seconds
         self._on_lost = on_lost
+        self._on_cancel_requested = on_cancel_requested
         self._renewing: asyncio.Task[None] | None = None
         self._handle: asyncio.TimerHandle | None = None
 
@@ -69,6 +85,11 @@ class LeaseKeeper:
             async with asyncio.timeout(max(remaining, 0.001)):
                 self.lease = await self._store.renew_lease(self._run_id, self.lease, self._seconds)
         except FevexError as error:
+            if error.code == "RUN_CANCEL_REQUESTED":
+                # Not renewed: the rest of the lease is the run's time to cancel itself.
+                self._on_cancel_requested()
+                self._schedule()
+                return
             if error.recoverable and error.code != "LEASE_LOST" and remaining > self._seconds / 10:
                 # A busy or briefly failing store is not a lost lease: try again while the
                 # lease still runs.

@@ -106,9 +106,17 @@ class InMemoryRunStore:
             stored.append(event)
             self._cursors[event.id] = (run_id, event.sequence)
 
+    async def request_cancel(self, run_id: str) -> AgentRun:
+        stored = self._stored(run_id)
+        if rules.records_cancel_request(stored["status"]):
+            stored["cancel_requested"] = True
+        return AgentRun.from_json(stored)
+
     async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
-        self._stored(run_id)
-        rules.check_lease(run_id, lease, self._leases[run_id], self.clock())
+        stored = self._stored(run_id)
+        rules.check_renewal(
+            run_id, lease, self._leases[run_id], self.clock(), stored["cancel_requested"]
+        )
         renewed = dataclasses.replace(lease, expires_at=self.clock() + seconds)
         self._leases[run_id] = renewed
         return renewed

@@ -28,6 +28,11 @@ class AgentRun:
     that tree (this run's own id, the default, when it has no parent). ``context`` is the
     JSON of the run's :class:`~fevex.runtime.ExecutionContext` (``None``: none was given);
     stores keep it as plain JSON and never rebuild it.
+
+    ``cancel_requested`` is set by the store's ``request_cancel`` on a running run (from
+    ``cancel_run`` in a process that does not execute it) and never cleared: the run's
+    owner learns of it at its next lease renewal and cancels the run, and whoever takes the
+    run over next (a recovery, a resume) cancels it instead of continuing it.
     """
 
     id: str
@@ -48,6 +53,7 @@ class AgentRun:
     parent_run_id: str | None = None
     root_run_id: str = ""
     context: dict[str, Any] | None = None
+    cancel_requested: bool = False
 
     def __post_init__(self) -> None:
         # Frozen: the defaults that depend on other fields are set once, here, so that a
@@ -81,13 +87,14 @@ class AgentRun:
             "parent_run_id": self.parent_run_id,
             "root_run_id": self.root_run_id,
             "context": self.context,
+            "cancel_requested": self.cancel_requested,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AgentRun:
         """The snapshot ``data`` holds; a run stored before ``name``, ``version``, the run
-        tree and the context existed gets their defaults (its agent's name, no version, no
-        parent, itself as root, no context)."""
+        tree, the context and cancel requests existed gets their defaults (its agent's name,
+        no version, no parent, itself as root, no context, no cancel request)."""
         return cls(
             id=str(data["id"]),
             session_id=str(data["session_id"]),
@@ -107,6 +114,7 @@ class AgentRun:
             parent_run_id=_text_or_none(data.get("parent_run_id")),
             root_run_id=str(data.get("root_run_id") or ""),
             context=data.get("context"),
+            cancel_requested=bool(data.get("cancel_requested", False)),
         )
 
 

@@ -118,9 +118,20 @@ class RunStore(Protocol):
         run's sequence, or an event id is stored already."""
         ...
 
+    async def request_cancel(self, run_id: str) -> AgentRun:
+        """Record a cancel request on a ``running`` run (``cancel_requested``) and return
+        the run as it stands after it; idempotent. The revision, the lease, the events and
+        the session stay as they are, so the owner's commits go on, the cancellation
+        included. A run in another status is returned unchanged (a paused run is cancelled
+        by taking it, a finished one has nothing to cancel); ``RUN_NOT_FOUND`` for an
+        unknown run. The request is never cleared."""
+        ...
+
     async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
         """Extend a live lease; ``RUN_NOT_FOUND`` for an unknown run, ``LEASE_LOST`` when
-        the lease expired or was taken over."""
+        the lease expired or was taken over, then ``RUN_CANCEL_REQUESTED`` when the run has
+        a cancel request: the lease is then not renewed, and what is left of it is the time
+        its owner has to commit the cancellation."""
         ...
 
     async def acquire_lease(
@@ -210,6 +221,7 @@ class RunStore(Protocol):
 _RUN_STORE_METHODS = (
     "create_execution",
     "commit_execution",
+    "request_cancel",
     "renew_lease",
     "acquire_lease",
     "claim_expired_run",

@@ -14,7 +14,8 @@ faults gets the same code everywhere:
    (:func:`check_commit_arguments`, :func:`check_create_arguments`,
    :func:`check_event_page`, :func:`check_expired_run_limit`, :func:`claimable_names`);
 2. the run exists: ``RUN_NOT_FOUND`` (:func:`run_not_found`);
-3. the lease: ``LEASE_LOST`` (:func:`check_lease`);
+3. the lease: ``LEASE_LOST`` (:func:`check_lease`); for a renewal, then the run's cancel
+   request: ``RUN_CANCEL_REQUESTED`` (:func:`check_renewal`);
 4. the revision: ``RUN_CONFLICT`` (:func:`check_revision`);
 5. the events: their sequence continues the run's, and their ids are new: ``RUN_CONFLICT``
    (:func:`check_sequence`, :func:`check_event_ids_new`, :func:`event_id_taken`).
@@ -26,6 +27,8 @@ that it exists (``SESSION_NOT_FOUND``), is free (``RUN_CONFLICT``) and is at the
 revision (``SESSION_CONFLICT``). Listing events checks its arguments, then the cursor
 (``INVALID_CURSOR``); an unknown run has no events. Listing runs checks its arguments
 (:func:`check_run_page`), then the cursor (:func:`run_cursor`, ``INVALID_CURSOR``).
+Requesting a cancel checks that the run exists (``RUN_NOT_FOUND``), then records the
+request only on a run that :func:`records_cancel_request` names.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ __all__ = [
     "check_expired_run_limit",
     "check_lease",
     "check_new_session",
+    "check_renewal",
     "check_revision",
     "check_run_is_new",
     "check_run_page",
@@ -71,6 +75,8 @@ __all__ = [
     "invalid_argument",
     "is_claimable",
     "lease_is_live",
+    "records_cancel_request",
+    "run_cancel_requested",
     "run_cursor",
     "run_not_found",
     "session_not_found",
@@ -127,6 +133,17 @@ def invalid_argument(message: str) -> FevexRunError:
 
 def run_not_found(run_id: str) -> FevexRunError:
     return FevexRunError("RUN_NOT_FOUND", f"Run {run_id} does not exist.")
+
+
+def run_cancel_requested(run_id: str) -> FevexRunError:
+    """A renewal refused because another process asked to cancel the run: the lease was
+    not renewed, and its owner cancels the run while the lease still runs."""
+    return FevexRunError(
+        "RUN_CANCEL_REQUESTED",
+        f"Run {run_id} was asked to cancel; its lease was not renewed, and its owner must "
+        "commit the cancellation before the lease expires.",
+        details={"run_id": run_id},
+    )
 
 
 def session_not_found(session_id: str) -> FevexRunError:
@@ -271,6 +288,27 @@ def check_lease(run_id: str, lease: RunLease, stored: RunLease, now: float) -> N
         or not lease_is_live(stored, now)
     ):
         raise lease_lost(run_id, lease)
+
+
+def check_renewal(
+    run_id: str, lease: RunLease, stored: RunLease, now: float, cancel_requested: bool
+) -> None:
+    """A renewal of ``lease``: ``LEASE_LOST`` unless it is live (:func:`check_lease`), then
+    ``RUN_CANCEL_REQUESTED`` (:func:`run_cancel_requested`) when the run has a cancel
+    request. Either way the store renews nothing: the owner learns of the request at its
+    renewal, with the rest of its lease (about two thirds of it) to commit the
+    cancellation, and a lapsed owner's run is taken over and cancelled by another."""
+    check_lease(run_id, lease, stored, now)
+    if cancel_requested:
+        raise run_cancel_requested(run_id)
+
+
+def records_cancel_request(status: str) -> bool:
+    """Whether ``request_cancel`` records a request on a run in ``status``: only on a
+    running run, whose owner obeys it at its next renewal. A paused run is cancelled by
+    taking its lease; a finished one has nothing to cancel. Either is returned unchanged.
+    Checked after the run was found (``RUN_NOT_FOUND``)."""
+    return status == "running"
 
 
 def check_revision(run_id: str, stored_revision: int, revision: int) -> None:

@@ -33,7 +33,8 @@ from fevex.testing._run_store_steps import (
     _Run,
 )
 
-# Run fields that only creation sets: a commit changing any of them is refused.
+# Run fields no commit changes (creation sets them; request_cancel the cancel request): a
+# commit changing any of them is refused.
 _FIELDS_NO_COMMIT_CHANGES = (
     "id",
     "session_id",
@@ -48,6 +49,7 @@ _FIELDS_NO_COMMIT_CHANGES = (
     "parent_run_id",
     "root_run_id",
     "context",
+    "cancel_requested",
 )
 # Neither a positive integer nor None; ``True`` is an int to Python, never a count here.
 _BAD_EVENT_LIMITS: tuple[Any, ...] = (0, -1, True, False, "3", 1.5)
@@ -187,6 +189,9 @@ async def check_unknown_records(factory: RunStoreFactory, clock: ManualClock | N
         unknown = _Run(_new_run(), known.lease, 1, [new_id("evt")])
         await _refused(
             "RUN_NOT_FOUND", store.commit_execution(unknown.next_commit()), "commit, unknown run"
+        )
+        await _refused(
+            "RUN_NOT_FOUND", store.request_cancel(unknown.id), "request_cancel of an unknown run"
         )
         await _refused(
             "RUN_NOT_FOUND",

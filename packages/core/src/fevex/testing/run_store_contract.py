@@ -42,6 +42,15 @@ What a store must guarantee, and the check that proves it:
 - Renewal keeps the generation, moves the expiry forward and never revives an expired
   lease. Acquiring needs an expired or released lease and a run in the asked status
   (``RUN_CONFLICT``), and an existing run (``RUN_NOT_FOUND``). [``check_lease_renewal``]
+- ``request_cancel`` records a cancel request on a running run (``cancel_requested``),
+  idempotently, and returns the run; it changes nothing else (not the revision, the
+  events, the checkpoint or the session), so the owner's commits go on, its cancellation
+  included; the request is never cleared and survives reopening. A paused or finished run
+  is returned unchanged. [``check_cancel_requests``]
+- Renewing the lease of a run asked to cancel is ``RUN_CANCEL_REQUESTED`` (after
+  ``LEASE_LOST``: a lease that is not live is lost first) and renews nothing: the lease
+  expires when it would have, and another worker then acquires it and finds the request.
+  [``check_renewal_after_cancel_request``]
 - A commit whose revision is not the stored one plus one is refused with
   ``RUN_CONFLICT``; a refused commit writes nothing. [``check_revision_compare_and_set``]
 - A commit that changes a run field outside ``RUN_FIELDS_A_COMMIT_CHANGES`` or carries an
@@ -53,9 +62,9 @@ What a store must guarantee, and the check that proves it:
   repeat, a step out of order, a creation not starting at 1, an id of a stored event (of
   any run) or one id twice in a step is ``RUN_CONFLICT``, and nothing is written.
   [``check_event_sequence``]
-- ``commit_execution``, ``renew_lease`` and ``acquire_lease`` of an unknown run are
-  ``RUN_NOT_FOUND``, ``save_session`` of an unknown session is ``SESSION_NOT_FOUND``, and
-  an unknown run has no events. [``check_unknown_records``]
+- ``commit_execution``, ``request_cancel``, ``renew_lease`` and ``acquire_lease`` of an
+  unknown run are ``RUN_NOT_FOUND``, ``save_session`` of an unknown session is
+  ``SESSION_NOT_FOUND``, and an unknown run has no events. [``check_unknown_records``]
 - Commits survive closing and reopening the store; a replayed commit is refused without
   duplicating events. [``check_commit_survives_reopen``]
 - One run holds a session at a time, and creation checks the revision of the session
@@ -109,6 +118,10 @@ from fevex.runtime.run_store import (
     EventOrder,
     ExecutionCreate,
     RunLease,
+)
+from fevex.testing._run_store_cancel_requests import (
+    check_cancel_requests,
+    check_renewal_after_cancel_request,
 )
 from fevex.testing._run_store_listing import check_run_listing, check_run_listing_arguments
 from fevex.testing._run_store_refusals import (
@@ -792,6 +805,8 @@ RUN_STORE_CHECKS: tuple[RunStoreCheck, ...] = (
     check_create_and_read_back,
     check_lease_fencing,
     check_lease_renewal,
+    check_cancel_requests,
+    check_renewal_after_cancel_request,
     check_revision_compare_and_set,
     check_refused_arguments,
     check_event_sequence,
