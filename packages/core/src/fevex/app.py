@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import os
 import socket
@@ -19,13 +18,14 @@ from fevex._internal.composition import Composition, PreparedAgent, compose
 from fevex._internal.connections import ConnectionResolver
 from fevex._internal.event_sink import EventSink
 from fevex._internal.execution import Execution
+from fevex._internal.recovery_sweep import sweep_expired_runs
+from fevex._internal.run_input import run_input
 from fevex._internal.run_state import RunState
 from fevex._internal.sync import iterate_sync, run_sync
-from fevex._internal.tool_runner import CredentialResolver, summarize
+from fevex._internal.tool_runner import CredentialResolver
 from fevex.agents import AgentDefinition
 from fevex.errors import (
     FevexConfigurationError,
-    FevexError,
     FevexRunError,
     RunCancelledError,
     RunPausedError,
@@ -38,10 +38,9 @@ from fevex.runtime.approval import ApprovalDecision, approval_decision, check_ac
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, RunStatus, Session
-from fevex.runtime.recovery import RecoverySweep, SkippedRun
+from fevex.runtime.recovery import RecoverySweep
 from fevex.runtime.run_store import EventOrder, RunLease, RunStore, missing_store_methods
 from fevex.runtime.store_rules import check_event_page
-from fevex.schemas.schema import ensure_json
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
 
@@ -202,7 +201,7 @@ class Fevex:
         batching: bool = False,
     ) -> Execution:
         prepared = self._agent(agent_name)
-        user_message, input_json = _run_input(prepared, input)
+        user_message, input_json = run_input(prepared, input)
         context_json = None if context is None else ExecutionContext.of(context).to_json()
         deadline = _deadline(timeout)
         session = None
@@ -464,71 +463,7 @@ class Fevex:
         could take are reported as ``unclaimed``.
         """
         check_actor(actor)
-        recovered: list[AgentRun] = []
-        skipped: list[SkippedRun] = []
-        handled: set[str] = set()
-        while limit is None or len(recovered) + len(skipped) < limit:
-            claimed = await self.run_store.claim_expired_run(
-                self.lease_owner, self.lease_seconds, names=self._composition.agents.keys()
-            )
-            if claimed is None or claimed[0] in handled:
-                # A run handled already came back because its lease ran out during this
-                # pass: the next pass takes it.
-                break
-            run_id, lease = claimed
-            handled.add(run_id)
-            try:
-                execution = await self._continue(
-                    run_id,
-                    status="running",
-                    opening_type="run.recovered",
-                    opening_payload={"actor": dict(actor)},
-                    lease=lease,
-                )
-            except Exception as error:
-                run = await _settled_run(self, run_id)
-                if run is not None and run.status in TERMINAL_STATUSES:
-                    if not isinstance(error, RunCancelledError):
-                        logger.warning("recovery ended run %s as %s: %s", run_id, run.status, error)
-                    recovered.append(run)
-                else:
-                    skipped.append(_skipped(run_id, error))
-                continue
-            try:
-                await self._result(execution)
-            except FevexError:
-                pass  # the run's outcome is in the store
-            except Exception:
-                logger.warning("recovering run %s failed unexpectedly", run_id, exc_info=True)
-            recovered.append(await self.get_run(run_id))
-        agents = self._composition.agents.keys()
-        try:
-            # Plain reads, best-effort: the runs this pass took are done either way.
-            mine = await self.run_store.expired_run_ids(limit=100, names=agents)
-            every = await self.run_store.expired_run_ids(limit=100)
-        except Exception:
-            logger.warning("recovery could not list the expired runs it left", exc_info=True)
-            mine = every = ()
-        unclaimed = tuple(run_id for run_id in mine if run_id not in handled)
-        if unclaimed:
-            logger.warning(
-                "recovery could not claim %d expired run(s), e.g. %s: a frozen worker may "
-                "still hold them, or another sweep is taking them",
-                len(unclaimed),
-                unclaimed[0],
-            )
-        foreign = [run_id for run_id in every if run_id not in handled and run_id not in mine]
-        if foreign:
-            logger.warning(
-                "recovery left %d expired run(s) of agents this app does not have, e.g. %s",
-                len(foreign),
-                foreign[0],
-            )
-            skipped += [
-                SkippedRun(run_id, "AGENT_NOT_FOUND", "This app has no agent of this run.")
-                for run_id in foreign
-            ]
-        return RecoverySweep(tuple(recovered), tuple(skipped), unclaimed, len(handled))
+        return await sweep_expired_runs(self, actor, limit)
 
     # -- consulting and controlling runs --------------------------------------------
 
@@ -822,25 +757,6 @@ async def _read_state(store: RunStore, run_id: str) -> RunState:
     return RunState.from_checkpoint(run_id, checkpoint)
 
 
-async def _settled_run(app: Fevex, run_id: str) -> AgentRun | None:
-    try:
-        return await app.run_store.get_run(run_id)
-    except Exception:
-        return None
-
-
-def _skipped(run_id: str, error: Exception) -> SkippedRun:
-    if isinstance(error, FevexError):
-        skipped = SkippedRun(run_id, error.code, error.message)
-        logger.warning("recovery skipped run %s: %s", run_id, error)
-    else:
-        skipped = SkippedRun(
-            run_id, "UNEXPECTED_ERROR", f"Continuing the run failed: {type(error).__name__}."
-        )
-        logger.warning("recovery skipped run %s", run_id, exc_info=True)
-    return skipped
-
-
 def _deadline(timeout: float | None) -> float | None:
     """The loop time a run must end by; checked before anything is created or taken."""
     if timeout is None:
@@ -853,49 +769,3 @@ def _seconds(timeout: object) -> float:
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
         raise FevexRunError("INVALID_ARGUMENT", "timeout must be a positive number of seconds.")
     return float(timeout)
-
-
-def _run_input(prepared: PreparedAgent, input: Any) -> tuple[Message, Any]:
-    """The run's user message and the JSON its run record keeps, checked to be storable;
-    with an ``input_schema``, the validated (and transformed) value."""
-    schema = prepared.input_schema
-    if schema is None:
-        message = _user_message(input)
-        input_json = input if isinstance(input, str) else [p.to_json() for p in message.content]
-    else:
-        try:
-            input_json = schema.to_json(schema.validate(input))
-        except Exception as error:
-            raise FevexRunError(
-                "INVALID_INPUT",
-                f"The input of agent {prepared.definition.name} is invalid: {summarize(error)}",
-                category="validation",
-            ) from None
-    try:
-        ensure_json(input_json)
-    except TypeError as error:
-        raise FevexRunError(
-            "INVALID_INPUT",
-            f"The input cannot be stored by any run store: {error}.",
-            category="validation",
-        ) from None
-    if schema is not None:
-        text = input_json if isinstance(input_json, str) else json.dumps(input_json)
-        message = Message.user(text)
-    return message, input_json
-
-
-def _user_message(input: Any) -> Message:
-    if isinstance(input, str):
-        return Message.user(input)
-    if isinstance(input, Message):
-        if input.role != "user":
-            raise FevexRunError("INVALID_INPUT", "An input message must have the user role.")
-        return input
-    if isinstance(input, Sequence) and input and all(hasattr(p, "to_json") for p in input):
-        return Message.user(input)
-    raise FevexRunError(
-        "INVALID_INPUT",
-        "Agent input must be text, a user Message or a list of content parts.",
-        category="validation",
-    )

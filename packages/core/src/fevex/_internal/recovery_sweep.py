@@ -1,0 +1,103 @@
+"""One recovery pass: claim the expired runs this app can continue, one at a time, and
+report what it did, left, or could not take. One bad run never stops the pass."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from fevex.errors import FevexError, RunCancelledError
+from fevex.runtime.records import TERMINAL_STATUSES, AgentRun
+from fevex.runtime.recovery import RecoverySweep, SkippedRun
+
+if TYPE_CHECKING:
+    from fevex.app import Fevex
+
+logger = logging.getLogger("fevex")
+
+
+async def sweep_expired_runs(
+    app: Fevex, actor: Mapping[str, Any], limit: int | None
+) -> RecoverySweep:
+    store = app.run_store
+    agents = app.agents
+    recovered: list[AgentRun] = []
+    skipped: list[SkippedRun] = []
+    handled: set[str] = set()
+    while limit is None or len(recovered) + len(skipped) < limit:
+        claimed = await store.claim_expired_run(app.lease_owner, app.lease_seconds, names=agents)
+        if claimed is None or claimed[0] in handled:
+            # A run handled already came back because its lease ran out during this pass:
+            # the next pass takes it.
+            break
+        run_id, lease = claimed
+        handled.add(run_id)
+        try:
+            execution = await app._continue(
+                run_id,
+                status="running",
+                opening_type="run.recovered",
+                opening_payload={"actor": dict(actor)},
+                lease=lease,
+            )
+        except Exception as error:
+            run = await _settled_run(app, run_id)
+            if run is not None and run.status in TERMINAL_STATUSES:
+                if not isinstance(error, RunCancelledError):
+                    logger.warning("recovery ended run %s as %s: %s", run_id, run.status, error)
+                recovered.append(run)
+            else:
+                skipped.append(_skipped(run_id, error))
+            continue
+        try:
+            await app._result(execution)
+        except FevexError:
+            pass  # the run's outcome is in the store
+        except Exception:
+            logger.warning("recovering run %s failed unexpectedly", run_id, exc_info=True)
+        recovered.append(await app.get_run(run_id))
+    try:
+        # Plain reads, best-effort: the runs this pass took are done either way.
+        mine = await store.expired_run_ids(limit=100, names=agents)
+        every = await store.expired_run_ids(limit=100)
+    except Exception:
+        logger.warning("recovery could not list the expired runs it left", exc_info=True)
+        mine = every = ()
+    unclaimed = tuple(run_id for run_id in mine if run_id not in handled)
+    if unclaimed:
+        logger.warning(
+            "recovery could not claim %d expired run(s), e.g. %s: a frozen worker may still "
+            "hold them, or another sweep is taking them",
+            len(unclaimed),
+            unclaimed[0],
+        )
+    foreign = [run_id for run_id in every if run_id not in handled and run_id not in mine]
+    if foreign:
+        logger.warning(
+            "recovery left %d expired run(s) of agents this app does not have, e.g. %s",
+            len(foreign),
+            foreign[0],
+        )
+        skipped += [
+            SkippedRun(run_id, "AGENT_NOT_FOUND", "This app has no agent of this run.")
+            for run_id in foreign
+        ]
+    return RecoverySweep(tuple(recovered), tuple(skipped), unclaimed, len(handled))
+
+
+async def _settled_run(app: Fevex, run_id: str) -> AgentRun | None:
+    try:
+        return await app.run_store.get_run(run_id)
+    except Exception:
+        return None
+
+
+def _skipped(run_id: str, error: Exception) -> SkippedRun:
+    if isinstance(error, FevexError):
+        logger.warning("recovery skipped run %s: %s", run_id, error)
+        return SkippedRun(run_id, error.code, error.message)
+    logger.warning("recovery skipped run %s", run_id, exc_info=True)
+    return SkippedRun(
+        run_id, "UNEXPECTED_ERROR", f"Continuing the run failed: {type(error).__name__}."
+    )
