@@ -39,7 +39,13 @@ from fevex.runtime.context import ExecutionContext
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, RunStatus, Session
 from fevex.runtime.recovery import RecoverySweep
-from fevex.runtime.run_store import EventOrder, RunLease, RunStore, missing_store_methods
+from fevex.runtime.run_store import (
+    EventOrder,
+    NotifyingRunStore,
+    RunLease,
+    RunStore,
+    missing_store_methods,
+)
 from fevex.runtime.store_rules import check_event_page
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
@@ -497,12 +503,20 @@ class Fevex:
         """Yield every committed event of a run executing anywhere (this process or any
         other sharing the store), each once and in order, from after ``after``, until the
         run has ended (completed, failed or cancelled); a paused run is followed until it
-        ends too. Full pages follow each other at once; an idle run is asked again every
-        ``poll_interval`` seconds. Closing the iterator never affects the run."""
+        ends too. Full pages follow each other at once. An idle run is read again when the
+        store says it moved on, if the store can (a
+        :class:`~fevex.runtime.run_store.NotifyingRunStore`, such as PostgreSQL's), and at
+        the latest every 30 seconds; on other stores, every ``poll_interval`` seconds.
+        Closing the iterator never affects the run."""
         check_event_page(after, page_size, "asc")
         if not isinstance(poll_interval, int | float) or not poll_interval > 0:
             raise FevexRunError("INVALID_ARGUMENT", "poll_interval must be positive seconds.")
         await self.get_run(run_id)
+        store = self.run_store
+        notifying = store if isinstance(store, NotifyingRunStore) else None
+        # The store's wait misses no commit by its contract; the bound only limits what a
+        # silently broken notification channel could cost a follower.
+        recheck_seconds = 30.0
         cursor = after
         while True:
             # Read the status first: a run that ended before this page has all its events
@@ -516,7 +530,10 @@ class Fevex:
                 continue
             if ended:
                 return
-            await asyncio.sleep(poll_interval)
+            if notifying is None:
+                await asyncio.sleep(poll_interval)
+            else:
+                await notifying.wait_for_events(run_id, after=cursor, timeout=recheck_seconds)
 
     async def list_runs(
         self,

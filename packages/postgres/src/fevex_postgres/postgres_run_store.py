@@ -14,6 +14,8 @@ database's business:
   server-side timeouts of :mod:`fevex_postgres.timeouts`, so the row of a worker frozen
   inside a commit is released before its lease expires.
 
+Followers wait on LISTEN/NOTIFY instead of polling (:mod:`fevex_postgres.notifications`).
+
 Only JSON goes in and out: JSONB columns, read back with the driver's ``json.loads``.
 """
 
@@ -24,7 +26,7 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple
 
-from sqlalchemy import Row, bindparam, insert, select, tuple_, update
+from sqlalchemy import Row, bindparam, func, insert, select, tuple_, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as upsert
 from sqlalchemy.exc import IntegrityError
@@ -33,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import store_rules as rules
-from fevex.runtime.records import AgentRun, RunStatus, Session
+from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, RunStatus, Session
 from fevex.runtime.run_store import (
     EventOrder,
     ExecutionCommit,
@@ -50,6 +52,7 @@ from fevex_postgres.migrations import (
     schema_too_new,
     upgrade_schema,
 )
+from fevex_postgres.notifications import CHANNEL, RunNotifications
 from fevex_postgres.store_url import POOL_OPTIONS, TIMEOUT_OPTIONS, parse_store_url
 from fevex_postgres.tables import database_now, events, runs, sessions
 from fevex_postgres.timeouts import SessionTimeouts, session_timeouts
@@ -140,7 +143,9 @@ class PostgresRunStore:
     ``fevex db upgrade --store URL`` first; until then every operation fails with
     ``SCHEMA_OUTDATED``.
 
-    Each event loop that uses the store gets a pool of its own (see ``connections.py``).
+    Each event loop that uses the store gets a pool of its own (see ``connections.py``),
+    and, once something follows a run's events in it, one more connection that listens for
+    commits (see :meth:`wait_for_events`).
     """
 
     def __init__(self, url: str, **options: Any) -> None:
@@ -174,6 +179,9 @@ class PostgresRunStore:
         )
         engine_url = engine_url.difference_update_query(["options"])
         self._pools = ConnectionPools(engine_url, self.pool_options, connect_args, self.url)
+        # The listening connection is psycopg's own, with what the pool's would be given.
+        _, libpq_options = engine_url.get_dialect()().create_connect_args(engine_url)
+        self._notifications = RunNotifications({**libpq_options, **connect_args}, self.url)
         self._schema_ready = False
 
     def __repr__(self) -> str:
@@ -297,7 +305,12 @@ class PostgresRunStore:
                 # Expired, not forgotten: owner and generation stay, so the next
                 # acquisition advances the generation past this one.
                 values["lease_expires_at"] = 0.0
-            await db.execute(update(runs).where(runs.c.id == run_id).values(values))
+            stored_run = update(runs).where(runs.c.id == run_id).values(values)
+            if commit.events or "status" in values:
+                # Followers are told in the same statement, saving a round trip; PostgreSQL
+                # delivers it when (and only if) this transaction commits.
+                stored_run = stored_run.returning(func.pg_notify(CHANNEL, run_id))
+            await db.execute(stored_run)
             if commit.history is not None or commit.release_session:
                 session_values: dict[str, Any] = {
                     "revision": sessions.c.revision + 1,
@@ -560,8 +573,43 @@ class PostgresRunStore:
             rows = (await db.execute(query)).all()
         return [RunEvent.from_json(dict(row._mapping)) for row in rows]
 
+    async def wait_for_events(self, run_id: str, *, after: str | None, timeout: float) -> bool:
+        """Wait until the run has an event after ``after`` or has ended (see
+        :class:`~fevex.runtime.run_store.NotifyingRunStore`), without reading it again
+        meanwhile: commits announce themselves with NOTIFY, and this event loop's
+        listening connection wakes the wait. One indexed read, once listening, checks
+        whether the run moved on already."""
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
+            raise rules.invalid_argument("timeout must be seconds, 0 or more.")
+        cursor = (
+            select(events.c.sequence)
+            .where(events.c.id == after, events.c.run_id == run_id)
+            .scalar_subquery()
+        )
+        state = select(runs.c.status, runs.c.last_sequence, cursor.label("after_sequence")).where(
+            runs.c.id == run_id
+        )
+
+        async def moved_on() -> bool:
+            async with self._read("wait_for_events") as db:
+                run = (await db.execute(state)).first()
+            if run is None or run.status in TERMINAL_STATUSES:
+                return True  # an unknown run is the caller's next read to report
+            if after is not None and run.after_sequence is None:
+                return True  # so is an unknown cursor
+            return bool(run.last_sequence > (run.after_sequence or 0))
+
+        return await self._notifications.wait(run_id, moved_on, timeout)
+
+    def followers_waiting(self) -> int:
+        """How many :meth:`wait_for_events` calls of the running event loop are waiting:
+        the followers of idle runs, for diagnostics."""
+        return self._notifications.waiting()
+
     async def close(self) -> None:
-        """Close the pooled connections; a closed store reconnects if used again."""
+        """Close the pooled and the listening connections; a closed store reconnects if
+        used again."""
+        await self._notifications.close()
         await self._pools.close()
 
 

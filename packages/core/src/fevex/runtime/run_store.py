@@ -13,6 +13,14 @@ Stores keep and return plain JSON only. Three guarantees make runs durable:
 Every store checks its calls with the rules of :mod:`fevex.runtime.store_rules`, in the
 order written there (the arguments, then the run, the lease, the revision, the events), so
 that one fault has one code in every store.
+
+A store may also offer optional capabilities, which the runtime uses when present and does
+without otherwise; they are not part of :class:`RunStore` nor of
+:func:`missing_store_methods`:
+
+- :class:`NotifyingRunStore` (``wait_for_events``): followers of a run wait to be told it
+  moved on instead of reading it again every ``poll_interval`` (PostgreSQL through
+  LISTEN/NOTIFY; the in-memory and SQLite stores poll).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ __all__ = [
     "EventOrder",
     "ExecutionCommit",
     "ExecutionCreate",
+    "NotifyingRunStore",
     "RunLease",
     "RunStore",
     "invalid_cursor",
@@ -215,6 +224,26 @@ class RunStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class NotifyingRunStore(Protocol):
+    """An optional capability of a :class:`RunStore`: telling a follower that a run moved on,
+    so that :meth:`fevex.Fevex.follow_events` waits instead of polling an idle run."""
+
+    async def wait_for_events(self, run_id: str, *, after: str | None, timeout: float) -> bool:
+        """Return ``True`` once run ``run_id`` has an event after the event ``after`` (any
+        event when ``None``) or has ended (completed, failed or cancelled), at once when it
+        already has; ``False`` when ``timeout`` seconds passed first. Any other outcome is
+        the caller's to discover by reading the run: ``True`` may come early (the store
+        could not tell, or its channel was interrupted) and is never a promise of events.
+
+        What must hold is that nothing is missed: a commit that lands between the caller's
+        last read and this call, or during it, ends the wait. ``after`` is an event id
+        of the run, as for :meth:`RunStore.list_events`; one the store does not know ends
+        the wait, for the caller's next read to report. Store failures raise as in any
+        other method."""
+        ...
 
 
 # Every method of the contract; a store lacking one fails when it is opened, not mid-run.

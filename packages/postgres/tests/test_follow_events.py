@@ -1,0 +1,305 @@
+"""Following a run on PostgreSQL: commits announce themselves with NOTIFY, so a follower
+waits on one listening connection instead of reading an idle run again and again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from fevex import FevexRunError, create_fevex, define_agent
+from fevex.events import RunEvent
+from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate, RunLease
+from fevex.runtime.run_store import NotifyingRunStore
+from fevex.testing import FakeModel
+from fevex_postgres import PostgresRunStore
+
+pytestmark = pytest.mark.anyio
+OpenStore = Callable[..., PostgresRunStore]
+
+# Another process commits a run, one command from stdin at a time: "events N" commits N
+# events at once, "end" completes the run; it answers "ok" once the commit is done.
+WRITER = """
+import asyncio, os, sys
+from fevex.events import RunEvent
+from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate
+from fevex_postgres import PostgresRunStore
+
+async def main(url):
+    store = PostgresRunStore(url, pool_size=1)
+    run_id = "run_" + os.urandom(8).hex()
+    run = AgentRun(run_id, "ses_" + os.urandom(8).hex(), "a", "running", "hi", "t", "t", revision=1)
+    sequence = revision = 1
+    def event(kind):
+        return RunEvent("evt_" + os.urandom(8).hex(), run_id, sequence, kind, "t", {})
+    first = ExecutionCreate(run, None, (event("run.started"),), None, "writer", 600.0)
+    lease = await store.create_execution(first)
+    print(run_id, flush=True)
+    for line in sys.stdin:
+        command, _, count = line.strip().partition(" ")
+        made = []
+        for _ in range(int(count) if command == "events" else 1):
+            sequence += 1
+            made.append(event("tool.started" if command == "events" else "run.completed"))
+        revision += 1
+        done = command == "end"
+        await store.commit_execution(ExecutionCommit(
+            run_id, revision, "t", lease, events=tuple(made),
+            changes={"status": "completed", "output": "ok"} if done else None,
+            release_lease=done,
+        ))
+        print("ok", flush=True)
+        if done:
+            break
+    await store.close()
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+class CountingStore(PostgresRunStore):
+    """Counts the reads a follower makes."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.reads = 0
+
+    async def list_events(self, run_id: str, **page: Any) -> Any:
+        self.reads += 1
+        return await super().list_events(run_id, **page)
+
+    async def get_run(self, run_id: str) -> AgentRun | None:
+        self.reads += 1
+        return await super().get_run(run_id)
+
+
+def follower_app(store: PostgresRunStore) -> Any:
+    return create_fevex(
+        models={"default": FakeModel()},
+        agents=[define_agent(name="a", instructions="Follow.")],
+        run_store=store,
+    )
+
+
+async def eventually(condition: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come true in time"
+        await asyncio.sleep(0.01)
+
+
+async def listening_backends(url: str) -> set[int]:
+    """The server processes of the connections to this test's database that listen for
+    fevex's commits."""
+    libpq = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    async with await psycopg.AsyncConnection.connect(libpq, autocommit=True) as connection:
+        cursor = await connection.execute(
+            "SELECT pid FROM pg_stat_activity "
+            "WHERE datname = current_database() AND query = 'LISTEN fevex_run_events'"
+        )
+        return {int(pid) for (pid,) in await cursor.fetchall()}
+
+
+async def terminate(url: str, backends: set[int]) -> None:
+    libpq = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    async with await psycopg.AsyncConnection.connect(libpq, autocommit=True) as connection:
+        for pid in backends:
+            await connection.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+class Writer:
+    """A run committed by another store in another process."""
+
+    def __init__(self, process: asyncio.subprocess.Process, run_id: str) -> None:
+        self.process = process
+        self.run_id = run_id
+
+    @classmethod
+    async def start(cls, url: str) -> Writer:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            WRITER,
+            url,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert process.stdout is not None
+        run_id = (await asyncio.wait_for(process.stdout.readline(), 30)).decode().strip()
+        assert run_id.startswith("run_"), run_id
+        return cls(process, run_id)
+
+    async def send(self, command: str) -> None:
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.process.stdin.write(f"{command}\n".encode())
+        await self.process.stdin.drain()
+        assert (await asyncio.wait_for(self.process.stdout.readline(), 30)) == b"ok\n"
+
+    async def finish(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            await asyncio.wait_for(self.process.wait(), 30)
+        finally:
+            if self.process.returncode is None:
+                self.process.kill()
+                await self.process.wait()
+
+
+async def test_a_follower_waits_for_commits_of_another_process_without_reading(
+    database_url: str,
+) -> None:
+    writer = await Writer.start(database_url)
+    store = CountingStore(database_url)
+    app = follower_app(store)
+    seen: list[RunEvent] = []
+
+    async def follow() -> None:
+        async for event in app.follow_events(writer.run_id, page_size=2):
+            seen.append(event)
+
+    async def idle_then(writer: Writer, commit: str, until: Callable[[], bool]) -> None:
+        reads = store.reads
+        # Idle: polling, every 0.2 s by default, would have read the run five times.
+        await asyncio.sleep(1.0)
+        assert store.reads == reads
+        assert store.followers_waiting() == 1
+        await writer.send(commit)
+        # Far below the 30 s bound of a wait: the commit's notification woke it.
+        await eventually(until)
+
+    following = asyncio.create_task(follow())
+    try:
+        await eventually(lambda: len(seen) == 1)
+        await idle_then(writer, "events 3", until=lambda: len(seen) == 4)
+        await idle_then(writer, "events 1", until=lambda: len(seen) == 5)
+        await writer.send("end")
+        await asyncio.wait_for(following, 10)
+    finally:
+        following.cancel()
+        await writer.finish()
+        await store.close()
+    assert writer.process.returncode == 0
+    stored = await app.list_events(writer.run_id)
+    assert [event.id for event in seen] == [event.id for event in stored]
+    assert [event.sequence for event in seen] == [1, 2, 3, 4, 5, 6]
+    assert seen[-1].type == "run.completed"
+    await store.close()
+
+
+async def start_run(store: PostgresRunStore) -> tuple[str, RunLease]:
+    run_id = f"run_{os.urandom(8).hex()}"
+    run = AgentRun(run_id, f"ses_{os.urandom(8).hex()}", "a", "running", "hi", "t", "t", revision=1)
+    lease = await store.create_execution(
+        ExecutionCreate(run, None, (event(run_id, 1),), None, "w", 600.0)
+    )
+    return run_id, lease
+
+
+def event(run_id: str, sequence: int, kind: str = "tool.started") -> RunEvent:
+    return RunEvent(f"evt_{os.urandom(8).hex()}", run_id, sequence, kind, "t", {})
+
+
+async def commit_event(
+    store: PostgresRunStore, run_id: str, lease: RunLease, sequence: int
+) -> None:
+    commit = ExecutionCommit(run_id, sequence, "t", lease, events=(event(run_id, sequence),))
+    await store.commit_execution(commit)
+
+
+async def test_wait_for_events_misses_no_commit(open_store: OpenStore) -> None:
+    writer, follower = open_store(), open_store()
+    assert isinstance(follower, NotifyingRunStore)
+    run_id, lease = await start_run(writer)
+    first = (await follower.list_events(run_id))[0]
+    # Committed after the follower's read, before its wait: the wait ends at once.
+    second = event(run_id, 2)
+    await writer.commit_execution(ExecutionCommit(run_id, 2, "t", lease, events=(second,)))
+    assert await follower.wait_for_events(run_id, after=first.id, timeout=30) is True
+    assert await follower.wait_for_events(run_id, after=None, timeout=30) is True
+    assert await follower.wait_for_events(run_id, after=second.id, timeout=0.2) is False
+    # A commit from another store during the wait ends it.
+    waiting = asyncio.create_task(follower.wait_for_events(run_id, after=second.id, timeout=30))
+    await eventually(lambda: follower.followers_waiting() == 1)
+    third = event(run_id, 3)
+    await writer.commit_execution(ExecutionCommit(run_id, 3, "t", lease, events=(third,)))
+    assert await asyncio.wait_for(waiting, 5) is True
+    # An ended run and an unknown cursor end the wait too: the caller's read tells why.
+    assert await follower.wait_for_events(run_id, after="evt_unknown", timeout=30) is True
+    done = ExecutionCommit(
+        run_id, 4, "t", lease, changes={"status": "completed"}, release_lease=True
+    )
+    await writer.commit_execution(done)
+    assert await follower.wait_for_events(run_id, after=third.id, timeout=30) is True
+    for timeout in (-1, "1", True):
+        with pytest.raises(FevexRunError) as raised:
+            await follower.wait_for_events(run_id, after=None, timeout=timeout)  # type: ignore[arg-type]
+        assert raised.value.code == "INVALID_ARGUMENT"
+    assert follower.followers_waiting() == 0
+
+
+async def test_closing_a_follower_releases_its_wait(open_store: OpenStore) -> None:
+    writer, store = open_store(), open_store()
+    run_id, _ = await start_run(writer)
+    follower = follower_app(store).follow_events(run_id)
+    assert (await anext(follower)).sequence == 1
+    waiting = asyncio.create_task(anext(follower))
+    await eventually(lambda: store.followers_waiting() == 1)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await follower.aclose()
+    assert store.followers_waiting() == 0
+
+
+async def test_followers_share_one_listening_connection_that_close_ends(
+    open_store: OpenStore, database_url: str
+) -> None:
+    writer, store = open_store(), open_store()
+    runs = [await start_run(writer) for _ in range(3)]
+    app = follower_app(store)
+    seen: dict[str, list[int]] = {run_id: [] for run_id, _ in runs}
+
+    async def follow(run_id: str) -> None:
+        async for followed in app.follow_events(run_id):
+            seen[run_id].append(followed.sequence)
+
+    followers = [asyncio.create_task(follow(run_id)) for run_id, _ in runs]
+    await eventually(lambda: store.followers_waiting() == 3)
+    first = await listening_backends(database_url)
+    assert len(first) == 1
+    # Only the followed run's waiter is woken; the others stay waiting.
+    run_id, lease = runs[0]
+    await commit_event(writer, run_id, lease, 2)
+    await eventually(lambda: seen[run_id] == [1, 2] and store.followers_waiting() == 3)
+
+    # A dropped connection wakes every follower; they read again, and their next wait
+    # listens on a new connection, through which the next commit arrives.
+    await terminate(database_url, first)
+    deadline = time.monotonic() + 5
+    while (second := await listening_backends(database_url)) in (set(), first):
+        assert time.monotonic() < deadline, "the followers did not listen again"
+        await asyncio.sleep(0.05)
+    assert len(second) == 1
+    await eventually(lambda: store.followers_waiting() == 3)
+    run_id, lease = runs[1]
+    await commit_event(writer, run_id, lease, 2)
+    await eventually(lambda: seen[run_id] == [1, 2])
+
+    for follower in followers:
+        follower.cancel()
+    await asyncio.gather(*followers, return_exceptions=True)
+    assert store.followers_waiting() == 0
+    await store.close()
+    deadline = time.monotonic() + 5
+    while await listening_backends(database_url):
+        assert time.monotonic() < deadline, "store.close() left the LISTEN connection open"
+        await asyncio.sleep(0.05)
