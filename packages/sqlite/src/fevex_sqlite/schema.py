@@ -18,6 +18,7 @@ ready, or fail with a clear error, as soon as it is opened.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -149,8 +150,7 @@ def prepare_database(
         raise unusable_file(path, f"its directory cannot be created ({error})") from error
     try:
         with closing(_connect(path, busy_timeout)) as connection:
-            # WAL is a property of the file: set once, every later connection uses it.
-            connection.execute("PRAGMA journal_mode = WAL")
+            _use_wal(connection, busy_timeout)
             connection.execute("BEGIN IMMEDIATE")
             try:
                 version = _migrate(connection, path, migrations)
@@ -165,6 +165,27 @@ def prepare_database(
         raise unusable_file(path, str(error)) from error
     except sqlite3.DatabaseError as error:
         raise unusable_file(path, str(error)) from error
+
+
+def _use_wal(connection: sqlite3.Connection, busy_timeout: float) -> None:
+    """Switch the file to WAL, a property of the file that every later connection uses.
+
+    Switching needs the file to itself, and SQLite answers a concurrent opener's switch
+    with an immediate SQLITE_BUSY rather than waiting in its busy handler, so several
+    processes opening a new file at once retry here within ``busy_timeout``."""
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as error:
+            if not is_busy(error) or time.monotonic() > deadline:
+                raise
+        else:
+            if str(mode).lower() == "wal":
+                return
+            if time.monotonic() > deadline:
+                raise sqlite3.OperationalError("database is locked")
+        time.sleep(0.01)
 
 
 def schema_version(path: Path) -> int:
