@@ -313,6 +313,25 @@ class Fevex:
             prepared, sink, self._prefix(prepared, session), state, deadline, (opening,)
         )
 
+    async def _recover(
+        self,
+        run_id: str,
+        actor: Mapping[str, Any],
+        *,
+        lease: RunLease | None = None,
+        timeout: float | None = None,
+    ) -> Execution:
+        """Take over a running run whose lease expired (or with the ``lease`` a claim
+        already took) and continue it from its checkpoint."""
+        return await self._continue(
+            run_id,
+            status="running",
+            opening_type="run.recovered",
+            opening_payload={"actor": dict(actor)},
+            timeout=timeout,
+            lease=lease,
+        )
+
     async def _sink_for(self, run: AgentRun, lease: RunLease) -> EventSink:
         return await EventSink.resume(self.run_store, run, lease, self._composition.observers)
 
@@ -444,14 +463,7 @@ class Fevex:
         that was asked to cancel (``cancel_requested``) is cancelled instead, and this
         raises ``RunCancelledError``."""
         check_actor(actor)
-        execution = await self._continue(
-            run_id,
-            status="running",
-            opening_type="run.recovered",
-            opening_payload={"actor": dict(actor)},
-            timeout=timeout,
-        )
-        return await self._result(execution)
+        return await self._result(await self._recover(run_id, actor, timeout=timeout))
 
     async def recover_expired_runs(
         self, *, actor: Mapping[str, Any], limit: int | None = None

@@ -42,11 +42,18 @@ def _version_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_app(reference: str) -> Any:
-    """``module:attribute``: a Fevex app, or a function that returns one."""
+def _load_app(reference: str, store: str | None) -> Any:
+    """``module:attribute``: a Fevex app, or a function that returns one, imported from the
+    working directory; ``store`` (a store URL) is set as ``FEVEX_RUN_STORE`` first, since the
+    app reads its store from the environment when it is created."""
     import importlib
+    import os
 
     from fevex.app import Fevex
+
+    if store:
+        os.environ["FEVEX_RUN_STORE"] = store
+    sys.path.insert(0, os.getcwd())
 
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute:
@@ -67,14 +74,9 @@ def _load_app(reference: str) -> Any:
 
 def _recover_command(args: argparse.Namespace) -> int:
     import asyncio
-    import os
     import time
 
-    if args.store:
-        # The app reads its store from the environment when it is created.
-        os.environ["FEVEX_RUN_STORE"] = args.store
-    sys.path.insert(0, os.getcwd())
-    app = _load_app(args.app)
+    app = _load_app(args.app, args.store)
     actor = {"id": args.actor, "type": "service"}
     while True:
         try:
@@ -99,16 +101,12 @@ def _recover_command(args: argparse.Namespace) -> int:
 
 def _worker_command(args: argparse.Namespace) -> int:
     import asyncio
-    import os
 
     if args.concurrency < 1:
         raise FevexConfigurationError("INVALID_ARGUMENT", "--concurrency must be at least 1.")
     if not args.interval > 0:
         raise FevexConfigurationError("INVALID_ARGUMENT", "--interval must be positive seconds.")
-    if args.store:
-        os.environ["FEVEX_RUN_STORE"] = args.store
-    sys.path.insert(0, os.getcwd())
-    app = _load_app(args.app)
+    app = _load_app(args.app, args.store)
     actor = {"id": args.actor, "type": "service"}
     asyncio.run(_work(app, actor, args.concurrency, args.interval, args.json))
     return 0

@@ -6,12 +6,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
+
+from fevex._internal.storable_text import UNSTORABLE_TEXT
 
 ErrorCategory = Literal["configuration", "validation", "model", "tool", "run", "store", "plugin"]
 ErrorSeverity = Literal["fatal", "error", "warning"]
-_UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 __all__ = [
     "ErrorCategory",
@@ -58,7 +58,7 @@ class FevexError(Exception):
         """
         return {
             "code": self.code,
-            "message": _UNSTORABLE_TEXT.sub("\ufffd", self.message),
+            "message": UNSTORABLE_TEXT.sub("\ufffd", self.message),
             "category": self.category,
             "severity": self.severity,
             "recoverable": self.recoverable,

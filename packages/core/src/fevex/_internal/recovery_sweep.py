@@ -34,13 +34,7 @@ async def sweep_expired_runs(
         run_id, lease = claimed
         handled.add(run_id)
         try:
-            execution = await app._continue(
-                run_id,
-                status="running",
-                opening_type="run.recovered",
-                opening_payload={"actor": dict(actor)},
-                lease=lease,
-            )
+            execution = await app._recover(run_id, actor, lease=lease)
         except Exception as error:
             run = await _settled_run(app, run_id)
             if run is not None and run.status in TERMINAL_STATUSES:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from fevex._internal.storable_text import UNSTORABLE_TEXT
 from fevex.errors import FevexRunError
 
 if TYPE_CHECKING:
@@ -149,7 +149,6 @@ def _describe(source: Any) -> str:
 # that fails again on every recovery.
 MAX_JSON_DEPTH = 64
 _MAX_INT_BITS = 14_000
-_UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
 def ensure_json(value: Any) -> None:
@@ -166,7 +165,7 @@ def ensure_json(value: Any) -> None:
         if item is None or isinstance(item, bool):
             continue
         if isinstance(item, str):
-            if _UNSTORABLE_TEXT.search(item) is not None:
+            if UNSTORABLE_TEXT.search(item) is not None:
                 raise TypeError(f"{_where(path)}: text holds a NUL character or a lone surrogate")
         elif isinstance(item, int):
             if item.bit_length() > _MAX_INT_BITS:
@@ -186,7 +185,7 @@ def ensure_json(value: Any) -> None:
                         f"{_where(path)}: JSON object keys must be strings, not "
                         f"{type(key).__name__}"
                     )
-                if _UNSTORABLE_TEXT.search(key) is not None:
+                if UNSTORABLE_TEXT.search(key) is not None:
                     raise TypeError(
                         f"{_where(path)}: a key holds a NUL character or a lone surrogate"
                     )

@@ -1,0 +1,8 @@
+"""Characters no run store can keep in text: PostgreSQL's jsonb refuses NUL, and UTF-8 has
+no encoding for a lone surrogate."""
+
+from __future__ import annotations
+
+import re
+
+UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
