@@ -525,3 +525,28 @@ async def test_a_busy_store_at_renewal_is_retried_not_a_lost_lease() -> None:
     result = await asyncio.wait_for(app.run_agent("worker", "go"), 30)
     assert result.output == "done"
     assert store.busy == 0
+
+
+async def test_a_pass_that_loses_a_run_to_another_worker_does_not_report_it() -> None:
+    clock = Clock()
+    store = InMemoryRunStore(clock=clock)
+    hanging = Hanging()
+    run_id, task = await orphan(store, hanging)
+    clock.now += 120
+    hanging.frozen = False
+
+    class Stalls:
+        """A model that stalls until another worker has taken the run over."""
+
+        async def stream(self, input: Any) -> Any:
+            clock.now += 120  # this pass froze past its lease ...
+            other = make_app(FakeModel({"output": "theirs"}), [hanging.tool], store)
+            await other.recover_run(run_id, actor={"id": "other"})  # ... and lost the run
+            yield  # pragma: no cover - the lost lease stops this pass first
+
+    rescuer = make_app(Stalls(), [hanging.tool], store)
+    sweep = await asyncio.wait_for(rescuer.recover_expired_runs(actor={"id": "sweeper"}), 30)
+    assert sweep.recovered == sweep.skipped == ()
+    assert sweep.claimed == 1
+    assert (await rescuer.get_run(run_id)).status == "completed"
+    task.cancel()

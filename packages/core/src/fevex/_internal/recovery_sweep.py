@@ -46,8 +46,12 @@ async def sweep_expired_runs(
             continue
         try:
             await app._result(execution)
-        except FevexError:
-            pass  # the run's outcome is in the store
+        except FevexError as error:
+            if error.code == "LEASE_LOST":
+                # Another worker took the run over (this pass stalled past its lease): the
+                # run is that worker's to continue and to report, not this pass's.
+                continue
+            # Otherwise the run's outcome is in the store.
         except Exception:
             logger.warning("recovering run %s failed unexpectedly", run_id, exc_info=True)
         recovered.append(await app.get_run(run_id))
