@@ -550,3 +550,25 @@ async def test_a_pass_that_loses_a_run_to_another_worker_does_not_report_it() ->
     assert sweep.claimed == 1
     assert (await rescuer.get_run(run_id)).status == "completed"
     task.cancel()
+
+
+class LosesTheTakeover(InMemoryRunStore):
+    """Another worker takes the run over while this one is still opening it."""
+
+    async def commit_execution(self, commit: Any) -> None:
+        if any(event.type == "run.recovered" for event in commit.events):
+            raise FevexRunError("LEASE_LOST", "taken over", category="store")
+        await super().commit_execution(commit)
+
+
+async def test_a_pass_that_loses_a_run_while_taking_it_over_does_not_report_it() -> None:
+    clock = Clock()
+    store = LosesTheTakeover(clock=clock)
+    hanging = Hanging()
+    _, task = await orphan(store, hanging)
+    clock.now += 120
+    rescuer = make_app(FakeModel({"output": "x"}), [hanging.tool], store)
+    sweep = await asyncio.wait_for(rescuer.recover_expired_runs(actor={"id": "sweeper"}), 30)
+    assert sweep.recovered == sweep.skipped == ()
+    assert sweep.claimed == 1
+    task.cancel()

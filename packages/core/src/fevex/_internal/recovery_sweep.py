@@ -36,6 +36,8 @@ async def sweep_expired_runs(
         try:
             execution = await app._recover(run_id, actor, lease=lease)
         except Exception as error:
+            if isinstance(error, FevexError) and error.code == "LEASE_LOST":
+                continue  # as below: another worker took the run over
             run = await _settled_run(app, run_id)
             if run is not None and run.status in TERMINAL_STATUSES:
                 if not isinstance(error, RunCancelledError):
