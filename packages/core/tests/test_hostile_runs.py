@@ -403,7 +403,7 @@ async def test_one_bad_run_never_stops_a_recovery_sweep(caplog: pytest.LogCaptur
     (wrong_shape, _), (newer, _), (removed, _), (healthy, _) = orphans
     store._checkpoints[wrong_shape] = ["not", "a", "checkpoint"]  # type: ignore[assignment]
     store._checkpoints[newer] = {"version": 99, "anything": True}
-    store._runs[removed]["agent_name"] = "retired"
+    store._runs[removed]["agent_name"] = store._runs[removed]["name"] = "retired"
     clock.now += 120
     hanging.frozen = False
 

@@ -468,9 +468,96 @@ class CancelRequestBeforeLease(InMemoryRunStore):
         return await super().renew_lease(run_id, lease, seconds)
 
 
+class ClaimsByAgentName(InMemoryRunStore):
+    """Filters claims on ``agent_name``, so a workflow run is never claimed by its name."""
+
+    async def claim_expired_run(
+        self, owner: str, seconds: float, *, names: Collection[str] | None = None
+    ) -> tuple[str, RunLease] | None:
+        chosen = claimable_names(names)
+        for run_id, stored in self._runs.items():
+            if (
+                stored["status"] == "running"
+                and not lease_is_live(self._leases[run_id], self.clock())
+                and (chosen is None or stored["agent_name"] in chosen)
+            ):
+                return run_id, await self.acquire_lease(run_id, owner, seconds)
+        return None
+
+
+class WakesEarly(InMemoryRunStore):
+    """Hands out any paused run with a ``wake_at``, due or not."""
+
+    async def claim_due_run(
+        self, owner: str, seconds: float, *, names: Collection[str] | None = None
+    ) -> tuple[str, RunLease] | None:
+        chosen = claimable_names(names)
+        for run_id, stored in self._runs.items():
+            if (
+                stored["status"] == "paused"
+                and stored["wake_at"] is not None
+                and (chosen is None or stored["name"] in chosen)
+                and not lease_is_live(self._leases[run_id], self.clock())
+            ):
+                lease = await self.acquire_lease(run_id, owner, seconds, status="paused")
+                stored["wake_at"] = lease.expires_at
+                return run_id, lease
+        return None
+
+
+class KeepsWakeAtOnClaim(InMemoryRunStore):
+    """Leaves a claimed run's ``wake_at`` in place: due again at once, while claimed."""
+
+    async def claim_due_run(
+        self, owner: str, seconds: float, *, names: Collection[str] | None = None
+    ) -> tuple[str, RunLease] | None:
+        wake_ats = {run_id: stored["wake_at"] for run_id, stored in self._runs.items()}
+        claimed = await super().claim_due_run(owner, seconds, names=names)
+        if claimed is not None:
+            self._runs[claimed[0]]["wake_at"] = wake_ats[claimed[0]]
+        return claimed
+
+
+class ForgetsParents(InMemoryRunStore):
+    """Ends a child run without waking its parent."""
+
+    async def commit_execution(self, commit: ExecutionCommit) -> None:
+        wake_ats = {run_id: stored["wake_at"] for run_id, stored in self._runs.items()}
+        await super().commit_execution(commit)
+        for run_id, stored in self._runs.items():
+            if run_id != commit.run_id:
+                stored["wake_at"] = wake_ats[run_id]
+
+
+class WakesEndedParents(InMemoryRunStore):
+    """Sets the ``wake_at`` of a parent that has ended too."""
+
+    async def commit_execution(self, commit: ExecutionCommit) -> None:
+        await super().commit_execution(commit)
+        parent = self._runs[commit.run_id]["parent_run_id"]
+        if parent in self._runs and (commit.changes or {}).get("status") == "cancelled":
+            self._runs[parent]["wake_at"] = self.clock()
+
+
+class WakesOnEveryChildCommit(InMemoryRunStore):
+    """Wakes a parent whenever its child commits."""
+
+    async def commit_execution(self, commit: ExecutionCommit) -> None:
+        await super().commit_execution(commit)
+        parent = self._runs[commit.run_id]["parent_run_id"]
+        if parent in self._runs:
+            self._runs[parent]["wake_at"] = self.clock()
+
+
 @pytest.mark.parametrize(
     ("broken", "failing_check"),
     [
+        (ClaimsByAgentName, "check_claims_by_name"),
+        (WakesEarly, "check_due_wake_ups"),
+        (KeepsWakeAtOnClaim, "check_due_wake_ups"),
+        (ForgetsParents, "check_children_wake_parents"),
+        (WakesEndedParents, "check_children_wake_parents"),
+        (WakesOnEveryChildCommit, "check_children_wake_parents"),
         (NoLeaseFence, "check_lease_fencing"),
         (LastWriterWins, "check_revision_compare_and_set"),
         (ForgetsGenerationOnRelease, "check_lease_fencing"),
@@ -494,7 +581,7 @@ class CancelRequestBeforeLease(InMemoryRunStore):
         (AnyOrderIsAscending, "check_list_arguments"),
         (SlicesAnyExpiredLimit, "check_list_arguments"),
         (CursorOfAnyRun, "check_event_paging"),
-        (ClaimsAnyAgent, "check_claims_by_agent_name"),
+        (ClaimsAnyAgent, "check_claims_by_name"),
         (ListsOldestFirst, "check_run_listing"),
         (OrdersByInsertion, "check_run_listing"),
         (SkipsTiedRuns, "check_run_listing"),
@@ -552,6 +639,7 @@ CONTRACT_METHODS = [
     "acquire_lease",
     "claim_expired_run",
     "expired_run_ids",
+    "claim_due_run",
     "get_run",
     "list_runs",
     "get_checkpoint",

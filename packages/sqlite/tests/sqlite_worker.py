@@ -9,6 +9,7 @@ writing at the same moment, and prints one JSON line saying what it did. Modes:
 - ``bump RUN_ID:OWNER:GENERATION:COMMITS``: land COMMITS commits on one shared run under a
   shared lease, reading its revision and retrying on RUN_CONFLICT (compare-and-set).
 - ``claim``: claim expired runs until none is left.
+- ``wake``: claim due paused runs until none is left.
 """
 
 from __future__ import annotations
@@ -90,12 +91,22 @@ async def claim(store: SQLiteRunStore, name: str) -> dict[str, Any]:
     return {"claimed": claimed}
 
 
+async def wake(store: SQLiteRunStore, name: str) -> dict[str, Any]:
+    claimed = []
+    while (found := await store.claim_due_run(name, 60.0)) is not None:
+        claimed.append(found[0])
+        await asyncio.sleep(0)
+    return {"claimed": claimed}
+
+
 async def work(store: SQLiteRunStore, mode: str, name: str, argument: str) -> dict[str, Any]:
     try:
         if mode == "create":
             return await create(store, name, int(argument))
         if mode == "bump":
             return await bump(store, name, argument)
+        if mode == "wake":
+            return await wake(store, name)
         return await claim(store, name)
     finally:
         await store.close()

@@ -140,6 +140,39 @@ async def test_each_expired_run_is_claimed_by_one_process(database: Path) -> Non
     }
 
 
+async def test_each_due_run_is_claimed_by_one_process(database: Path) -> None:
+    store = SQLiteRunStore(database)
+    try:
+        due = []
+        for i in range(40):
+            run = AgentRun(f"run-{i}", f"ses-{i}", "a", "running", None, NOW, NOW, revision=1)
+            started = RunEvent(f"run-{i}-1", run.id, 1, "run.started", NOW, {})
+            lease = await store.create_execution(ExecutionCreate(run, None, (started,)))
+            # Due since a second ago by the clock every process shares, earliest first.
+            wake_at = time.time() - 1.0 - i / 1000
+            await store.commit_execution(
+                ExecutionCommit(
+                    run.id, 2, NOW, lease, changes={"status": "paused", "wake_at": wake_at},
+                    release_lease=True,
+                )
+            )  # fmt: skip
+            due.append(run.id)
+        results = run_workers(database, "wake", ["", "", ""])
+        claims = [run_id for result in results for run_id in result["claimed"]]
+        assert sorted(claims) == sorted(due)  # every one, and each once
+        assert await store.claim_due_run("late", 60.0) is None
+        for run_id in due:
+            run = await store.get_run(run_id)
+            assert run is not None
+            # Due again only once its claimer's lease (60 s) has run out.
+            assert run.status == "paused"
+            assert run.wake_at is not None
+            assert run.wake_at > time.time() + 50
+    finally:
+        await store.close()
+    assert integrity(database) == "ok"
+
+
 async def test_two_processes_opening_a_new_file_migrate_it_once(database: Path) -> None:
     run_workers(database, "claim", ["", "", ""])
     with closing(sqlite3.connect(database)) as raw:

@@ -30,7 +30,7 @@ async def test_opening_creates_the_directory_file_and_schema_in_wal_mode(databas
     assert not database.parent.exists()
     store = SQLiteRunStore(database)
     await store.close()
-    assert store.schema_version == LATEST_VERSION == 2
+    assert store.schema_version == LATEST_VERSION == 3
     assert tables(database) == {
         "fevex_schema_migrations",
         "runs",
@@ -44,10 +44,13 @@ async def test_opening_creates_the_directory_file_and_schema_in_wal_mode(databas
         "runs_by_kind",
         "runs_by_name",
         "runs_by_parent",
+        "runs_running_by_name",
+        "runs_paused_by_wake",
     }
     assert rows(database, "SELECT version, name FROM fevex_schema_migrations") == [
         (1, "runs, sessions and events"),
         (2, "run name, version, tree and context; cancel requests; indexes that list runs"),
+        (3, "wake-ups of paused runs; claims by run name"),
     ]
     assert rows(database, "PRAGMA journal_mode") == [("wal",)]
 
@@ -67,7 +70,7 @@ async def test_reopening_keeps_data_and_migrates_nothing_again(database: Path) -
         assert session.revision == 1
     finally:
         await store.close()
-    assert rows(database, "SELECT version FROM fevex_schema_migrations") == [(1,), (2,)]
+    assert rows(database, "SELECT version FROM fevex_schema_migrations") == [(1,), (2,), (3,)]
 
 
 async def test_a_file_from_a_newer_fevex_sqlite_is_refused_untouched(database: Path) -> None:

@@ -1,10 +1,14 @@
-"""A file of schema version 1 upgrades in place when a store opens it, and its runs go on.
+"""Files of schema versions 1 and 2 upgrade in place when a store opens them, and their
+runs go on.
 
 ``fixtures/v1_runs.db`` was written by fevex and fevex-sqlite as of commit 4eb9cf4 (schema
 version 1, checkpoint version 1) by ``make_v1_fixture.py``, whose docstring says how: a run
 paused for the approval of a ``refund`` call, and a run orphaned while its keyed
 ``lookup`` call was in flight (its worker killed with SIGKILL, its lease expired). The
 tests upgrade a copy and continue both runs with the same app on the current code.
+
+A file of version 2 is that fixture brought to version 2 by migrations 1 and 2 alone, the
+statements the release of schema version 2 applied when it opened a file of version 1.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import importlib.util
 import json
 import shutil
 import sqlite3
+import time
 from contextlib import closing
 from pathlib import Path
 from types import ModuleType
@@ -20,8 +25,9 @@ from types import ModuleType
 import pytest
 
 from fevex import RunCancelledError
+from fevex.runtime import ExecutionCommit
 from fevex_sqlite import SQLiteRunStore
-from fevex_sqlite.schema import LATEST_VERSION, schema_version
+from fevex_sqlite.schema import LATEST_VERSION, MIGRATIONS, prepare_database, schema_version
 
 pytestmark = pytest.mark.anyio
 
@@ -46,6 +52,12 @@ def v1_file(tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.fixture
+def v2_file(v1_file: Path) -> Path:
+    assert prepare_database(v1_file, busy_timeout=1.0, migrations=MIGRATIONS[:2]) == 2
+    return v1_file
+
+
 def raw_rows(database: Path, query: str) -> list[tuple[object, ...]]:
     with closing(sqlite3.connect(database)) as raw:
         return raw.execute(query).fetchall()
@@ -58,7 +70,7 @@ async def test_opening_a_version_1_file_upgrades_it_in_place(v1_file: Path) -> N
     assert raw_rows(v1_file, checkpoints) == [(1,), (1,)]
     store = SQLiteRunStore(v1_file)
     try:
-        assert store.schema_version == LATEST_VERSION == 2
+        assert store.schema_version == LATEST_VERSION == 3
         runs = await store.list_runs()
         assert sorted((run.status, run.input) for run in runs) == [
             ("paused", "Refund 30 to account 42."),
@@ -70,6 +82,7 @@ async def test_opening_a_version_1_file_upgrades_it_in_place(v1_file: Path) -> N
             assert (run.version, run.parent_run_id, run.context) == (None, None, None)
             assert run.root_run_id == run.id
             assert run.cancel_requested is False
+            assert run.wake_at is None
             assert await store.get_run(run.id) == run
         for status in ("paused", "running"):
             (listed,) = await store.list_runs(status=status, name="support", kind="agent")
@@ -78,7 +91,11 @@ async def test_opening_a_version_1_file_upgrades_it_in_place(v1_file: Path) -> N
         assert await store.list_runs(parent_run_id=runs[0].id) == []
     finally:
         await store.close()
-    assert raw_rows(v1_file, "SELECT version FROM fevex_schema_migrations") == [(1,), (2,)]
+    assert raw_rows(v1_file, "SELECT version FROM fevex_schema_migrations") == [
+        (1,),
+        (2,),
+        (3,),
+    ]
     assert raw_rows(
         v1_file, "SELECT count(*) FROM runs WHERE name = agent_name AND root_run_id = id"
     )
@@ -140,3 +157,74 @@ async def test_a_run_stored_by_version_1_can_be_asked_to_cancel(v1_file: Path) -
         assert calls == []  # cancelled, not continued: the in-flight call was not retried
     finally:
         await app.close()
+
+
+async def test_a_version_2_file_upgrades_and_its_paused_run_can_be_woken(v2_file: Path) -> None:
+    assert schema_version(v2_file) == 2
+    calls: list[str] = []
+    app = support_app_module().build_app(SQLiteRunStore(v2_file), calls=calls)
+    try:
+        store = app.run_store
+        assert isinstance(store, SQLiteRunStore)
+        assert store.schema_version == 3
+        (paused,) = await store.list_runs(status="paused")
+        (orphaned,) = await store.list_runs(status="running")
+        assert (paused.wake_at, orphaned.wake_at) == (None, None)
+        # Nothing stored before wake-ups existed is due, and the orphan is still claimable
+        # by its name.
+        assert await store.claim_due_run("waker", 30.0) is None
+        assert await store.expired_run_ids(names={"support"}) == [orphaned.id]
+
+        lease = await store.acquire_lease(paused.id, "timer", 30.0, status="paused")
+        wake_at = time.time()
+        await store.commit_execution(
+            ExecutionCommit(
+                paused.id,
+                paused.revision + 1,
+                paused.updated_at,
+                lease,
+                changes={"wake_at": wake_at},
+                release_lease=True,
+            )
+        )
+        assert (await app.get_run(paused.id)).wake_at == wake_at
+        claimed = await store.claim_due_run("waker", 30.0, names={"support"})
+        assert claimed is not None
+        assert claimed[0] == paused.id
+        assert (claimed[1].owner, claimed[1].generation) == ("waker", lease.generation + 1)
+        woken = await app.get_run(paused.id)
+        assert (woken.status, woken.wake_at) == ("paused", claimed[1].expires_at)
+        assert await store.claim_due_run("waker", 30.0) is None
+
+        # The waker finds nothing to do yet (the approval is still pending) and lets go
+        # without a timer; the run then resumes as any paused run of the previous release.
+        await store.commit_execution(
+            ExecutionCommit(
+                paused.id,
+                woken.revision + 1,
+                woken.updated_at,
+                claimed[1],
+                changes={"status": "paused", "wake_at": None},
+                release_lease=True,
+            )
+        )
+        approval = woken.pause["approvals"][0]
+        resumed = await app.resume_run(
+            paused.id,
+            {
+                "type": "approval",
+                "approval_id": approval["id"],
+                "decision": "approve",
+                "actor": {"id": "reviewer-1"},
+            },
+        )
+        assert resumed.output == f"Done: {json.dumps({'refunded': 30})}"
+        assert (await app.get_run(paused.id)).wake_at is None
+    finally:
+        await app.close()
+    assert raw_rows(v2_file, "SELECT version FROM fevex_schema_migrations") == [
+        (1,),
+        (2,),
+        (3,),
+    ]
+    assert raw_rows(v2_file, "PRAGMA integrity_check") == [("ok",)]

@@ -6,28 +6,24 @@ import asyncio
 import dataclasses
 import logging
 import os
-import socket
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
-from fevex._internal.agent_loop import AgentLoop
+from fevex._internal.agent_kind import AgentKind
 from fevex._internal.clock import new_id, utc_now
-from fevex._internal.composition import Composition, PreparedAgent, compose
+from fevex._internal.composition import Composition, compose
 from fevex._internal.connections import ConnectionResolver
-from fevex._internal.event_sink import EventSink
 from fevex._internal.execution import Execution
-from fevex._internal.recovery_sweep import sweep_expired_runs
-from fevex._internal.run_input import run_input
-from fevex._internal.run_state import RunState
+from fevex._internal.kernel import Kernel, deadline_of, seconds_of
+from fevex._internal.recovery_sweep import sweep_expired_runs, wake_due_runs
 from fevex._internal.sync import iterate_sync, run_sync
 from fevex._internal.tool_runner import CredentialResolver
 from fevex.agents import AgentDefinition
 from fevex.errors import (
     FevexConfigurationError,
     FevexRunError,
-    RunCancelledError,
     RunPausedError,
 )
 from fevex.events import RunEvent
@@ -38,15 +34,15 @@ from fevex.runtime.approval import ApprovalDecision, approval_decision, check_ac
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, RunStatus, Session
-from fevex.runtime.recovery import RecoverySweep
+from fevex.runtime.recovery import RecoverySweep, WakeSweep
 from fevex.runtime.run_store import (
     EventOrder,
     NotifyingRunStore,
-    RunLease,
     RunStore,
     missing_store_methods,
 )
 from fevex.runtime.store_rules import check_event_page
+from fevex.schemas.schema import ensure_json
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
 
@@ -141,60 +137,23 @@ class Fevex:
         self._composition = composition
         self.run_store = store
         self.lease_seconds = lease_seconds
-        # One owner id per app: a recovered run is taken over under a new generation even
-        # when a restarted process happens to reuse the id.
-        self.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{new_id('app')}"
-        self._connections = ConnectionResolver(composition.connections)
-        self._active: dict[str, Execution] = {}
+        self._agent_kind = AgentKind(composition, ConnectionResolver(composition.connections))
+        self._kernel = Kernel(
+            store,
+            {"agent": self._agent_kind},
+            composition.observers,
+            lease_seconds=lease_seconds,
+        )
         self._background: set[asyncio.Task[None]] = set()
 
     @property
     def agents(self) -> tuple[str, ...]:
         return tuple(self._composition.agents)
 
-    # -- building executions --------------------------------------------------------
-
-    def _agent(self, name: str) -> PreparedAgent:
-        prepared = self._composition.agents.get(name)
-        if prepared is None:
-            raise FevexRunError("AGENT_NOT_FOUND", f"There is no agent named {name!r}.")
-        return prepared
-
-    @staticmethod
-    def _prefix(prepared: PreparedAgent, session: Session | None) -> list[Message]:
-        messages = []
-        if prepared.definition.instructions:
-            messages.append(Message.system(prepared.definition.instructions))
-        if session is not None:
-            if session.summary:
-                messages.append(
-                    Message.system(f"Summary of the conversation so far:\n{session.summary}")
-                )
-            messages.extend(session.messages())
-        return messages
-
-    def _execution(
-        self,
-        prepared: PreparedAgent,
-        sink: EventSink,
-        prefix: list[Message],
-        state: RunState,
-        deadline: float | None,
-        opening: tuple[RunEvent, ...],
-    ) -> Execution:
-        loop = AgentLoop(
-            prepared,
-            prefix,
-            state,
-            policies=self._composition.policies,
-            credentials=self._composition.credentials,
-            connections=self._connections,
-        )
-        execution = Execution(
-            sink, loop, deadline, lease_seconds=self.lease_seconds, opening=opening
-        )
-        self._active[sink.run.id] = execution
-        return execution
+    @property
+    def lease_owner(self) -> str:
+        """The owner id of every lease this app takes."""
+        return self._kernel.owner
 
     async def _begin(
         self,
@@ -206,10 +165,9 @@ class Fevex:
         context: RunContext = None,
         batching: bool = False,
     ) -> Execution:
-        prepared = self._agent(agent_name)
-        user_message, input_json = run_input(prepared, input)
+        self._agent_kind.agent(agent_name)
         context_json = None if context is None else ExecutionContext.of(context).to_json()
-        deadline = _deadline(timeout)
+        deadline = deadline_of(timeout)
         session = None
         if session_id is not None:
             if not isinstance(session_id, str) or not session_id:
@@ -217,139 +175,22 @@ class Fevex:
             session = await self.run_store.get_session(session_id)
         else:
             session_id = new_id("ses")
-        now = utc_now()
-        run = AgentRun(
-            new_id("run"),
-            session_id,
-            agent_name,
-            "running",
-            input_json,
-            now,
-            now,
-            revision=1,
-            context=context_json,
-        )
-        state = RunState([user_message])
-        sink, started = await EventSink.create(
-            self.run_store,
+        run, loop = self._agent_kind.new_run(agent_name, input, session_id, context_json, session)
+        return await self._kernel.start(
             run,
+            loop,
             session_revision=None if session is None else session.revision,
-            opening={"agent_name": agent_name, "session_id": session_id, "input": input_json},
-            checkpoint=state.checkpoint(),
-            owner=self.lease_owner,
-            lease_seconds=self.lease_seconds,
-            observers=self._composition.observers,
+            opening={"agent_name": agent_name, "session_id": session_id, "input": run.input},
+            deadline=deadline,
             batching=batching,
         )
-        return self._execution(
-            prepared, sink, self._prefix(prepared, session), state, deadline, (started,)
-        )
-
-    async def _continue(
-        self,
-        run_id: str,
-        *,
-        status: Literal["running", "paused"],
-        opening_type: str,
-        opening_payload: dict[str, Any],
-        decide: Callable[[RunState], None] | None = None,
-        timeout: float | None = None,
-        lease: RunLease | None = None,
-        batching: bool = True,
-    ) -> Execution:
-        """Take over a stored run under a new lease and continue from its checkpoint.
-
-        The takeover is bounded by ``timeout`` too: a store that waits (a row still locked
-        by a frozen worker) ends in ``RUN_TIMEOUT`` with nothing written."""
-        deadline = _deadline(timeout)
-        store = self.run_store
-        try:
-            async with asyncio.timeout_at(deadline):
-                prepared = self._agent((await self.get_run(run_id)).agent_name)
-                if decide is not None:
-                    # Fail closed before taking the run: a wrong decision changes nothing.
-                    decide(await _read_state(store, run_id))
-                if lease is None:
-                    lease = await store.acquire_lease(
-                        run_id, self.lease_owner, self.lease_seconds, status=status
-                    )
-                # Read after acquiring: the previous holder may have committed until its
-                # lease ended.
-                run = await self.get_run(run_id)
-                sink = await self._sink_for(run, lease)
-                if run.cancel_requested:
-                    # Asked to cancel while its owner could not obey (it died, or the run
-                    # paused first): whoever takes it next cancels it, never continues it.
-                    sink.observe(await sink.emit_cancelled("aborted"))
-                    raise RunCancelledError(run_id, "aborted")
-                try:
-                    state = await _read_state(store, run_id)
-                except FevexRunError as error:
-                    if error.details.get("reason") == "malformed":
-                        # No version of fevex can continue it: end it rather than let every
-                        # sweep take it again.
-                        sink.observe(await sink.emit_failed(error))
-                    raise
-                if decide is not None:
-                    decide(state)
-                session = await store.get_session(run.session_id)
-        except TimeoutError:
-            raise FevexRunError(
-                "RUN_TIMEOUT",
-                f"Run {run_id} could not be taken over within {timeout} s; nothing was written.",
-                recoverable=True,
-                details={"run_id": run_id},
-            ) from None
-        sink.batching = batching
-        opening = await sink.emit(
-            opening_type,
-            {**opening_payload, "generation": lease.generation},
-            durable=True,
-            status="running",
-            pause=None,
-            checkpoint=state.checkpoint,
-        )
-        return self._execution(
-            prepared, sink, self._prefix(prepared, session), state, deadline, (opening,)
-        )
-
-    async def _recover(
-        self,
-        run_id: str,
-        actor: Mapping[str, Any],
-        *,
-        lease: RunLease | None = None,
-        timeout: float | None = None,
-    ) -> Execution:
-        """Take over a running run whose lease expired (or with the ``lease`` a claim
-        already took) and continue it from its checkpoint."""
-        return await self._continue(
-            run_id,
-            status="running",
-            opening_type="run.recovered",
-            opening_payload={"actor": dict(actor)},
-            timeout=timeout,
-            lease=lease,
-        )
-
-    async def _sink_for(self, run: AgentRun, lease: RunLease) -> EventSink:
-        return await EventSink.resume(self.run_store, run, lease, self._composition.observers)
-
-    async def _events(self, execution: Execution) -> AsyncGenerator[RunEvent, None]:
-        try:
-            async with aclosing(execution.events()) as stream:
-                async for event in stream:
-                    yield event
-        finally:
-            self._active.pop(execution.run_id, None)
 
     async def _result(self, execution: Execution) -> RunResult[Any]:
-        events = [event async for event in self._events(execution)]
+        events = [event async for event in self._kernel.events(execution)]
         if execution.pause is not None:
             raise RunPausedError(execution.run_id, execution.pause)
         run = execution.sink.run
-        assert isinstance(execution.driver, AgentLoop)
-        usage = execution.driver.usage
+        usage: Usage = getattr(execution.driver, "usage", Usage())
         return RunResult(run.id, run.session_id, execution.output, usage, tuple(events))
 
     # -- starting runs --------------------------------------------------------------
@@ -385,7 +226,7 @@ class Fevex:
         for events; closing the iterator early cancels the run and persists that. A run
         that pauses ends the stream with ``run.paused``."""
         execution = await self._begin(agent, input, session_id, timeout, context=context)
-        async with aclosing(self._events(execution)) as stream:
+        async with aclosing(self._kernel.events(execution)) as stream:
             async for event in stream:
                 yield event
 
@@ -408,7 +249,7 @@ class Fevex:
     async def _drain(self, execution: Execution) -> None:
         # The outcome is in the store; the error has nobody to reach here.
         try:
-            async for _ in self._events(execution):
+            async for _ in self._kernel.events(execution):
                 pass
         except (Exception, asyncio.CancelledError):
             pass
@@ -431,25 +272,63 @@ class Fevex:
                 "RUN_NOT_PAUSED", f"Run {run_id} is {run.status}; only a paused run resumes."
             )
 
-        def decide(state: RunState) -> None:
-            pending = state.pending
-            if pending is None or pending.approval is None or pending.approval["id"] != approval_id:
+        def decide(_: AgentRun, checkpoint: dict[str, Any]) -> None:
+            pending = checkpoint.get("pending")
+            approval = pending.get("approval") if isinstance(pending, dict) else None
+            if not isinstance(approval, dict) or approval.get("id") != approval_id:
                 raise FevexRunError(
                     "APPROVAL_NOT_FOUND",
                     f"Run {run_id} has no pending approval {approval_id!r}; nothing was changed.",
                 )
-            pending.decisions[pending.approval["tool_call_id"]] = {
-                "decision": verdict,
-                "actor": dict(actor),
+            assert isinstance(pending, dict)
+            decisions = pending.get("decisions")
+            pending["decisions"] = {
+                **(decisions if isinstance(decisions, dict) else {}),
+                str(approval.get("tool_call_id")): {"decision": verdict, "actor": dict(actor)},
             }
 
-        execution = await self._continue(
+        execution = await self._kernel.take_over(
             run_id,
             status="paused",
             opening_type="run.resumed",
-            opening_payload={"approval_id": approval_id, "decision": verdict, "actor": dict(actor)},
+            opening_payload={
+                "reason": "approval",
+                "approval_id": approval_id,
+                "decision": verdict,
+                "actor": dict(actor),
+            },
             decide=decide,
             timeout=timeout,
+        )
+        return await self._result(execution)
+
+    async def send_event(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        actor: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> RunResult[Any]:
+        """Deliver the external event ``name`` to a run paused waiting for it, from any
+        process sharing the store, and continue the run (to its end or its next pause, as
+        ``resume_run`` does). The waiting step receives ``{"payload", "actor",
+        "received_at"}``. A run that does not wait for this event (another event, running,
+        ended) is refused with ``EVENT_NOT_EXPECTED`` and nothing changes; so is a payload
+        or an actor its definition refuses. ``payload`` must be plain JSON."""
+        if not isinstance(name, str) or not name:
+            raise FevexRunError("INVALID_ARGUMENT", "The event name must be a non-empty string.")
+        if actor is not None:
+            check_actor(actor)
+        try:
+            ensure_json(payload)
+        except TypeError as error:
+            raise FevexRunError(
+                "INVALID_ARGUMENT", f"The event payload is not JSON: {error}."
+            ) from None
+        execution = await self._kernel.deliver_event(
+            run_id, name, payload, None if actor is None else dict(actor), timeout=timeout
         )
         return await self._result(execution)
 
@@ -463,7 +342,7 @@ class Fevex:
         that was asked to cancel (``cancel_requested``) is cancelled instead, and this
         raises ``RunCancelledError``."""
         check_actor(actor)
-        return await self._result(await self._recover(run_id, actor, timeout=timeout))
+        return await self._result(await self._kernel.recover(run_id, actor, timeout=timeout))
 
     async def recover_expired_runs(
         self, *, actor: Mapping[str, Any], limit: int | None = None
@@ -483,13 +362,18 @@ class Fevex:
         check_actor(actor)
         return await sweep_expired_runs(self, actor, limit)
 
+    async def wake_due_runs(self, *, limit: int | None = None) -> WakeSweep:
+        """Claim the paused runs this app can continue whose wake-up is due (a timer that
+        elapsed, an event's deadline, the end of a child run; at most ``limit``) and
+        continue each whose wait is over; one that woke early pauses again. Several
+        processes may call this at once: a store never lets two claim one run, and a
+        claimer that dies leaves the run due again once its lease lapses."""
+        return await wake_due_runs(self, limit)
+
     # -- consulting and controlling runs --------------------------------------------
 
     async def get_run(self, run_id: str) -> AgentRun:
-        run = await self.run_store.get_run(run_id)
-        if run is None:
-            raise FevexRunError("RUN_NOT_FOUND", f"There is no run {run_id!r}.")
-        return run
+        return await self._kernel.get_run(run_id)
 
     async def list_events(
         self,
@@ -586,47 +470,9 @@ class Fevex:
         paused meanwhile. When ``timeout`` passes first, the run is returned still
         ``running`` with the request recorded: its owner, or whoever takes it over next
         (a recovery), cancels it."""
-        wait = _seconds(self.lease_seconds if timeout is None else timeout)
-        execution = self._active.get(run_id)
-        if execution is not None:
-            await execution.cancel()
-            await execution.settled.wait()
-            return await self.get_run(run_id)
-        run = await self.get_run(run_id)
-        deadline = asyncio.get_running_loop().time() + wait
-        # Polled at a tenth of the lease, so that the answer follows the owner's within
-        # about a third of the lease.
-        interval = min(self.lease_seconds / 10, 1.0)
-        while run.status not in TERMINAL_STATUSES:
-            if run.status == "running" and not run.cancel_requested:
-                run = await self.run_store.request_cancel(run_id)
-                continue
-            cancelled = await self._take_to_cancel(run)
-            if cancelled is not None:
-                return cancelled
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                break
-            await asyncio.sleep(min(interval, remaining))
-            run = await self.get_run(run_id)
-        return run
-
-    async def _take_to_cancel(self, run: AgentRun) -> AgentRun | None:
-        """Take a run that no process executes (paused, or running under a lease that
-        lapsed) and cancel it; ``None`` while its lease is live (its owner cancels it) or
-        its status changed since it was read."""
-        try:
-            lease = await self.run_store.acquire_lease(
-                run.id, self.lease_owner, self.lease_seconds, status=run.status
-            )
-        except FevexRunError as error:
-            if error.code == "RUN_CONFLICT":
-                return None
-            raise
-        # Read after acquiring: the previous holder may have committed until its lease ended.
-        sink = await self._sink_for(await self.get_run(run.id), lease)
-        sink.observe(await sink.emit_cancelled("aborted"))
-        return await self.get_run(run.id)
+        return await self._kernel.cancel(
+            run_id, seconds_of(self.lease_seconds if timeout is None else timeout)
+        )
 
     # -- sessions -------------------------------------------------------------------
 
@@ -708,6 +554,20 @@ class Fevex:
     ) -> RecoverySweep:
         return run_sync(self.recover_expired_runs(actor=actor, limit=limit))
 
+    def wake_due_runs_sync(self, *, limit: int | None = None) -> WakeSweep:
+        return run_sync(self.wake_due_runs(limit=limit))
+
+    def send_event_sync(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        actor: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> RunResult[Any]:
+        return run_sync(self.send_event(run_id, name, payload, actor=actor, timeout=timeout))
+
     def get_run_sync(self, run_id: str) -> AgentRun:
         return run_sync(self.get_run(run_id))
 
@@ -771,30 +631,3 @@ class Fevex:
 
     def close_sync(self) -> None:
         run_sync(self.close())
-
-
-async def _read_state(store: RunStore, run_id: str) -> RunState:
-    try:
-        checkpoint = await store.get_checkpoint(run_id)
-    except ValueError:
-        # The stored text is not JSON (a damaged row): no fevex can continue from it.
-        raise FevexRunError(
-            "CHECKPOINT_UNSUPPORTED",
-            f"The checkpoint of run {run_id} cannot be read as JSON.",
-            details={"run_id": run_id, "reason": "malformed"},
-        ) from None
-    return RunState.from_checkpoint(run_id, checkpoint)
-
-
-def _deadline(timeout: float | None) -> float | None:
-    """The loop time a run must end by; checked before anything is created or taken."""
-    if timeout is None:
-        return None
-    return asyncio.get_running_loop().time() + _seconds(timeout)
-
-
-def _seconds(timeout: object) -> float:
-    """A ``timeout`` argument: ``INVALID_ARGUMENT`` unless a positive number of seconds."""
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-        raise FevexRunError("INVALID_ARGUMENT", "timeout must be a positive number of seconds.")
-    return float(timeout)

@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from fevex.errors import FevexConfigurationError
 from fevex.events import RunEvent
 from fevex.runtime import store_rules as rules
-from fevex.runtime.records import AgentRun, RunStatus, Session
+from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, RunStatus, Session
 from fevex.runtime.run_store import (
     EventOrder,
     ExecutionCommit,
@@ -46,9 +46,10 @@ __all__ = ["SQLiteRunStore", "create_sqlite_run_store"]
 _RUN_COLUMNS = (
     "id, session_id, agent_name, kind, status, input, output, usage, error, pause, "
     "revision, created_at, updated_at, name, version, parent_run_id, root_run_id, context, "
-    "cancel_requested"
+    "cancel_requested, wake_at"
 )
 _JSON_RUN_FIELDS = ("input", "output", "usage", "error", "pause", "context")
+_ENDED_STATUSES = sorted(TERMINAL_STATUSES)
 _EVENT_COLUMNS = "id, run_id, sequence, type, occurred_at, payload"
 
 _SELECT_RUN = text(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = :id")
@@ -64,45 +65,67 @@ _LAST_SEQUENCE = (
     "(SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = runs.id) AS last_sequence"
 )
 _SELECT_COMMIT_TARGET = text(
-    f"SELECT {_LEASE_COLUMNS}, {_LAST_SEQUENCE} FROM runs WHERE runs.id = :id"
+    f"SELECT {_LEASE_COLUMNS}, runs.parent_run_id, {_LAST_SEQUENCE} FROM runs WHERE runs.id = :id"
 )
 _SELECT_COMMIT_TARGET_AND_HISTORY = text(
-    f"SELECT {_LEASE_COLUMNS}, {_LAST_SEQUENCE}, sessions.history FROM runs "
-    "LEFT JOIN sessions ON sessions.id = runs.session_id WHERE runs.id = :id"
+    f"SELECT {_LEASE_COLUMNS}, runs.parent_run_id, {_LAST_SEQUENCE}, sessions.history "
+    "FROM runs LEFT JOIN sessions ON sessions.id = runs.session_id WHERE runs.id = :id"
 )
+# The parent a commit wakes (store_rules.parent_to_wake), unless it has ended.
+_WAKE_PARENT = text(
+    "UPDATE runs SET wake_at = :now WHERE id = :id AND status NOT IN :ended"
+).bindparams(bindparam("ended", expanding=True))
 _SELECT_CHECKPOINT = text("SELECT checkpoint FROM runs WHERE id = :id")
 _SELECT_RUN_POSITION = text("SELECT created_at, id FROM runs WHERE id = :id")
 _INSERT_RUN = text(
     f"INSERT INTO runs ({_RUN_COLUMNS}, checkpoint, lease_owner, lease_generation, "
     "lease_expires_at) VALUES (:id, :session_id, :agent_name, :kind, :status, :input, "
     ":output, :usage, :error, :pause, :revision, :created_at, :updated_at, :name, :version, "
-    ":parent_run_id, :root_run_id, :context, :cancel_requested, :checkpoint, :lease_owner, "
-    ":lease_generation, :lease_expires_at)"
+    ":parent_run_id, :root_run_id, :context, :cancel_requested, :wake_at, :checkpoint, "
+    ":lease_owner, :lease_generation, :lease_expires_at)"
 )
 _REQUEST_CANCEL = text("UPDATE runs SET cancel_requested = 1 WHERE id = :id")
 _SET_LEASE = text(
     "UPDATE runs SET lease_owner = :owner, lease_generation = :generation, "
     "lease_expires_at = :expires_at WHERE id = :id"
 )
-# Insertion order, as the in-memory store scans; the partial index narrows the scan to
-# running runs whose lease has expired (store_rules.is_claimable, in SQL), and the agent
-# names, when given, filter that range.
+# Insertion order, as the in-memory store scans; the partial indexes narrow the scan to
+# running runs whose lease has expired (store_rules.is_claimable, in SQL), of the run
+# names asked for when given (runs_running_by_name).
 _EXPIRED_RUN_CONDITION = "status = 'running' AND lease_expires_at <= :now"
 _FIRST_EXPIRED_RUN = text(
     f"SELECT id, lease_generation FROM runs WHERE {_EXPIRED_RUN_CONDITION} ORDER BY rowid LIMIT 1"
 )
 _FIRST_EXPIRED_RUN_OF = text(
     f"SELECT id, lease_generation FROM runs WHERE {_EXPIRED_RUN_CONDITION} "
-    "AND agent_name IN :names ORDER BY rowid LIMIT 1"
+    "AND name IN :names ORDER BY rowid LIMIT 1"
 ).bindparams(bindparam("names", expanding=True))
-# Oldest expiry first, ties by id, over the same partial index.
+# Oldest expiry first, ties by id, over the expired range of runs_running_by_lease.
 _EXPIRED_RUN_IDS = text(
     f"SELECT id FROM runs WHERE {_EXPIRED_RUN_CONDITION} ORDER BY lease_expires_at, id LIMIT :limit"
 )
 _EXPIRED_RUN_IDS_OF = text(
-    f"SELECT id FROM runs WHERE {_EXPIRED_RUN_CONDITION} AND agent_name IN :names "
+    f"SELECT id FROM runs WHERE {_EXPIRED_RUN_CONDITION} AND name IN :names "
     "ORDER BY lease_expires_at, id LIMIT :limit"
 ).bindparams(bindparam("names", expanding=True))
+# store_rules.is_due in SQL: earliest wake_at first (ties by id, as the in-memory store
+# orders them), one range scan of runs_paused_by_wake.
+_DUE_RUN_CONDITION = (
+    "status = 'paused' AND wake_at IS NOT NULL AND wake_at <= :now AND lease_expires_at <= :now"
+)
+_FIRST_DUE_RUN = text(
+    f"SELECT id, lease_generation FROM runs WHERE {_DUE_RUN_CONDITION} ORDER BY wake_at, id LIMIT 1"
+)
+_FIRST_DUE_RUN_OF = text(
+    f"SELECT id, lease_generation FROM runs WHERE {_DUE_RUN_CONDITION} AND name IN :names "
+    "ORDER BY wake_at, id LIMIT 1"
+).bindparams(bindparam("names", expanding=True))
+# The claim moves wake_at to the new lease's expiry: the run is due again if its claimer
+# dies before it commits.
+_TAKE_DUE_RUN = text(
+    "UPDATE runs SET lease_owner = :owner, lease_generation = :generation, "
+    "lease_expires_at = :expires_at, wake_at = :expires_at WHERE id = :id"
+)
 
 # What creating a run checks, in one row whether or not the session exists: that the run
 # id is new, and whether the session is free and still at the revision the caller read.
@@ -266,7 +289,13 @@ class SQLiteRunStore:
         changes = commit.changes
         updates: dict[str, Any] = {"revision": commit.revision, "updated_at": commit.updated_at}
         for field, value in (changes or {}).items():
-            updates[field] = value if field == "status" else _dumps(value, f"The {field}")
+            if field == "status":
+                updates[field] = value
+            elif field == "wake_at":
+                # A REAL column, not JSON: the claims compare it with the store's clock.
+                updates[field] = None if value is None else float(value)
+            else:
+                updates[field] = _dumps(value, f"The {field}")
         if commit.checkpoint is not None:
             updates["checkpoint"] = _dumps(commit.checkpoint, "The checkpoint")
         if commit.release_lease:
@@ -290,9 +319,13 @@ class SQLiteRunStore:
         target = _SELECT_COMMIT_TARGET if history is None else _SELECT_COMMIT_TARGET_AND_HISTORY
         stored = self._stored(db, run_id, target)
         state = rules.StoredRun(int(stored.revision), _lease(stored), int(stored.last_sequence))
-        rules.check_commit(commit, state, self.clock())
+        now = self.clock()
+        rules.check_commit(commit, state, now)
         _insert_events(db, run_id, events)
         db.execute(_update_run_statement(tuple(updates)), {**updates, "_key": run_id})
+        parent = rules.parent_to_wake(commit.changes, stored.parent_run_id)
+        if parent is not None:
+            db.execute(_WAKE_PARENT, {"id": parent, "now": now, "ended": _ENDED_STATUSES})
         if commit.history is not None or commit.release_session:
             _end_session_turn(db, stored, commit, history)
 
@@ -347,7 +380,7 @@ class SQLiteRunStore:
     ) -> tuple[str, RunLease] | None:
         chosen = rules.claimable_names(names)
         if chosen is not None and not chosen:
-            return None  # no agent: no run it could continue
+            return None  # no name: no run it could continue
         return await self._transactions.write(
             "claim_expired_run", self._claim_expired_run, owner, seconds, chosen
         )
@@ -367,6 +400,41 @@ class SQLiteRunStore:
         run_id = str(expired.id)
         lease = RunLease(owner, int(expired.lease_generation) + 1, now + seconds)
         _set_lease(db, run_id, lease)
+        return run_id, lease
+
+    async def claim_due_run(
+        self, owner: str, seconds: float, *, names: Collection[str] | None = None
+    ) -> tuple[str, RunLease] | None:
+        chosen = rules.claimable_names(names)
+        if chosen is not None and not chosen:
+            return None  # no name: no run it could wake
+        return await self._transactions.write(
+            "claim_due_run", self._claim_due_run, owner, seconds, chosen
+        )
+
+    def _claim_due_run(
+        self, db: Connection, owner: str, seconds: float, names: frozenset[str] | None
+    ) -> tuple[str, RunLease] | None:
+        # As for expired runs, the write lock held from the scan to the update keeps two
+        # claimers from taking one run.
+        now = self.clock()
+        if names is None:
+            due = _one(db, _FIRST_DUE_RUN, now=now)
+        else:
+            due = _one(db, _FIRST_DUE_RUN_OF, now=now, names=sorted(names))
+        if due is None:
+            return None
+        run_id = str(due.id)
+        lease = RunLease(owner, int(due.lease_generation) + 1, now + seconds)
+        db.execute(
+            _TAKE_DUE_RUN,
+            {
+                "id": run_id,
+                "owner": lease.owner,
+                "generation": lease.generation,
+                "expires_at": lease.expires_at,
+            },
+        )
         return run_id, lease
 
     async def expired_run_ids(

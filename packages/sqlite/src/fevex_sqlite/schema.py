@@ -7,7 +7,7 @@ it exactly once, and a failed migration leaves the file at its previous version.
 with a version this code does not know was written by a newer fevex-sqlite and is refused
 rather than guessed at.
 
-To change the schema, append ``Migration(3, ...)`` to ``MIGRATIONS``; never edit a
+To change the schema, append ``Migration(4, ...)`` to ``MIGRATIONS``; never edit a
 migration that has been released, since files in the field already ran it.
 
 Opening uses the standard ``sqlite3`` module synchronously: store factories are plain
@@ -124,6 +124,28 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX runs_by_session ON runs (session_id, created_at, id)",
             "CREATE INDEX runs_by_parent ON runs (parent_run_id, created_at, id) "
             "WHERE parent_run_id IS NOT NULL",
+        ),
+    ),
+    Migration(
+        3,
+        "wake-ups of paused runs; claims by run name",
+        (
+            # Seconds since the epoch by the store's clock, or NULL: nothing wakes the run
+            # but a caller. No stored run has one.
+            "ALTER TABLE runs ADD COLUMN wake_at REAL",
+            # The claims' indexes lead with the status their WHERE fixes: without that,
+            # SQLite prefers runs_by_status (an equality) or runs_by_name to a partial
+            # index read as a range, and a claim scans every running or paused run, or
+            # every run of a name ever stored. With it, each claim is one range scan:
+            # claim_due_run over due runs in wake_at order, claim_expired_run and
+            # expired_run_ids over expired running runs, of the names asked for or of all.
+            "DROP INDEX runs_running_by_lease",
+            "CREATE INDEX runs_running_by_lease ON runs (status, lease_expires_at, id) "
+            "WHERE status = 'running'",
+            "CREATE INDEX runs_running_by_name ON runs (status, name, lease_expires_at, id) "
+            "WHERE status = 'running'",
+            "CREATE INDEX runs_paused_by_wake ON runs (status, wake_at, id) "
+            "WHERE status = 'paused' AND wake_at IS NOT NULL",
         ),
     ),
 )

@@ -62,6 +62,9 @@ class AgentLoop:
     def usage(self) -> Usage:
         return self.state.usage
 
+    def checkpoint(self) -> dict[str, Any]:
+        return self.state.checkpoint()
+
     async def steps(self, execution: Execution) -> AsyncGenerator[RunEvent, None]:
         self.execution = execution
         tool_specs, output_schema = self.agent.model_boundary()

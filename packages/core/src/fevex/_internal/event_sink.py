@@ -174,6 +174,23 @@ class EventSink:
                 self.observe(committed)
         return event
 
+    async def release(self, **run_changes: Any) -> None:
+        """Give the lease back, committing only ``run_changes``: a paused run a wake-up
+        found not due yet pauses again, with no event."""
+        assert self.lease is not None, "a run is written only under its lease"
+        revision = self.revision + 1
+        await self.store.commit_execution(
+            ExecutionCommit(
+                self.run.id,
+                revision,
+                utc_now(),
+                self.lease,
+                changes=run_changes or None,
+                release_lease=True,
+            )
+        )
+        self.revision = revision
+
     async def emit_cancelled(self, reason: str) -> RunEvent:
         """End the run ``cancelled``, freeing its session and lease (a paused run too)."""
         return await self.emit(

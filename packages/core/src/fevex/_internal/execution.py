@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from fevex._internal.deadline import DeadlineReached
 from fevex._internal.event_sink import EventSink
 from fevex._internal.lease_keeper import LeaseKeeper
+from fevex._internal.waits import paused_until
 from fevex.errors import FevexError, FevexRunError, RunCancelledError
 from fevex.events import RunEvent
 from fevex.tools.context import _Cancellation
@@ -122,9 +123,15 @@ class Execution:
         )
 
     async def suspend(self, pause: dict[str, Any], checkpoint: Any) -> RunEvent:
-        """Pause the run: the lease is released, the session stays held."""
+        """Pause the run for what ``pause`` names (see :mod:`fevex._internal.waits`): the
+        lease is released, the session stays held. A timer (or an event's deadline) is
+        committed as the run's ``wake_at``; a run that waits for its children keeps the
+        ``wake_at`` a child that ended meanwhile set, so that no child's end is missed."""
         self.finished = True
         self.pause = pause
+        wake: dict[str, Any] = {}
+        if pause.get("reason") != "children":
+            wake["wake_at"] = paused_until(pause)
         return await self.sink.emit(
             "run.paused",
             pause,
@@ -132,6 +139,7 @@ class Execution:
             pause=pause,
             checkpoint=checkpoint,
             release_lease=True,
+            **wake,
         )
 
     # -- cancellation and lease loss ------------------------------------------------

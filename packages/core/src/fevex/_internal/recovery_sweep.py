@@ -1,5 +1,6 @@
 """One recovery pass: claim the expired runs this app can continue, one at a time, and
-report what it did, left, or could not take. One bad run never stops the pass."""
+report what it did, left, or could not take; one wake-up pass: claim the paused runs whose
+wake-up is due, and continue those whose wait is over. One bad run never stops a pass."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from fevex.errors import FevexError, RunCancelledError
+from fevex.errors import FevexError, RunCancelledError, RunPausedError
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun
-from fevex.runtime.recovery import RecoverySweep, SkippedRun
+from fevex.runtime.recovery import RecoverySweep, SkippedRun, WakeSweep
 
 if TYPE_CHECKING:
     from fevex.app import Fevex
@@ -21,7 +22,7 @@ async def sweep_expired_runs(
     app: Fevex, actor: Mapping[str, Any], limit: int | None
 ) -> RecoverySweep:
     store = app.run_store
-    agents = app.agents
+    agents = app._kernel.names
     recovered: list[AgentRun] = []
     skipped: list[SkippedRun] = []
     handled: set[str] = set()
@@ -34,7 +35,7 @@ async def sweep_expired_runs(
         run_id, lease = claimed
         handled.add(run_id)
         try:
-            execution = await app._recover(run_id, actor, lease=lease)
+            execution = await app._kernel.recover(run_id, actor, lease=lease)
         except Exception as error:
             if isinstance(error, FevexError) and error.code == "LEASE_LOST":
                 continue  # as below: another worker took the run over
@@ -80,7 +81,7 @@ async def sweep_expired_runs(
             foreign[0],
         )
         skipped += [
-            SkippedRun(run_id, "AGENT_NOT_FOUND", "This app has no agent of this run.")
+            SkippedRun(run_id, "AGENT_NOT_FOUND", "This app has no definition of this run.")
             for run_id in foreign
         ]
     return RecoverySweep(tuple(recovered), tuple(skipped), unclaimed, len(handled))
@@ -101,3 +102,39 @@ def _skipped(run_id: str, error: Exception) -> SkippedRun:
     return SkippedRun(
         run_id, "UNEXPECTED_ERROR", f"Continuing the run failed: {type(error).__name__}."
     )
+
+
+async def wake_due_runs(app: Fevex, limit: int | None) -> WakeSweep:
+    """Claim the paused runs whose wake-up is due (a timer, the end of a child) among those
+    this app can continue, one at a time, and continue each whose wait is over."""
+    woken: list[AgentRun] = []
+    skipped: list[SkippedRun] = []
+    handled: set[str] = set()
+    kernel = app._kernel
+    while limit is None or len(handled) < limit:
+        claimed = await app.run_store.claim_due_run(
+            kernel.owner, kernel.lease_seconds, names=kernel.names
+        )
+        if claimed is None or claimed[0] in handled:
+            break
+        run_id, lease = claimed
+        handled.add(run_id)
+        try:
+            execution = await kernel.wake(run_id, lease)
+            if execution is None:
+                continue  # early: paused again until its wake-up is due
+            await app._result(execution)
+        except RunPausedError:
+            pass
+        except FevexError as error:
+            if error.code == "LEASE_LOST":
+                continue
+            run = await _settled_run(app, run_id)
+            if run is None or (run.status not in TERMINAL_STATUSES and run.status != "paused"):
+                skipped.append(_skipped(run_id, error))
+                continue
+        except Exception as error:
+            skipped.append(_skipped(run_id, error))
+            continue
+        woken.append(await app.get_run(run_id))
+    return WakeSweep(tuple(woken), tuple(skipped), len(handled))

@@ -3,7 +3,7 @@ from fevex.runtime.context import ExecutionContext
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.open_run_store import open_run_store
 from fevex.runtime.records import AgentRun, RunStatus, Session
-from fevex.runtime.recovery import RecoverySweep, SkippedRun
+from fevex.runtime.recovery import RecoverySweep, SkippedRun, WakeSweep
 from fevex.runtime.run_store import (
     EventOrder,
     ExecutionCommit,
@@ -26,5 +26,6 @@ __all__ = [
     "RunStore",
     "Session",
     "SkippedRun",
+    "WakeSweep",
     "open_run_store",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 
 from fevex.events import RunEvent
 from fevex.runtime import store_rules as rules
-from fevex.runtime.records import AgentRun, RunStatus, Session
+from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, RunStatus, Session
 from fevex.runtime.run_store import (
     EventOrder,
     ExecutionCommit,
@@ -80,6 +80,9 @@ class InMemoryRunStore:
         stored["updated_at"] = commit.updated_at
         if commit.changes:
             stored.update(commit.changes)
+        parent = self._runs.get(rules.parent_to_wake(commit.changes, stored["parent_run_id"]) or "")
+        if parent is not None and parent["status"] not in TERMINAL_STATUSES:
+            parent["wake_at"] = self.clock()
         if commit.checkpoint is not None:
             self._checkpoints[run_id] = commit.checkpoint
         if commit.release_lease:
@@ -139,9 +142,33 @@ class InMemoryRunStore:
         now = self.clock()
         for run_id, stored in self._runs.items():
             lease = self._leases[run_id]
-            if rules.is_claimable(stored["status"], stored["agent_name"], lease, now, chosen):
+            if rules.is_claimable(stored["status"], stored["name"], lease, now, chosen):
                 return run_id, await self.acquire_lease(run_id, owner, seconds)
         return None
+
+    async def claim_due_run(
+        self, owner: str, seconds: float, *, names: Collection[str] | None = None
+    ) -> tuple[str, RunLease] | None:
+        chosen = rules.claimable_names(names)
+        now = self.clock()
+        due = [
+            (stored["wake_at"], run_id)
+            for run_id, stored in self._runs.items()
+            if rules.is_due(
+                stored["status"],
+                stored["name"],
+                stored["wake_at"],
+                self._leases[run_id],
+                now,
+                chosen,
+            )
+        ]
+        if not due:
+            return None
+        _, run_id = min(due)
+        lease = await self.acquire_lease(run_id, owner, seconds, status="paused")
+        self._runs[run_id]["wake_at"] = lease.expires_at
+        return run_id, lease
 
     async def expired_run_ids(
         self, *, limit: int = 100, names: Collection[str] | None = None
@@ -153,9 +180,7 @@ class InMemoryRunStore:
         expired = sorted(
             (leases[run_id].expires_at, run_id)
             for run_id, stored in self._runs.items()
-            if rules.is_claimable(
-                stored["status"], stored["agent_name"], leases[run_id], now, chosen
-            )
+            if rules.is_claimable(stored["status"], stored["name"], leases[run_id], now, chosen)
         )
         return [run_id for _, run_id in expired[:limit]]
 

@@ -33,6 +33,11 @@ class AgentRun:
     ``cancel_run`` in a process that does not execute it) and never cleared: the run's
     owner learns of it at its next lease renewal and cancels the run, and whoever takes the
     run over next (a recovery, a resume) cancels it instead of continuing it.
+
+    ``wake_at`` (seconds since the epoch, by the store's clock) is when a paused run is due
+    to be woken: its timer, or the moment one of its child runs ended. Workers claim due
+    runs (``claim_due_run``); ``None`` means nothing wakes it but a caller (an approval, an
+    event).
     """
 
     id: str
@@ -54,6 +59,7 @@ class AgentRun:
     root_run_id: str = ""
     context: dict[str, Any] | None = None
     cancel_requested: bool = False
+    wake_at: float | None = None
 
     def __post_init__(self) -> None:
         # Frozen: the defaults that depend on other fields are set once, here, so that a
@@ -88,13 +94,15 @@ class AgentRun:
             "root_run_id": self.root_run_id,
             "context": self.context,
             "cancel_requested": self.cancel_requested,
+            "wake_at": self.wake_at,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AgentRun:
         """The snapshot ``data`` holds; a run stored before ``name``, ``version``, the run
-        tree, the context and cancel requests existed gets their defaults (its agent's name,
-        no version, no parent, itself as root, no context, no cancel request)."""
+        tree, the context, cancel requests and wake-ups existed gets their defaults (its
+        agent's name, no version, no parent, itself as root, no context, no cancel request,
+        no wake-up)."""
         return cls(
             id=str(data["id"]),
             session_id=str(data["session_id"]),
@@ -115,11 +123,16 @@ class AgentRun:
             root_run_id=str(data.get("root_run_id") or ""),
             context=data.get("context"),
             cancel_requested=bool(data.get("cancel_requested", False)),
+            wake_at=_number_or_none(data.get("wake_at")),
         )
 
 
 def _text_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _number_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""What a recovery sweep reports: the runs it continued, left for others, or could not take."""
+"""What recovery and wake-up passes report: the runs they continued, left for others, or
+could not take."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass
 
 from fevex.runtime.records import AgentRun
 
-__all__ = ["RecoverySweep", "SkippedRun"]
+__all__ = ["RecoverySweep", "SkippedRun", "WakeSweep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,4 +38,20 @@ class RecoverySweep:
     skipped: tuple[SkippedRun, ...] = ()
     unclaimed: tuple[str, ...] = ()
     # How many runs the pass took (recovered, or claimed and then left): 0 means idle.
+    claimed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WakeSweep:
+    """One pass of ``wake_due_runs``.
+
+    ``woken`` holds the runs whose wait was over and that the pass continued, as they stand
+    after it (completed, failed, cancelled, or paused again at their next wait); ``skipped``
+    the runs it claimed and could not continue (their lease lapses, and the next pass tries
+    again). ``claimed`` counts every due run the pass took, also those it found early (a
+    child still going) and paused again.
+    """
+
+    woken: tuple[AgentRun, ...] = ()
+    skipped: tuple[SkippedRun, ...] = ()
     claimed: int = 0

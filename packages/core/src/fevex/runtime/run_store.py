@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 EventOrder = Literal["asc", "desc"]
-RUN_FIELDS_A_COMMIT_CHANGES = frozenset(("status", "output", "usage", "error", "pause"))
+RUN_FIELDS_A_COMMIT_CHANGES = frozenset(("status", "output", "usage", "error", "pause", "wake_at"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,9 +156,10 @@ class RunStore(Protocol):
     ) -> tuple[str, RunLease] | None:
         """Acquire the lease of one ``running`` run whose lease expired, or ``None``.
         Concurrent callers never claim the same run. With ``names``, only a run whose
-        ``agent_name`` is among them is claimed: a worker claims only the runs it can
-        continue (``None``: any run; an empty collection: none). ``INVALID_ARGUMENT`` when
-        ``names`` is not a collection of strings (a single string is refused)."""
+        ``name`` (an agent run's is its ``agent_name``) is among them is claimed: a worker
+        claims only the runs it can continue (``None``: any run; an empty collection:
+        none). ``INVALID_ARGUMENT`` when ``names`` is not a collection of strings (a single
+        string is refused)."""
         ...
 
     async def expired_run_ids(
@@ -170,6 +171,18 @@ class RunStore(Protocol):
         holds a row, or another claimer is taking them). ``names`` limits them to those
         agents, as for claims. ``INVALID_ARGUMENT`` unless ``limit`` is a whole number, 0
         or more, and ``names`` is ``None`` or a collection of strings."""
+        ...
+
+    async def claim_due_run(
+        self, owner: str, seconds: float, *, names: Collection[str] | None = None
+    ) -> tuple[str, RunLease] | None:
+        """Acquire the lease of one ``paused`` run whose ``wake_at`` has come by the store's
+        clock and whose lease is not live, earliest ``wake_at`` first, and move its
+        ``wake_at`` to the new lease's expiry in the same step, so that the run is due again
+        if its claimer dies; ``None`` when no run is due. Concurrent callers never
+        claim the same run (a SQL store skips rows another claim locked). ``names`` as for
+        :meth:`claim_expired_run`. The claimer decides what the wake-up means (a timer, a
+        child that ended) and pauses the run again when it was early."""
         ...
 
     async def get_run(self, run_id: str) -> AgentRun | None: ...
@@ -255,6 +268,7 @@ _RUN_STORE_METHODS = (
     "acquire_lease",
     "claim_expired_run",
     "expired_run_ids",
+    "claim_due_run",
     "get_run",
     "list_runs",
     "get_checkpoint",

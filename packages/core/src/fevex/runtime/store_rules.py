@@ -28,18 +28,21 @@ revision (``SESSION_CONFLICT``). Listing events checks its arguments, then the c
 (``INVALID_CURSOR``); an unknown run has no events. Listing runs checks its arguments
 (:func:`check_run_page`), then the cursor (:func:`run_cursor`, ``INVALID_CURSOR``).
 Requesting a cancel checks that the run exists (``RUN_NOT_FOUND``), then records the
-request only on a run that :func:`records_cancel_request` names.
+request only on a run that :func:`records_cancel_request` names. A commit that ends a child
+run wakes its parent (:func:`parent_to_wake`); ``claim_due_run`` takes a run that
+:func:`is_due` accepts.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard, get_args
 
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
-from fevex.runtime.records import RunStatus
+from fevex.runtime.records import TERMINAL_STATUSES, RunStatus
 from fevex.runtime.run_store import (
     RUN_FIELDS_A_COMMIT_CHANGES,
     ExecutionCommit,
@@ -74,7 +77,9 @@ __all__ = [
     "event_id_taken",
     "invalid_argument",
     "is_claimable",
+    "is_due",
     "lease_is_live",
+    "parent_to_wake",
     "records_cancel_request",
     "run_cancel_requested",
     "run_cursor",
@@ -184,6 +189,22 @@ def _check_changes(changes: Mapping[str, Any] | None) -> None:
         raise invalid_argument(
             f"A commit cannot change {', '.join(refused)} of a run; it changes only {allowed}."
         )
+    wake_at = changes.get("wake_at")
+    if wake_at is not None and not (
+        isinstance(wake_at, int | float)
+        and not isinstance(wake_at, bool)
+        and math.isfinite(wake_at)
+    ):
+        raise invalid_argument("wake_at must be seconds since the epoch (a finite number) or None.")
+
+
+def parent_to_wake(changes: Mapping[str, Any] | None, parent_run_id: str | None) -> str | None:
+    """The run a commit wakes besides its own: the parent of a run the commit ends (its
+    ``status`` changes to completed, failed or cancelled). The store sets that parent's
+    ``wake_at`` to its now, in the commit's transaction, unless the parent has ended."""
+    if parent_run_id is None or not changes or changes.get("status") not in TERMINAL_STATUSES:
+        return None
+    return parent_run_id
 
 
 def _check_events_belong(run_id: str, events: Sequence[RunEvent]) -> None:
@@ -252,18 +273,18 @@ def check_run_page(
 
 
 def claimable_names(names: Collection[str] | None) -> frozenset[str] | None:
-    """The agent names a claim is limited to (``None``: any), or ``INVALID_ARGUMENT``
+    """The run names a claim is limited to (``None``: any), or ``INVALID_ARGUMENT``
     unless ``names`` is ``None`` or a collection of strings. A single string is refused:
     it is a collection of its characters, and never what a caller means."""
     if names is None:
         return None
     if isinstance(names, str | bytes) or not isinstance(names, Collection):
         raise invalid_argument(
-            f"names must be a collection of agent names or None, not {type(names).__name__}."
+            f"names must be a collection of run names or None, not {type(names).__name__}."
         )
     chosen = frozenset(names)
     if not all(isinstance(name, str) for name in chosen):
-        raise invalid_argument("names must hold agent names (strings) only.")
+        raise invalid_argument("names must hold run names (strings) only.")
     return chosen
 
 
@@ -374,15 +395,33 @@ def check_acquirable(
 
 
 def is_claimable(
-    status: str, agent_name: str, lease: RunLease, now: float, names: frozenset[str] | None
+    status: str, name: str, lease: RunLease, now: float, names: frozenset[str] | None
 ) -> bool:
     """Whether ``claim_expired_run`` may take the run: running, its lease expired, and its
-    agent among ``names`` (from :func:`claimable_names`; ``None``: any). A SQL store puts
+    ``name`` among ``names`` (from :func:`claimable_names`; ``None``: any). A SQL store puts
     the same three conditions in the ``WHERE`` clause of its claim."""
     return (
-        status == "running"
+        status == "running" and not lease_is_live(lease, now) and (names is None or name in names)
+    )
+
+
+def is_due(
+    status: str,
+    name: str,
+    wake_at: float | None,
+    lease: RunLease,
+    now: float,
+    names: frozenset[str] | None,
+) -> bool:
+    """Whether ``claim_due_run`` may take the run: paused, its ``wake_at`` come (at or
+    before ``now``), its lease not live, and its ``name`` among ``names``. A SQL store puts
+    the same conditions in the ``WHERE`` clause of its claim, ordered by ``wake_at``."""
+    return (
+        status == "paused"
+        and wake_at is not None
+        and wake_at <= now
         and not lease_is_live(lease, now)
-        and (names is None or agent_name in names)
+        and (names is None or name in names)
     )
 
 

@@ -252,14 +252,18 @@ async def check_list_arguments(factory: RunStoreFactory, clock: ManualClock | No
         await _finish(store, other)
 
 
-async def check_claims_by_agent_name(
-    factory: RunStoreFactory, clock: ManualClock | None = None
-) -> None:
+async def check_claims_by_name(factory: RunStoreFactory, clock: ManualClock | None = None) -> None:
     async with _opened(factory) as store:
         # Names of this check only: a shared storage may hold other expired runs.
         tag = new_id("agent")
         name_a, name_b = f"{tag}-a", f"{tag}-b"
         runs_a = [await _create(store, agent_name=name_a, seconds=SHORT_LEASE) for _ in range(2)]
+        # A run of another kind is claimed by its name, whatever its agent_name holds.
+        workflow = dataclasses.replace(_new_run(agent_name=""), kind="workflow", name=name_a)
+        create = _creation(workflow, None, seconds=SHORT_LEASE)
+        runs_a.append(
+            _Run(workflow, await store.create_execution(create), 1, [create.events[0].id])
+        )
         run_b = await _create(store, agent_name=name_b, seconds=SHORT_LEASE)
         live_a = await _create(store, agent_name=name_a)
         paused_a = await _create(store, agent_name=name_a)
@@ -277,8 +281,8 @@ async def check_claims_by_agent_name(
         _ensure(
             set(claimed) == wanted,
             f"claim_expired_run(names={{{name_a!r}, ...}}) claimed {sorted(claimed)}; want only "
-            f"the expired running runs of that agent, {sorted(wanted)}, and never a run of "
-            "another agent, a live or a paused one",
+            f"the expired running runs of that name, {sorted(wanted)} (a workflow's included), "
+            "and never a run of another name, a live or a paused one",
         )
         for run in runs_a:
             run.lease = claimed[run.id]

@@ -93,15 +93,25 @@ What a store must guarantee, and the check that proves it:
   [``check_run_listing_arguments``]
 - ``claim_expired_run`` gives each expired running run to one claimer only, and never a
   live, paused or finished run. [``check_expired_run_claims``]
-- ``claim_expired_run(names=...)`` claims only runs whose ``agent_name`` is among
+- ``claim_expired_run(names=...)`` claims only runs whose ``name`` is among
   ``names`` (an empty collection: none); a single string, or a name that is not a string,
-  is ``INVALID_ARGUMENT`` and claims nothing. [``check_claims_by_agent_name``]
+  is ``INVALID_ARGUMENT`` and claims nothing. [``check_claims_by_name``]
 - ``expired_run_ids`` lists the running runs whose lease expired (also one released while
   running), oldest expiry first in a stable order, at most ``limit``, and never a live,
   paused or finished run; listing takes nothing: each listed run is then acquired with the
   next generation. [``check_expired_run_ids``]
 - A paused commit that releases its lease lets a resumer acquire it at once with the next
   generation; the session stays reserved. [``check_paused_lease_release``]
+- A commit's ``wake_at`` (a finite number or ``None``, else ``INVALID_ARGUMENT``) reads
+  back as given. ``claim_due_run`` gives each paused run whose ``wake_at`` has come and
+  whose lease is not live to one claimer only, earliest first, with the next generation,
+  moving its ``wake_at`` to the lease's expiry (due again if the claimer dies) and
+  leaving it paused; never a run due later, one without ``wake_at``, a running run or one
+  whose lease is live; ``names`` as for claims of expired runs. [``check_due_wake_ups``]
+- A commit that ends a child run sets its parent's ``wake_at`` to the store's now, also
+  while the parent is still running (it is then due once it pauses), never for a parent
+  that has ended; a commit that does not end the child wakes nothing.
+  [``check_children_wake_parents``]
 """
 
 from __future__ import annotations
@@ -125,7 +135,7 @@ from fevex.testing._run_store_cancel_requests import (
 )
 from fevex.testing._run_store_listing import check_run_listing, check_run_listing_arguments
 from fevex.testing._run_store_refusals import (
-    check_claims_by_agent_name,
+    check_claims_by_name,
     check_event_sequence,
     check_list_arguments,
     check_refused_arguments,
@@ -158,6 +168,7 @@ from fevex.testing._run_store_steps import (
     _Run,
     _session,
 )
+from fevex.testing._run_store_wakeups import check_children_wake_parents, check_due_wake_ups
 
 __all__ = [
     "RUN_STORE_CHECKS",
@@ -821,9 +832,11 @@ RUN_STORE_CHECKS: tuple[RunStoreCheck, ...] = (
     check_run_listing,
     check_run_listing_arguments,
     check_expired_run_claims,
-    check_claims_by_agent_name,
+    check_claims_by_name,
     check_expired_run_ids,
     check_paused_lease_release,
+    check_due_wake_ups,
+    check_children_wake_parents,
 )
 """Every check in the order :func:`check_run_store` runs them: async functions of
 ``(factory, clock=None)`` that raise ``AssertionError`` on a violation."""

@@ -1,0 +1,410 @@
+"""The execution kernel: the life of every run, whatever its kind, in one place.
+
+The kernel creates a run atomically (the run, its session reservation, its opening event,
+its checkpoint and its lease: :meth:`Kernel.start`), takes a stored run over (a resume, a
+recovery, a wake-up, an event: :meth:`Kernel.take_over`), and cancels runs, here or in
+another process (:meth:`Kernel.cancel`). Each run it executes is an
+:class:`~fevex._internal.execution.Execution` (lease renewal, deadline, cancellation,
+pauses and the final commit) advanced by the step driver of the run's *kind*: a
+:class:`RunKind` rebuilds that driver from the run's checkpoint. ``Fevex`` is a front over
+it; nothing else writes a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
+from contextlib import aclosing
+from typing import Any, Literal, Protocol
+
+from fevex._internal.clock import new_id
+from fevex._internal.event_sink import EventObserver, EventSink
+from fevex._internal.execution import Execution, StepDriver
+from fevex._internal.waits import (
+    paused_until,
+    receive_event,
+    resolve_wake_up,
+    waits_for_event,
+)
+from fevex.errors import FevexRunError, RunCancelledError
+from fevex.events import RunEvent
+from fevex.models import Usage
+from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
+from fevex.runtime.run_store import RunLease, RunStore
+
+__all__ = ["Driver", "Kernel", "RunKind"]
+
+# Changes a takeover makes to the checkpoint before the driver is built from it (an
+# approval decision, a received event); it raises to refuse, and nothing is written.
+Decide = Callable[[AgentRun, dict[str, Any]], None]
+
+
+class Driver(StepDriver, Protocol):
+    """A step driver as the kernel holds it: its steps, its usage so far, its checkpoint."""
+
+    @property
+    def usage(self) -> Usage: ...
+
+    def checkpoint(self) -> dict[str, Any]: ...
+
+
+class RunKind(Protocol):
+    """What a kind of run (agent, workflow, team) gives the kernel."""
+
+    @property
+    def names(self) -> Collection[str]:
+        """The names of the definitions of this kind the app has."""
+        ...
+
+    def check(self, run: AgentRun) -> None:
+        """Raise when this app cannot continue ``run`` (its definition is missing)."""
+        ...
+
+    def driver(self, run: AgentRun, checkpoint: Any, session: Session | None) -> Driver:
+        """The driver that continues ``run`` from its stored checkpoint;
+        ``CHECKPOINT_UNSUPPORTED`` when it cannot be read."""
+        ...
+
+    def accept_event(self, run: AgentRun, name: str, payload: Any, actor: Any) -> Any:
+        """The payload ``send_event`` stores for the run's wait, checked as the run's
+        definition asks; raise to refuse it."""
+        ...
+
+
+class Kernel:
+    def __init__(
+        self,
+        store: RunStore,
+        kinds: Mapping[str, RunKind],
+        observers: Sequence[EventObserver],
+        *,
+        lease_seconds: float,
+    ) -> None:
+        self.store = store
+        self.kinds = kinds
+        self.observers = observers
+        self.lease_seconds = lease_seconds
+        # One owner id per app: a recovered run is taken over under a new generation even
+        # when a restarted process happens to reuse the id.
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{new_id('app')}"
+        self.active: dict[str, Execution] = {}
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The names of every run this app can continue: the runs a worker claims."""
+        return frozenset(name for kind in self.kinds.values() for name in kind.names)
+
+    # -- new runs -------------------------------------------------------------------
+
+    async def start(
+        self,
+        run: AgentRun,
+        driver: Driver,
+        *,
+        session_revision: int | None,
+        opening: dict[str, Any],
+        deadline: float | None,
+        batching: bool,
+    ) -> Execution:
+        """Create ``run`` with its ``run.started`` event, its first checkpoint, its session
+        reservation and its lease, in one store operation, and return its execution."""
+        sink, started = await EventSink.create(
+            self.store,
+            run,
+            session_revision=session_revision,
+            opening=opening,
+            checkpoint=driver.checkpoint(),
+            owner=self.owner,
+            lease_seconds=self.lease_seconds,
+            observers=self.observers,
+            batching=batching,
+        )
+        return self._execution(sink, driver, deadline, (started,))
+
+    def _execution(
+        self,
+        sink: EventSink,
+        driver: Driver,
+        deadline: float | None,
+        opening: tuple[RunEvent, ...],
+    ) -> Execution:
+        execution = Execution(
+            sink, driver, deadline, lease_seconds=self.lease_seconds, opening=opening
+        )
+        self.active[sink.run.id] = execution
+        return execution
+
+    async def events(self, execution: Execution) -> AsyncGenerator[RunEvent, None]:
+        try:
+            async with aclosing(execution.events()) as stream:
+                async for event in stream:
+                    yield event
+        finally:
+            self.active.pop(execution.run_id, None)
+
+    # -- taking stored runs over ----------------------------------------------------
+
+    def kind(self, run: AgentRun) -> RunKind:
+        """The kind that continues ``run``; raises when this app cannot."""
+        kind = self.kinds.get(run.kind)
+        if kind is None:
+            raise FevexRunError(
+                "RUN_KIND_UNKNOWN",
+                f"This app cannot continue runs of kind {run.kind!r}.",
+                details={"run_id": run.id, "kind": run.kind},
+            )
+        kind.check(run)
+        return kind
+
+    async def get_run(self, run_id: str) -> AgentRun:
+        run = await self.store.get_run(run_id)
+        if run is None:
+            raise FevexRunError("RUN_NOT_FOUND", f"There is no run {run_id!r}.")
+        return run
+
+    async def take_over(
+        self,
+        run_id: str,
+        *,
+        status: Literal["running", "paused"],
+        opening_type: str,
+        opening_payload: dict[str, Any],
+        decide: Decide | None = None,
+        timeout: float | None = None,
+        lease: RunLease | None = None,
+    ) -> Execution:
+        """Take over a stored run under a new lease and continue it from its checkpoint.
+
+        ``decide`` is applied to the checkpoint once before the lease is taken (to refuse
+        early, writing nothing) and again on what is stored once it is. The takeover is
+        bounded by ``timeout`` too: a store that waits (a row still locked by a frozen
+        worker) ends in ``RUN_TIMEOUT`` with nothing written."""
+        deadline = deadline_of(timeout)
+        store = self.store
+        try:
+            async with asyncio.timeout_at(deadline):
+                kind = self.kind(await self.get_run(run_id))
+                if decide is not None:
+                    # Fail closed before taking the run: a wrong decision changes nothing.
+                    run = await self.get_run(run_id)
+                    decide(run, await _read_checkpoint(store, run_id))
+                if lease is None:
+                    lease = await store.acquire_lease(
+                        run_id, self.owner, self.lease_seconds, status=status
+                    )
+                # Read after acquiring: the previous holder may have committed until its
+                # lease ended.
+                run = await self.get_run(run_id)
+                sink = await EventSink.resume(store, run, lease, self.observers)
+                if run.cancel_requested:
+                    # Asked to cancel while its owner could not obey (it died, or the run
+                    # paused first): whoever takes it next cancels it, never continues it.
+                    sink.observe(await sink.emit_cancelled("aborted"))
+                    raise RunCancelledError(run_id, "aborted")
+                try:
+                    checkpoint = await _read_checkpoint(store, run_id)
+                    if decide is not None:
+                        decide(run, checkpoint)
+                    driver = kind.driver(run, checkpoint, await store.get_session(run.session_id))
+                except FevexRunError as error:
+                    if error.details.get("reason") == "malformed":
+                        # No version of fevex can continue it: end it rather than let every
+                        # sweep take it again.
+                        sink.observe(await sink.emit_failed(error))
+                    raise
+        except TimeoutError:
+            raise FevexRunError(
+                "RUN_TIMEOUT",
+                f"Run {run_id} could not be taken over within {timeout} s; nothing was written.",
+                recoverable=True,
+                details={"run_id": run_id},
+            ) from None
+        sink.batching = True
+        opening = await sink.emit(
+            opening_type,
+            {**opening_payload, "generation": lease.generation},
+            durable=True,
+            status="running",
+            pause=None,
+            wake_at=None,
+            checkpoint=driver.checkpoint,
+        )
+        return self._execution(sink, driver, deadline, (opening,))
+
+    async def recover(
+        self,
+        run_id: str,
+        actor: Mapping[str, Any],
+        *,
+        lease: RunLease | None = None,
+        timeout: float | None = None,
+    ) -> Execution:
+        """Take over a running run whose lease expired (or with the ``lease`` a claim
+        already took) and continue it from its checkpoint."""
+        return await self.take_over(
+            run_id,
+            status="running",
+            opening_type="run.recovered",
+            opening_payload={"actor": dict(actor)},
+            timeout=timeout,
+            lease=lease,
+        )
+
+    async def wake(self, run_id: str, lease: RunLease) -> Execution | None:
+        """Continue a paused run a claim found due (its timer, the end of a child), under
+        the claim's ``lease``; ``None`` when the wake-up came early and the run paused
+        again, releasing the lease."""
+        run = await self.get_run(run_id)
+        self.kind(run)
+        pause = dict(run.pause or {})
+        checkpoint = await _read_checkpoint(self.store, run_id)
+        if run.cancel_requested or await resolve_wake_up(checkpoint, pause, self.store.get_run):
+            resolved = checkpoint
+
+            def settle(_: AgentRun, stored: dict[str, Any]) -> None:
+                stored.clear()
+                stored.update(resolved)
+
+            return await self.take_over(
+                run_id,
+                status="paused",
+                opening_type="run.resumed",
+                opening_payload={"reason": pause.get("reason")},
+                decide=settle,
+                lease=lease,
+            )
+        # Early: pause again as it was, until its timer or its event's deadline; nothing
+        # else wakes it but a caller or the end of a child.
+        sink = await EventSink.resume(self.store, run, lease, self.observers)
+        await sink.release(wake_at=paused_until(pause))
+        if pause.get("reason") == "children" and await resolve_wake_up(
+            dict(checkpoint), pause, self.store.get_run
+        ):
+            # The last child ended while this pass looked: its wake-up may have landed
+            # before the release cleared it, so take the run again rather than lose it.
+            try:
+                lease = await self.store.acquire_lease(
+                    run_id, self.owner, self.lease_seconds, status="paused"
+                )
+            except FevexRunError as error:
+                if error.code == "RUN_CONFLICT":
+                    return None  # taken by someone else, or no longer paused
+                raise
+            return await self.wake(run_id, lease)
+        return None
+
+    async def deliver_event(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any,
+        actor: Mapping[str, Any] | None,
+        *,
+        timeout: float | None,
+    ) -> Execution:
+        """Take over a run paused for the event ``name`` and continue it with ``payload``;
+        ``EVENT_NOT_EXPECTED`` (nothing written) when it does not wait for that event."""
+        run = await self.get_run(run_id)
+        if not waits_for_event(run, name):
+            raise _not_expected(run, name)
+        accepted = self.kind(run).accept_event(run, name, payload, actor)
+
+        def decide(stored_run: AgentRun, checkpoint: dict[str, Any]) -> None:
+            if not waits_for_event(stored_run, name):
+                raise _not_expected(stored_run, name)
+            receive_event(checkpoint, stored_run.pause or {}, accepted, actor)
+
+        return await self.take_over(
+            run_id,
+            status="paused",
+            opening_type="run.resumed",
+            opening_payload={"reason": "event", "event": name, "actor": actor},
+            decide=decide,
+            timeout=timeout,
+        )
+
+    # -- cancelling -----------------------------------------------------------------
+
+    async def cancel(self, run_id: str, wait: float) -> AgentRun:
+        """Cancel a run here, or ask its owner elsewhere, waiting at most ``wait`` seconds
+        (see ``Fevex.cancel_run``)."""
+        execution = self.active.get(run_id)
+        if execution is not None:
+            await execution.cancel()
+            await execution.settled.wait()
+            return await self.get_run(run_id)
+        run = await self.get_run(run_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        # Polled at a tenth of the lease, so that the answer follows the owner's within
+        # about a third of the lease.
+        interval = min(self.lease_seconds / 10, 1.0)
+        while run.status not in TERMINAL_STATUSES:
+            if run.status == "running" and not run.cancel_requested:
+                run = await self.store.request_cancel(run_id)
+                continue
+            cancelled = await self._take_to_cancel(run)
+            if cancelled is not None:
+                return cancelled
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            await asyncio.sleep(min(interval, remaining))
+            run = await self.get_run(run_id)
+        return run
+
+    async def _take_to_cancel(self, run: AgentRun) -> AgentRun | None:
+        """Take a run that no process executes (paused, or running under a lease that
+        lapsed) and cancel it; ``None`` while its lease is live (its owner cancels it) or
+        its status changed since it was read."""
+        try:
+            lease = await self.store.acquire_lease(
+                run.id, self.owner, self.lease_seconds, status=run.status
+            )
+        except FevexRunError as error:
+            if error.code == "RUN_CONFLICT":
+                return None
+            raise
+        # Read after acquiring: the previous holder may have committed until its lease ended.
+        sink = await EventSink.resume(self.store, await self.get_run(run.id), lease, self.observers)
+        sink.observe(await sink.emit_cancelled("aborted"))
+        return await self.get_run(run.id)
+
+
+def _not_expected(run: AgentRun, name: str) -> FevexRunError:
+    return FevexRunError(
+        "EVENT_NOT_EXPECTED",
+        f"Run {run.id} ({run.status}) does not wait for the event {name!r}; nothing was changed.",
+        details={"run_id": run.id, "event": name, "status": run.status},
+    )
+
+
+async def _read_checkpoint(store: RunStore, run_id: str) -> dict[str, Any]:
+    try:
+        checkpoint = await store.get_checkpoint(run_id)
+    except ValueError:
+        checkpoint = None
+    if not isinstance(checkpoint, dict):
+        # The stored text is not a JSON object (a damaged row): no fevex can continue it.
+        raise FevexRunError(
+            "CHECKPOINT_UNSUPPORTED",
+            f"The checkpoint of run {run_id} cannot be read as a JSON object.",
+            details={"run_id": run_id, "reason": "malformed"},
+        )
+    return checkpoint
+
+
+def deadline_of(timeout: float | None) -> float | None:
+    """The loop time a run must end by; checked before anything is created or taken."""
+    if timeout is None:
+        return None
+    return asyncio.get_running_loop().time() + seconds_of(timeout)
+
+
+def seconds_of(timeout: object) -> float:
+    """A ``timeout`` argument: ``INVALID_ARGUMENT`` unless a positive number of seconds."""
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+        raise FevexRunError("INVALID_ARGUMENT", "timeout must be a positive number of seconds.")
+    return float(timeout)
