@@ -115,8 +115,8 @@ def _worker_command(args: argparse.Namespace) -> int:
 async def _work(
     app: Any, actor: dict[str, str], concurrency: int, interval: float, as_json: bool
 ) -> None:
-    """Claim and continue expired runs on ``concurrency`` lanes until SIGINT or SIGTERM;
-    a lane stops between claims, so the run it holds is finished first."""
+    """Claim and continue expired runs and due wake-ups on ``concurrency`` lanes until
+    SIGINT or SIGTERM; a lane stops between claims, so the run it holds is finished first."""
     import asyncio
     import contextlib
     import signal
@@ -152,6 +152,16 @@ async def _work(
                             {"action": "skipped", "run_id": skipped.run_id, "code": skipped.code}
                         )
                 busy = sweep.claimed > 0
+            try:
+                wake_ups = await app.wake_due_runs(limit=1)
+            except Exception as error:
+                print(f"fevex: wake-up failed: {_describe(error)}", file=sys.stderr, flush=True)
+            else:
+                for run in wake_ups.woken:
+                    report({"action": "woken", "run_id": run.id, "status": run.status})
+                for skipped in wake_ups.skipped:
+                    report({"action": "skipped", "run_id": skipped.run_id, "code": skipped.code})
+                busy = busy or wake_ups.claimed > 0
             if not busy:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), interval)
@@ -196,8 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     recover.set_defaults(handler=_recover_command)
     worker = registry.add_command(
         "worker",
-        help="Keep continuing runs whose lease expired, until SIGINT or SIGTERM; several "
-        "workers share the work and never claim one run twice.",
+        help="Keep continuing runs whose lease expired and paused runs whose wake-up is due "
+        "(a timer, the end of a child), until SIGINT or SIGTERM; several workers share the "
+        "work and never claim one run twice.",
     )
     worker.add_argument("--app", required=True, help="module:attribute of your fevex app")
     worker.add_argument("--store", help="run-store URL (sets FEVEX_RUN_STORE before loading)")
