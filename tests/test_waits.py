@@ -179,7 +179,8 @@ async def test_an_event_that_misses_its_deadline_fails_the_step(
 
 async def test_a_parent_wakes_when_its_last_child_ends(apps: tuple[Fevex, Fevex]) -> None:
     app, worker = apps
-    parent = await start_probe(app, [("children", 2)])
+    context = {"actor": {"id": "ada", "type": "user"}, "namespace": "acme", "attributes": {"a": 1}}
+    parent = await start_probe(app, [("children", 2)], context)
     assert parent.status == "paused"
     assert parent.pause is not None
     child_ids = parent.pause["run_ids"]
@@ -188,6 +189,16 @@ async def test_a_parent_wakes_when_its_last_child_ends(apps: tuple[Fevex, Fevex]
     assert all(
         (child.parent_run_id, child.root_run_id) == (parent.id, parent.id) for child in children
     )
+    # Children inherit the context, merged with their own; the parent's actor stays.
+    assert [child.context for child in children] == [
+        {
+            "actor": {"id": "ada", "type": "user"},
+            "namespace": "acme",
+            "attributes": {"a": 1, "child": f"step-0-{index}"},
+            "prompt_values": {},
+        }
+        for index in range(2)
+    ]
     listed = await app.list_runs(parent_run_id=parent.id)
     assert sorted(run.id for run in listed) == sorted(child_ids)
     assert (await worker.wake_due_runs()).claimed == 0

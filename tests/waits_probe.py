@@ -5,7 +5,6 @@ function will."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import AsyncGenerator, Collection, Sequence
 from typing import Any
@@ -14,7 +13,7 @@ from fevex import Fevex
 from fevex._internal.clock import new_id, utc_now
 from fevex._internal.execution import Execution
 from fevex._internal.journal import StepJournal
-from fevex._internal.kernel import Kernel
+from fevex._internal.kernel import Kernel, child_run
 from fevex._internal.waits import children_pause, event_pause, timer_pause
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
@@ -64,11 +63,8 @@ class ProbeDriver:
 
     async def _start_child(self, parent: AgentRun, name: str) -> str:
         """A child probe that waits for the event ``finish``."""
-        run = probe_run([("event", {"name": "finish"})], name="child")
-        context = ExecutionContext.from_json(parent.context).child(None).to_json()
-        run = dataclasses.replace(
-            run, parent_run_id=parent.id, root_run_id=parent.root_run_id, context=context
-        )
+        own = ExecutionContext(actor={"id": "impostor"}, attributes={"child": name})
+        run = child_run(parent, probe_run([("event", {"name": "finish"})], name="child"), own)
         driver = ProbeDriver(self.kernel, list(run.input), StepJournal())
         execution = await self.kernel.start(
             run, driver, session_revision=None, opening={}, deadline=None, batching=True
@@ -101,7 +97,9 @@ class ProbeKind:
         return payload
 
 
-def probe_run(plan: Sequence[Any], *, name: str = "probe") -> AgentRun:
+def probe_run(
+    plan: Sequence[Any], *, name: str = "probe", context: dict[str, Any] | None = None
+) -> AgentRun:
     now = utc_now()
     return AgentRun(
         new_id("run"),
@@ -114,6 +112,7 @@ def probe_run(plan: Sequence[Any], *, name: str = "probe") -> AgentRun:
         revision=1,
         kind=KIND,
         name=name,
+        context=context,
     )
 
 
@@ -123,9 +122,11 @@ def install(app: Fevex) -> ProbeKind:
     return kind
 
 
-async def start_probe(app: Fevex, plan: Sequence[Any]) -> AgentRun:
+async def start_probe(
+    app: Fevex, plan: Sequence[Any], context: dict[str, Any] | None = None
+) -> AgentRun:
     """Start a probe run and drive it to its first pause or its end."""
-    run = probe_run(plan)
+    run = probe_run(plan, context=context)
     driver = ProbeDriver(app._kernel, list(run.input), StepJournal())
     execution = await app._kernel.start(
         run, driver, session_revision=None, opening={}, deadline=None, batching=True

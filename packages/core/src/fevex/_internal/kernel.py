@@ -13,6 +13,7 @@ it; nothing else writes a run.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import socket
 from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
@@ -31,10 +32,11 @@ from fevex._internal.waits import (
 from fevex.errors import FevexRunError, RunCancelledError
 from fevex.events import RunEvent
 from fevex.models import Usage
+from fevex.runtime.context import ExecutionContext
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
 from fevex.runtime.run_store import RunLease, RunStore
 
-__all__ = ["Driver", "Kernel", "RunKind"]
+__all__ = ["Driver", "Kernel", "RunKind", "child_run"]
 
 # Changes a takeover makes to the checkpoint before the driver is built from it (an
 # approval decision, a received event); it raises to refuse, and nothing is written.
@@ -371,6 +373,15 @@ class Kernel:
         sink = await EventSink.resume(self.store, await self.get_run(run.id), lease, self.observers)
         sink.observe(await sink.emit_cancelled("aborted"))
         return await self.get_run(run.id)
+
+
+def child_run(parent: AgentRun, run: AgentRun, context: ExecutionContext | None = None) -> AgentRun:
+    """``run`` as a child of ``parent``: in the parent's run tree, with the parent's context
+    merged with the child's own (``context``), the parent's actor kept."""
+    merged = ExecutionContext.from_json(parent.context).child(context)
+    return dataclasses.replace(
+        run, parent_run_id=parent.id, root_run_id=parent.root_run_id, context=merged.to_json()
+    )
 
 
 def _not_expected(run: AgentRun, name: str) -> FevexRunError:
