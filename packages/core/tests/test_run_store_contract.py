@@ -549,9 +549,26 @@ class WakesOnEveryChildCommit(InMemoryRunStore):
             self._runs[parent]["wake_at"] = self.clock()
 
 
+class NeverTells(InMemoryRunStore):
+    """Offers wait_for_events, and lets every wait run out."""
+
+    async def wait_for_events(self, run_id: str, *, after: str | None, timeout: float) -> bool:
+        await asyncio.sleep(min(timeout, 0.5))
+        return False
+
+
+class AlwaysTells(InMemoryRunStore):
+    """Offers wait_for_events, and ends every wait at once: followers of an idle run spin."""
+
+    async def wait_for_events(self, run_id: str, *, after: str | None, timeout: float) -> bool:
+        return True
+
+
 @pytest.mark.parametrize(
     ("broken", "failing_check"),
     [
+        (NeverTells, "check_followers_are_told"),
+        (AlwaysTells, "check_followers_are_told"),
         (ClaimsByAgentName, "check_claims_by_name"),
         (WakesEarly, "check_due_wake_ups"),
         (KeepsWakeAtOnClaim, "check_due_wake_ups"),

@@ -1,5 +1,6 @@
 """Checks of the run-store conformance suite for wake-ups: due runs handed out by
-``claim_due_run``, and parents woken by the end of a child run. Part of
+``claim_due_run``, parents woken by the end of a child run, and followers told that a run
+moved on. Part of
 :mod:`fevex.testing.run_store_contract`, which documents and runs them."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 
 from fevex._internal.clock import new_id
 from fevex.runtime.records import AgentRun
-from fevex.runtime.run_store import RunLease, RunStore
+from fevex.runtime.run_store import NotifyingRunStore, RunLease, RunStore
 from fevex.testing._run_store_steps import (
     LONG,
     ManualClock,
@@ -203,3 +204,36 @@ async def check_children_wake_parents(
             await _wake_at(store, ended) is None,
             "the end of a child changed the wake_at of its parent, which had completed",
         )
+
+
+async def check_followers_are_told(
+    factory: RunStoreFactory, clock: ManualClock | None = None
+) -> None:
+    """For a store that offers ``wait_for_events`` (a :class:`NotifyingRunStore`): a wait
+    ends at once when the run has events after the cursor or has ended, ends when a commit
+    lands during it, and times out on an idle run. A store without it is followed by
+    reading, and has nothing more to prove here."""
+    async with _opened(factory) as store:
+        if not isinstance(store, NotifyingRunStore):
+            return
+        run = await _start(store, _new_run())
+        first = run.event_ids[0]
+        waited = await store.wait_for_events(run.id, after=None, timeout=5.0)
+        _ensure(waited, "wait_for_events(after=None) on a run with an event did not end at once")
+        idle = await store.wait_for_events(run.id, after=first, timeout=0.3)
+        _ensure(not idle, "wait_for_events on an idle run returned True before its timeout")
+
+        async def commit_soon() -> None:
+            await asyncio.sleep(0.2)
+            await _commit(store, run)
+
+        committing = asyncio.create_task(commit_soon())
+        told = await store.wait_for_events(run.id, after=first, timeout=10.0)
+        await committing
+        _ensure(told, "a commit during wait_for_events did not end the wait")
+        last = run.event_ids[-1]
+        await _finish(store, run, events=0)
+        ended = await store.wait_for_events(run.id, after=last, timeout=5.0)
+        _ensure(ended, "wait_for_events on an ended run did not end at once")
+        unknown = await store.wait_for_events(run.id, after=new_id("evt"), timeout=5.0)
+        _ensure(unknown, "wait_for_events with an unknown cursor did not end at once")

@@ -112,6 +112,10 @@ What a store must guarantee, and the check that proves it:
   while the parent is still running (it is then due once it pauses), never for a parent
   that has ended; a commit that does not end the child wakes nothing.
   [``check_children_wake_parents``]
+- A store that offers ``wait_for_events`` (``NotifyingRunStore``) ends a wait at once when
+  the run has events after the cursor, has ended or the cursor is unknown, ends it when a
+  commit lands meanwhile, and lets it time out on an idle run.
+  [``check_followers_are_told``]
 """
 
 from __future__ import annotations
@@ -168,7 +172,11 @@ from fevex.testing._run_store_steps import (
     _Run,
     _session,
 )
-from fevex.testing._run_store_wakeups import check_children_wake_parents, check_due_wake_ups
+from fevex.testing._run_store_wakeups import (
+    check_children_wake_parents,
+    check_due_wake_ups,
+    check_followers_are_told,
+)
 
 __all__ = [
     "RUN_STORE_CHECKS",
@@ -837,6 +845,7 @@ RUN_STORE_CHECKS: tuple[RunStoreCheck, ...] = (
     check_paused_lease_release,
     check_due_wake_ups,
     check_children_wake_parents,
+    check_followers_are_told,
 )
 """Every check in the order :func:`check_run_store` runs them: async functions of
 ``(factory, clock=None)`` that raise ``AssertionError`` on a violation."""
