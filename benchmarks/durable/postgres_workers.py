@@ -43,16 +43,23 @@ BARRIER_TIMEOUT_SECONDS = 120
 MAX_RUNS_PER_WINDOW = 100_000
 
 
-def worker(url: str, barrier: Barrier, windows: int, seconds: float, results: Any) -> None:
-    """One worker process: warm up, then run tool-call runs in each synchronised window."""
-    asyncio.run(_work(url, barrier, windows, seconds, results))
+def worker(
+    url: str, barrier: Barrier, windows: int, seconds: float, results: Any, kind: str
+) -> None:
+    """One worker process: warm up, then run tool-call runs in each synchronised window, on
+    the PostgreSQL store (``kind`` "postgres") or, for the baseline, the in-memory one."""
+    asyncio.run(_work(url, barrier, windows, seconds, results, kind))
 
 
-async def _work(url: str, barrier: Barrier, windows: int, seconds: float, results: Any) -> None:
+async def _work(
+    url: str, barrier: Barrier, windows: int, seconds: float, results: Any, kind: str
+) -> None:
     from benchmarks.durable.tool_call_runs import build_app, run_once
+    from fevex.runtime import InMemoryRunStore, RunStore
     from fevex_postgres import PostgresRunStore
 
-    app = build_app(PostgresRunStore(url))
+    store: RunStore = InMemoryRunStore() if kind == "memory" else PostgresRunStore(url)
+    app = build_app(store)
     for _ in range(WARMUP_RUNS):
         await run_once(app)
     counted = []
@@ -89,7 +96,9 @@ def machine_busy(before: tuple[int, int] | None) -> float | None:
     return (after[0] - before[0]) / (after[1] - before[1])
 
 
-def fevex_windows(url: str, workers: int, windows: int, seconds: float) -> list[dict[str, Any]]:
+def fevex_windows(
+    url: str, workers: int, windows: int, seconds: float, kind: str = "postgres"
+) -> list[dict[str, Any]]:
     """Each window's runs/s over all workers, the CPU the workers used in it, and how busy
     the whole machine was (server, workers and anything else running)."""
     context = multiprocessing.get_context("spawn")
@@ -97,7 +106,7 @@ def fevex_windows(url: str, workers: int, windows: int, seconds: float) -> list[
     barrier = context.Barrier(workers + 1)
     results = context.Queue()
     processes = [
-        context.Process(target=worker, args=(url, barrier, windows, seconds, results))
+        context.Process(target=worker, args=(url, barrier, windows, seconds, results, kind))
         for _ in range(workers)
     ]
     for process in processes:
@@ -177,6 +186,13 @@ class Pgbench:
 def measure(url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS) -> dict[str, Any]:
     asyncio.run(_migrate(url))
     pgbench = Pgbench(url)
+    # The baseline of worker CPU per run: one worker process, the same runs and windows,
+    # on the in-memory store (which persists nothing).
+    memory = sorted(
+        fevex_windows(url, 1, windows, seconds, kind="memory"),
+        key=lambda w: w["worker_cpu_ms_per_run"],
+    )[windows // 2]
+    print(f"in-memory worker: {memory}", flush=True)
     rows = []
     for workers in WORKERS:
         fevex = sorted(
@@ -193,6 +209,9 @@ def measure(url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS) -
                 "fevex_runs_per_second": median["runs_per_second"],
                 "worker_cpu_cores": median["worker_cpu_cores"],
                 "worker_cpu_ms_per_run": median["worker_cpu_ms_per_run"],
+                "worker_cpu_vs_memory": (
+                    median["worker_cpu_ms_per_run"] / memory["worker_cpu_ms_per_run"]
+                ),
                 "machine_busy": median["machine_busy"],
                 "pgbench_tpcb_machine_busy": tpcb_busy,
                 "fevex_windows": fevex,
@@ -208,6 +227,7 @@ def measure(url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS) -
         "windows": windows,
         "pgbench": {"version": pgbench.version, "scale": PGBENCH_SCALE},
         "postgres_settings": stores.server_settings(url),
+        "memory_worker": memory,
         "rows": rows,
     }
 

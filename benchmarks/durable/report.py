@@ -177,7 +177,8 @@ def postgres_workers(result: dict[str, Any]) -> str:
                 number(runs),
                 times(runs / first),
                 number(row["worker_cpu_cores"], 2),
-                number(row["worker_cpu_ms_per_run"], 1),
+                number(row["worker_cpu_ms_per_run"], 2),
+                times(row["worker_cpu_vs_memory"]) if "worker_cpu_vs_memory" in row else "",
                 share(row.get("machine_busy")),
                 number(4 * runs),
                 number(row["pgbench_tpcb_tps"]),
@@ -193,6 +194,7 @@ def postgres_workers(result: dict[str, Any]) -> str:
             "vs 1 worker",
             "worker CPU (cores)",
             "worker CPU ms/run",
+            "vs in-memory",
             "machine busy",
             "fevex commits/s",
             "pgbench tpcb-like TPS",
@@ -203,12 +205,16 @@ def postgres_workers(result: dict[str, Any]) -> str:
         rows,
     )
     settings = result["postgres_settings"]
+    memory = result.get("memory_worker")
+    baseline = (
+        f"; in-memory worker CPU {memory['worker_cpu_ms_per_run']:.2f} ms/run" if memory else ""
+    )
     return (
         "### PostgreSQL throughput: worker processes next to pgbench\n\n"
         f"{machine_line(result)}; PostgreSQL {settings['server_version'].split()[0]} "
         f"(fsync={settings['fsync']}, synchronous_commit={settings['synchronous_commit']}), "
         f"{result['pgbench']['version']} scale {result['pgbench']['scale']}; median of "
-        f"{result['windows']} windows of {result['window_seconds']:g} s\n\n{text}"
+        f"{result['windows']} windows of {result['window_seconds']:g} s{baseline}\n\n{text}"
     )
 
 

@@ -1,9 +1,11 @@
-"""A worker frozen inside a commit cannot block the others: the server-side timeouts every
+"""A worker frozen inside a transaction cannot block the others: the server-side timeouts every
 session of the store carries bound how long a row stays locked and how long anyone waits
 for it, and ``expired_run_ids`` reports what ``claim_expired_run`` must skip meanwhile.
 
-The frozen worker is real: a process running ``commit_execution`` that stops itself
-(``SIGSTOP``) right after the commit locked its run row, inside the transaction. Short
+The frozen worker is real: a process renewing its lease (``renew_lease``) that stops itself
+(``SIGSTOP``) right after the renewal locked its run row, inside the transaction. (A commit
+cannot freeze there: it is one statement, which the server finishes, or cancels after
+``statement_timeout``, whatever its client does.) Short
 timeouts keep the test quick; ``asyncio.wait_for`` turns a hang into a failure.
 """
 
@@ -43,12 +45,12 @@ FROZEN_WORKER = """
 import asyncio, os, signal, sys
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
-from fevex.runtime import ExecutionCommit, RunLease
+from fevex.runtime import RunLease
 from fevex_postgres import PostgresRunStore
 
 @event.listens_for(Engine, "after_cursor_execute")
 def freeze(connection, cursor, statement, parameters, context, executemany):
-    # The commit has just locked its run row: stop here, inside the transaction.
+    # The renewal has just locked its run row: stop here, inside the transaction.
     if "FOR UPDATE" in statement:
         print("locked", flush=True)
         os.kill(os.getpid(), signal.SIGSTOP)
@@ -56,7 +58,7 @@ def freeze(connection, cursor, statement, parameters, context, executemany):
 async def main(url, run_id, owner, generation, expires_at):
     store = PostgresRunStore(url)
     lease = RunLease(owner, int(generation), float(expires_at))
-    await store.commit_execution(ExecutionCommit(run_id, 2, "2024-05-01T10:00:01Z", lease))
+    await store.renew_lease(run_id, lease, 30.0)
 
 asyncio.run(main(*sys.argv[1:]))
 """
@@ -95,7 +97,7 @@ async def claimed_once_freed(store: PostgresRunStore, within: float) -> tuple[st
     return None
 
 
-async def test_a_worker_frozen_inside_a_commit_holds_its_row_for_a_bounded_time(
+async def test_a_worker_frozen_inside_a_renewal_holds_its_row_for_a_bounded_time(
     open_store: OpenStore, database_url: str
 ) -> None:
     store = open_store(**RECOVERY_TIMEOUTS)
@@ -142,7 +144,7 @@ async def test_a_worker_frozen_inside_a_commit_holds_its_row_for_a_bounded_time(
         assert claim[1].generation == lease.generation + 1
         stored = await store.get_run(run.id)
         assert stored is not None
-        assert stored.revision == 1  # the frozen commit wrote nothing
+        assert stored.revision == 1  # the frozen renewal wrote nothing
     finally:
         if worker.returncode is None:
             worker.kill()  # SIGKILL ends a stopped process too

@@ -11,26 +11,41 @@ may serve several loops: ``asyncio.run`` after ``asyncio.run``, or loops on seve
 threads. So each loop gets its own engine. The engines of loops that have ended hold only
 idle connections, and closing a psycopg connection awaits nothing, so the next loop to
 arrive closes them.
+
+A pooled connection the server has dropped (a restart, ``pg_terminate_backend``, an idle
+timeout) is replaced when it is checked out, without a round trip: an idle connection
+receives nothing unless its server ended it (the server's last message, or the end of the
+stream), so a socket with something to read is discarded (:func:`_discard_if_dropped`).
+``pool_pre_ping`` (off by default) adds SQLAlchemy's ``SELECT 1`` to every checkout.
+
+The hot writes (:meth:`ConnectionPools.driver`) run on the pooled connection's psycopg
+connection itself, in autocommit mode: each is one statement, its own transaction, one
+round trip.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import select
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
+import psycopg
+from sqlalchemy import event
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
+from sqlalchemy.util import greenlet_spawn
 
 from fevex.errors import FevexRunError
 from fevex.runtime.run_store import run_conflict, store_error
 from fevex.runtime.store_rules import invalid_argument
 
-__all__ = ["ConnectionPools", "store_failure", "store_unavailable"]
+__all__ = ["ConnectionPools", "json_text", "store_failure", "store_unavailable"]
 
 # SQLSTATEs with a code of their own; the others are STORE_ERROR, or STORE_UNAVAILABLE when
 # the connection itself failed.
@@ -70,12 +85,14 @@ class ConnectionPools:
         self._engines: dict[asyncio.AbstractEventLoop, AsyncEngine] = {}
 
     def _create_engine(self) -> AsyncEngine:
-        return create_async_engine(
+        engine = create_async_engine(
             self._engine_url,
             connect_args=self._connect_args,
-            json_serializer=_json_text,
+            json_serializer=json_text,
             **self._pool_options,
         )
+        event.listen(engine.sync_engine.pool, "checkout", _discard_if_dropped)
+        return engine
 
     async def _engine(self) -> AsyncEngine:
         loop = asyncio.get_running_loop()
@@ -100,9 +117,36 @@ class ConnectionPools:
         except DBAPIError as error:
             raise store_failure(operation, self._display_url, error) from error
         except PoolTimeoutError as error:
-            timeout = self._pool_options["pool_timeout"]
-            reason = f"no pooled connection came free within {timeout} s"
-            raise store_unavailable(self._display_url, reason) from error
+            raise self._pool_exhausted() from error
+
+    @asynccontextmanager
+    async def driver(self, operation: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The psycopg connection of a connection of this loop's pool, in autocommit mode
+        (each statement is its own transaction), returned to the pool afterwards; a failure
+        of the driver is reported as one of the store's ``operation``.
+
+        This path skips SQLAlchemy's statement layer: the caller sends its own SQL, which
+        psycopg prepares on the connection after a few uses."""
+        engine = await self._engine()
+        try:
+            pooled = await engine.raw_connection()
+        except DBAPIError as error:
+            raise store_failure(operation, self._display_url, error) from error
+        except PoolTimeoutError as error:
+            raise self._pool_exhausted() from error
+        connection = cast(psycopg.AsyncConnection[Any], pooled.driver_connection)
+        try:
+            await connection.set_autocommit(True)
+            yield connection
+        except psycopg.Error as error:
+            raise store_failure(operation, self._display_url, error) from error
+        finally:
+            await _give_back(pooled, connection)
+
+    def _pool_exhausted(self) -> FevexRunError:
+        timeout = self._pool_options["pool_timeout"]
+        reason = f"no pooled connection came free within {timeout} s"
+        return store_unavailable(self._display_url, reason)
 
     async def close(self) -> None:
         """Close every pool's connections; the next ``connect`` opens new ones."""
@@ -117,14 +161,55 @@ class ConnectionPools:
                 await engine.dispose()
 
 
-def store_failure(operation: str, display_url: str, error: DBAPIError) -> FevexRunError:
-    """The fevex error for a driver error during ``operation``; raise it ``from error``.
-    The message names the server without its password and never carries the statement or
-    its parameters."""
-    sqlstate = getattr(error.orig, "sqlstate", None) or ""
-    if isinstance(error, IntegrityError):
+async def _give_back(
+    pooled: PoolProxiedConnection, connection: psycopg.AsyncConnection[Any]
+) -> None:
+    """Return a connection taken by :meth:`ConnectionPools.driver` to its pool, as the
+    pool lent it (out of autocommit mode), or drop it when it broke or is mid-statement
+    (an operation cancelled while it waited for the server)."""
+    if not (connection.closed or connection.broken):
+        try:
+            await connection.set_autocommit(False)
+        except psycopg.Error:
+            pass
+        else:
+            await greenlet_spawn(pooled.close)
+            return
+    await greenlet_spawn(pooled.invalidate)
+
+
+def _discard_if_dropped(
+    dbapi_connection: Any, record: ConnectionPoolEntry, proxy: PoolProxiedConnection
+) -> None:
+    """Checkout hook: refuse a pooled connection its server has dropped, so that the pool
+    replaces it (SQLAlchemy's DisconnectionError protocol) before the operation uses it."""
+    connection = getattr(dbapi_connection, "driver_connection", None)
+    if not isinstance(connection, psycopg.AsyncConnection):
+        return
+    if connection.closed or connection.broken:
+        raise DisconnectionError("the connection is closed")
+    try:
+        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error) as error:
+        raise DisconnectionError("the connection's socket is unusable") from error
+    if readable:
+        # An idle connection is sent nothing, except the server's goodbye (a FATAL
+        # message, or the end of the stream) and, rarely, a notice: either way, a fresh
+        # connection is the safe choice.
+        raise DisconnectionError("the server ended the connection")
+
+
+def store_failure(
+    operation: str, display_url: str, error: DBAPIError | psycopg.Error
+) -> FevexRunError:
+    """The fevex error for a driver error during ``operation`` (psycopg's, or SQLAlchemy's
+    wrapper of it); raise it ``from error``. The message names the server without its
+    password and never carries the statement or its parameters."""
+    orig = error.orig if isinstance(error, DBAPIError) else error
+    sqlstate = getattr(orig, "sqlstate", None) or ""
+    if isinstance(orig, psycopg.IntegrityError):
         # Constraint names are the schema's own; the values are in the driver's text only.
-        constraint = getattr(getattr(error.orig, "diag", None), "constraint_name", None)
+        constraint = getattr(getattr(orig, "diag", None), "constraint_name", None)
         violated = f" (constraint {constraint})" if constraint else ""
         return run_conflict(
             f"The write conflicts with stored data{violated}; nothing was written.",
@@ -140,10 +225,10 @@ def store_failure(operation: str, display_url: str, error: DBAPIError) -> FevexR
     code = _CODES.get(sqlstate)
     if code is not None:
         return store_error(operation, error, code=code)
-    if isinstance(error, OperationalError | InterfaceError) and (
+    if isinstance(orig, psycopg.OperationalError | psycopg.InterfaceError) and (
         not sqlstate or sqlstate.startswith(_CONNECTION_STATES)
     ):
-        return store_unavailable(display_url, _primary_message(error))
+        return store_unavailable(display_url, _primary_message(orig))
     return store_error(operation, error)
 
 
@@ -157,14 +242,14 @@ def store_unavailable(display_url: str, reason: str) -> FevexRunError:
     )
 
 
-def _primary_message(error: DBAPIError) -> str:
-    diagnostic = getattr(error.orig, "diag", None)
+def _primary_message(error: BaseException) -> str:
+    diagnostic = getattr(error, "diag", None)
     primary = getattr(diagnostic, "message_primary", None)
-    text = (primary or str(error.orig)).strip()
-    return text.splitlines()[0] if text else type(error.orig).__name__
+    text = (primary or str(error)).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
-def _json_text(value: Any) -> str:
+def json_text(value: Any) -> str:
     """JSONB's encoder: a value that is not JSON (NaN and infinities included) is the
     caller's fault, with the code the SQLite store gives it, and never reaches the server."""
     try:

@@ -24,12 +24,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, NamedTuple
+from typing import Any
 
-from sqlalchemy import Row, bindparam, func, insert, select, tuple_, update
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.dialects.postgresql import insert as upsert
-from sqlalchemy.exc import IntegrityError
+import psycopg
+from sqlalchemy import Row, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fevex.errors import FevexConfigurationError, FevexRunError
@@ -43,6 +41,7 @@ from fevex.runtime.run_store import (
     RunLease,
     run_conflict,
 )
+from fevex_postgres import execution_writes
 from fevex_postgres.connections import ConnectionPools
 from fevex_postgres.migrations import (
     LATEST_VERSION,
@@ -52,7 +51,7 @@ from fevex_postgres.migrations import (
     schema_too_new,
     upgrade_schema,
 )
-from fevex_postgres.notifications import CHANNEL, RunNotifications
+from fevex_postgres.notifications import RunNotifications
 from fevex_postgres.store_url import POOL_OPTIONS, TIMEOUT_OPTIONS, parse_store_url
 from fevex_postgres.tables import database_now, events, runs, sessions
 from fevex_postgres.timeouts import SessionTimeouts, session_timeouts
@@ -64,9 +63,9 @@ _DEFAULT_POOL_OPTIONS: dict[str, Any] = {
     "max_overflow": 10,
     "pool_timeout": 30.0,
     "pool_recycle": -1,
-    # A connection the server dropped (restart, idle timeout) is replaced before use
-    # instead of failing the operation that drew it.
-    "pool_pre_ping": True,
+    # No SELECT 1 per checkout: a connection the server dropped (restart, idle timeout)
+    # is noticed without a round trip and replaced before use (see connections.py).
+    "pool_pre_ping": False,
 }
 _RUN_COLUMNS = (
     runs.c.id,
@@ -221,6 +220,13 @@ class PostgresRunStore:
             yield connection
 
     @asynccontextmanager
+    async def _driver(self, operation: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if not self._schema_ready:
+            await self.check_schema()
+        async with self._pools.driver(operation) as connection:
+            yield connection
+
+    @asynccontextmanager
     async def _transaction(self, operation: str) -> AsyncIterator[AsyncConnection]:
         if not self._schema_ready:
             await self.check_schema()
@@ -231,102 +237,13 @@ class PostgresRunStore:
 
     async def create_execution(self, create: ExecutionCreate) -> RunLease:
         rules.check_create_arguments(create)
-        run = create.run
-        async with self._transaction("create_execution") as db:
-            exists = await db.scalar(select(runs.c.id).where(runs.c.id == run.id))
-            rules.check_run_is_new(run.id, exists is not None)
-            await _reserve_session(db, run, create.session_revision)
-            last_sequence = rules.check_sequence(run.id, 0, create.events)
-            created = (
-                await db.execute(
-                    upsert(runs)
-                    .values(
-                        id=run.id,
-                        session_id=run.session_id,
-                        agent_name=run.agent_name,
-                        kind=run.kind,
-                        status=run.status,
-                        input=run.input,
-                        output=run.output,
-                        usage=run.usage,
-                        error=run.error,
-                        pause=run.pause,
-                        revision=run.revision,
-                        created_at=run.created_at,
-                        updated_at=run.updated_at,
-                        name=run.name,
-                        version=run.version,
-                        parent_run_id=run.parent_run_id,
-                        root_run_id=run.root_run_id,
-                        context=run.context,
-                        cancel_requested=run.cancel_requested,
-                        checkpoint=create.checkpoint,
-                        last_sequence=last_sequence,
-                        lease_owner=create.lease_owner,
-                        lease_generation=1,
-                        lease_expires_at=database_now() + create.lease_seconds,
-                    )
-                    .on_conflict_do_nothing(index_elements=[runs.c.id])
-                    .returning(runs.c.lease_expires_at)
-                )
-            ).first()
-            # A concurrent creator of the same run id committed since the check above.
-            rules.check_run_is_new(run.id, created is None)
-            await _insert_events(db, run.id, create.events)
-        return RunLease(create.lease_owner, 1, float(created.lease_expires_at))
+        async with self._driver("create_execution") as db:
+            return await execution_writes.create_execution(db, create)
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
         rules.check_commit_arguments(commit)
-        run_id = commit.run_id
-        async with self._transaction("commit_execution") as db:
-            stored = (
-                await db.execute(
-                    select(
-                        runs.c.revision, runs.c.session_id, runs.c.last_sequence, *_LEASE_COLUMNS
-                    )
-                    .where(runs.c.id == run_id)
-                    .with_for_update()
-                )
-            ).first()
-            if stored is None:
-                raise rules.run_not_found(run_id)
-            state = rules.StoredRun(stored.revision, _lease(stored), stored.last_sequence)
-            last_sequence = rules.check_commit(commit, state, stored.now)
-            await _insert_events(db, run_id, commit.events)
-            values: dict[str, Any] = {
-                **(commit.changes or {}),
-                "revision": commit.revision,
-                "updated_at": commit.updated_at,
-                "last_sequence": last_sequence,
-            }
-            if commit.checkpoint is not None:
-                values["checkpoint"] = commit.checkpoint
-            if commit.release_lease:
-                # Expired, not forgotten: owner and generation stay, so the next
-                # acquisition advances the generation past this one.
-                values["lease_expires_at"] = 0.0
-            stored_run = update(runs).where(runs.c.id == run_id).values(values)
-            if commit.events or "status" in values:
-                # Followers are told in the same statement, saving a round trip; PostgreSQL
-                # delivers it when (and only if) this transaction commits.
-                stored_run = stored_run.returning(func.pg_notify(CHANNEL, run_id))
-            await db.execute(stored_run)
-            if commit.history is not None or commit.release_session:
-                session_values: dict[str, Any] = {
-                    "revision": sessions.c.revision + 1,
-                    "updated_at": commit.updated_at,
-                }
-                if commit.history:
-                    session_values["history"] = sessions.c.history.op("||", return_type=JSONB)(
-                        bindparam("appended", list(commit.history), type_=JSONB)
-                    )
-                if commit.release_session:
-                    session_values["active_run_id"] = None
-                await db.execute(
-                    update(sessions)
-                    .where(sessions.c.id == stored.session_id)
-                    .values(session_values)
-                )
+        async with self._driver("commit_execution") as db:
+            await execution_writes.commit_execution(db, commit)
 
     async def request_cancel(self, run_id: str) -> AgentRun:
         async with self._transaction("request_cancel") as db:
@@ -616,62 +533,6 @@ class PostgresRunStore:
 # -- transaction steps ------------------------------------------------------------------
 
 
-class _StoredSession(NamedTuple):
-    active_run_id: str | None
-    revision: int
-
-
-async def _reserve_session(db: AsyncConnection, run: AgentRun, expected: int | None) -> None:
-    """Make ``run`` the session's active run, creating the session when it is new.
-
-    The session row is locked (or inserted) first, so of concurrent creators on one
-    session exactly one gets it; the others wait for its transaction and then see the
-    session held or changed.
-    """
-    stored = await _lock_session(db, run.session_id)
-    if stored is None:
-        rules.check_new_session(run.session_id, expected)
-        inserted = (
-            await db.execute(
-                upsert(sessions)
-                .values(
-                    id=run.session_id,
-                    history=[],
-                    summary=None,
-                    active_run_id=run.id,
-                    revision=1,
-                    created_at=run.created_at,
-                    updated_at=run.created_at,
-                )
-                .on_conflict_do_nothing(index_elements=[sessions.c.id])
-                .returning(sessions.c.id)
-            )
-        ).first()
-        if inserted is not None:
-            return
-        # Another creator inserted the session first and has committed by now.
-        stored = await _lock_session(db, run.session_id)
-        if stored is None:
-            raise run_conflict(f"Session {run.session_id} changed while the run was being created.")
-    rules.check_session_reservable(run.session_id, stored.active_run_id, stored.revision, expected)
-    await db.execute(
-        update(sessions)
-        .where(sessions.c.id == run.session_id)
-        .values(active_run_id=run.id, revision=sessions.c.revision + 1, updated_at=run.created_at)
-    )
-
-
-async def _lock_session(db: AsyncConnection, session_id: str) -> _StoredSession | None:
-    row = (
-        await db.execute(
-            select(sessions.c.active_run_id, sessions.c.revision)
-            .where(sessions.c.id == session_id)
-            .with_for_update()
-        )
-    ).first()
-    return None if row is None else _StoredSession(row.active_run_id, row.revision)
-
-
 async def _lock_run_lease(db: AsyncConnection, run_id: str) -> Row[Any]:
     """The run's status, cancel request and lease, and the database's clock, with the row
     locked until the transaction ends; ``RUN_NOT_FOUND`` for an unknown run."""
@@ -689,14 +550,3 @@ async def _lock_run_lease(db: AsyncConnection, run_id: str) -> Row[Any]:
 
 def _lease(stored: Row[Any]) -> RunLease:
     return RunLease(stored.lease_owner, stored.lease_generation, stored.lease_expires_at)
-
-
-async def _insert_events(db: AsyncConnection, run_id: str, new_events: Sequence[RunEvent]) -> None:
-    """Insert events whose sequence was checked; the primary key refuses an id stored
-    already (store_rules.event_id_taken)."""
-    if not new_events:
-        return
-    try:
-        await db.execute(insert(events), [event.to_json() for event in new_events])
-    except IntegrityError as error:
-        raise rules.event_id_taken(run_id) from error

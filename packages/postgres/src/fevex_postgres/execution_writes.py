@@ -1,0 +1,285 @@
+"""The writes every run makes, ``create_execution`` and ``commit_execution``: one statement,
+one round trip, each.
+
+Each is a single SQL statement run in autocommit mode, so it is its own transaction. The
+statement locks what it reads (``FOR UPDATE``), computes whether the store rules accept the
+write, writes only if they do, and returns what it read. The store then calls the store
+rules (:mod:`fevex.runtime.store_rules`) on what was read, in their order, so that a refused
+write raises the same code, in the same order, as in every other store; the statement, which
+applied the same conditions to the same locked rows, wrote nothing in that case. A write
+the rules accept but the statement did not make (they can only disagree if one of them
+changes without the other) raises ``STORE_ERROR``, having written nothing.
+
+The conditions in SQL are the rules' own: for a commit, :func:`~store_rules.check_lease`
+(owner, generation, expiry by the database's clock, read once), :func:`~store_rules.
+check_revision` and :func:`~store_rules.check_sequence`; for a creation,
+:func:`~store_rules.check_run_is_new`, the session rules and the sequence. A duplicate
+event id makes the primary key refuse the whole statement (:func:`~store_rules.
+event_id_taken`).
+
+Values travel as one JSON document per row kind (the run's new fields, the events), read on
+the server with ``jsonb_populate_record``: the statement's text never changes with what a
+commit changes, so psycopg prepares it once per connection, and a run column added to
+:data:`~fevex.runtime.run_store.RUN_FIELDS_A_COMMIT_CHANGES` and to the table (``wake_at``,
+say) needs no change here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from fevex.errors import FevexRunError
+from fevex.events import RunEvent
+from fevex.runtime import store_rules as rules
+from fevex.runtime.run_store import (
+    RUN_FIELDS_A_COMMIT_CHANGES,
+    ExecutionCommit,
+    ExecutionCreate,
+    RunLease,
+    run_conflict,
+    store_error,
+)
+from fevex_postgres.connections import json_text
+from fevex_postgres.notifications import CHANNEL
+from fevex_postgres.tables import events, runs, sessions
+
+__all__ = ["commit_execution", "create_execution"]
+
+# What a commit may write on the run row: the fields it changes, then its bookkeeping.
+_COMMITTED_COLUMNS = (
+    *sorted(RUN_FIELDS_A_COMMIT_CHANGES),
+    "revision",
+    "updated_at",
+    "last_sequence",
+    "checkpoint",
+    "lease_expires_at",
+)
+# Every column of a new run but its lease expiry, which the database's clock sets.
+_CREATED_COLUMNS = tuple(
+    column.name for column in runs.columns if column.name != "lease_expires_at"
+)
+_EVENT_COLUMNS = tuple(column.name for column in events.columns)
+_NOW = "extract(epoch FROM clock_timestamp())::double precision"
+
+
+def _listed(columns: Sequence[str], prefix: str = "") -> str:
+    return ", ".join(f"{prefix}{column}" for column in columns)
+
+
+_INSERT_EVENTS = f"""
+    INSERT INTO {events.name} ({_listed(_EVENT_COLUMNS)})
+    SELECT {_listed(_EVENT_COLUMNS, "e.")}
+    FROM accepted, jsonb_populate_recordset(NULL::{events.name}, %(events)s::jsonb) AS e
+"""
+
+# The run row is locked first; the other parts read it through "accepted", which holds a
+# row only when the store rules accept the commit.
+_COMMIT = f"""
+WITH stored AS (
+    SELECT revision, session_id, last_sequence, lease_owner, lease_generation,
+           lease_expires_at, {_NOW} AS now
+    FROM {runs.name} WHERE id = %(run_id)s FOR UPDATE
+), accepted AS (
+    SELECT session_id FROM stored
+    WHERE lease_owner = %(lease_owner)s AND lease_generation = %(lease_generation)s
+      AND lease_expires_at > now
+      AND revision + 1 = %(revision)s
+      AND (%(previous_sequence)s::integer IS NULL OR last_sequence = %(previous_sequence)s)
+), new_events AS ({_INSERT_EVENTS}
+), changed_run AS (
+    UPDATE {runs.name} AS r
+    SET ({_listed(_COMMITTED_COLUMNS)}) = (
+        SELECT {_listed(_COMMITTED_COLUMNS, "c.")}
+        FROM jsonb_populate_record(r, %(changes)s::jsonb) AS c
+    )
+    FROM accepted WHERE r.id = %(run_id)s
+    -- Followers are told in the same statement; PostgreSQL delivers it when (and only if)
+    -- this transaction commits.
+    RETURNING CASE WHEN %(notify)s THEN pg_notify('{CHANNEL}', r.id) END
+), changed_session AS (
+    UPDATE {sessions.name} AS s
+    SET revision = s.revision + 1,
+        updated_at = %(updated_at)s,
+        history = CASE WHEN %(history)s::jsonb IS NULL THEN s.history
+                       ELSE s.history || %(history)s::jsonb END,
+        active_run_id = CASE WHEN %(release_session)s THEN NULL ELSE s.active_run_id END
+    FROM accepted WHERE s.id = accepted.session_id AND %(change_session)s
+)
+SELECT revision, last_sequence, lease_owner, lease_generation, lease_expires_at, now,
+       (SELECT count(*) FROM changed_run) AS written
+FROM stored
+"""
+
+# The session is locked (when it exists) before anything is judged; a session that does
+# not exist yet is inserted, and a concurrent creator's insert makes the primary key refuse
+# one of the two statements (retried once: the session then exists, and is locked).
+_CREATE = f"""
+WITH stored_session AS (
+    SELECT active_run_id, revision FROM {sessions.name} WHERE id = %(session_id)s FOR UPDATE
+), state AS (
+    SELECT EXISTS (SELECT FROM {runs.name} WHERE id = %(run_id)s) AS run_exists,
+           s.revision IS NOT NULL AS session_found, s.active_run_id, s.revision
+    FROM (SELECT) AS one LEFT JOIN stored_session AS s ON true
+), accepted AS (
+    SELECT session_found FROM state
+    WHERE NOT run_exists
+      AND CASE WHEN session_found
+               THEN active_run_id IS NULL AND revision = %(session_revision)s
+               ELSE %(session_revision)s::bigint IS NULL END
+      AND %(sequence_ok)s
+), new_session AS (
+    INSERT INTO {sessions.name}
+        (id, history, summary, active_run_id, revision, created_at, updated_at)
+    SELECT %(session_id)s, '[]'::jsonb, NULL, %(run_id)s, 1, %(created_at)s, %(created_at)s
+    FROM accepted WHERE NOT session_found
+), reserved_session AS (
+    UPDATE {sessions.name} AS s
+    SET active_run_id = %(run_id)s, revision = s.revision + 1, updated_at = %(created_at)s
+    FROM accepted WHERE s.id = %(session_id)s AND accepted.session_found
+), new_run AS (
+    INSERT INTO {runs.name} ({_listed(_CREATED_COLUMNS)}, lease_expires_at)
+    SELECT {_listed(_CREATED_COLUMNS, "r.")}, {_NOW} + %(lease_seconds)s
+    FROM accepted, jsonb_populate_record(NULL::{runs.name}, %(run)s::jsonb) AS r
+    RETURNING lease_expires_at
+), new_events AS ({_INSERT_EVENTS}
+)
+SELECT run_exists, session_found, active_run_id, revision,
+       (SELECT lease_expires_at FROM new_run) AS lease_expires_at
+FROM state
+"""
+
+_SESSIONS_KEY = f"{sessions.name}_pkey"
+_RUNS_KEY = f"{runs.name}_pkey"
+
+
+async def create_execution(db: psycopg.AsyncConnection[Any], create: ExecutionCreate) -> RunLease:
+    """``RunStore.create_execution`` on ``db`` (autocommit); its arguments were checked."""
+    run = create.run
+    try:
+        last_sequence = rules.check_sequence(run.id, 0, create.events)
+    except FevexRunError as error:
+        sequence_error: FevexRunError | None = error
+        last_sequence = 0
+    else:
+        sequence_error = None
+    parameters = {
+        "run_id": run.id,
+        "session_id": run.session_id,
+        "session_revision": create.session_revision,
+        "sequence_ok": sequence_error is None,
+        "created_at": run.created_at,
+        "lease_seconds": float(create.lease_seconds),
+        "run": json_text(
+            {
+                **run.to_json(),
+                "checkpoint": create.checkpoint,
+                "last_sequence": last_sequence,
+                "lease_owner": create.lease_owner,
+                "lease_generation": 1,
+            }
+        ),
+        "events": _events_json(create.events),
+    }
+    # A concurrent creator may insert the same new session first: then this statement
+    # fails on the session's key, wrote nothing, and the second try finds the session.
+    for attempt in (1, 2):
+        try:
+            cursor = await db.execute(_CREATE, parameters)
+        except psycopg.errors.UniqueViolation as error:
+            constraint = error.diag.constraint_name
+            if constraint == _SESSIONS_KEY and attempt == 1:
+                continue
+            if constraint == _RUNS_KEY:
+                # A concurrent creator of the same run id committed first.
+                rules.check_run_is_new(run.id, True)
+            if constraint == _SESSIONS_KEY:
+                raise run_conflict(
+                    f"Session {run.session_id} changed while the run was being created."
+                ) from error
+            raise rules.event_id_taken(run.id) from error
+        break
+    state = await cursor.fetchone()
+    assert state is not None  # the statement always returns its one "state" row
+    run_exists, session_found, active_run_id, session_revision, lease_expires_at = state
+    rules.check_run_is_new(run.id, run_exists)
+    if session_found:
+        rules.check_session_reservable(
+            run.session_id, active_run_id, session_revision, create.session_revision
+        )
+    else:
+        rules.check_new_session(run.session_id, create.session_revision)
+    if sequence_error is not None:
+        raise sequence_error
+    if lease_expires_at is None:
+        raise _disagreement("create_execution")
+    return RunLease(create.lease_owner, 1, float(lease_expires_at))
+
+
+async def commit_execution(db: psycopg.AsyncConnection[Any], commit: ExecutionCommit) -> None:
+    """``RunStore.commit_execution`` on ``db`` (autocommit); its arguments were checked."""
+    changes: dict[str, Any] = {
+        **(commit.changes or {}),
+        "revision": commit.revision,
+        "updated_at": commit.updated_at,
+    }
+    if commit.events:
+        changes["last_sequence"] = commit.events[-1].sequence
+    if commit.checkpoint is not None:
+        changes["checkpoint"] = commit.checkpoint
+    if commit.release_lease:
+        # Expired, not forgotten: owner and generation stay, so the next acquisition
+        # advances the generation past this one.
+        changes["lease_expires_at"] = 0.0
+    parameters = {
+        "run_id": commit.run_id,
+        "lease_owner": commit.lease.owner,
+        "lease_generation": commit.lease.generation,
+        "revision": commit.revision,
+        "previous_sequence": _previous_sequence(commit),
+        "events": _events_json(commit.events),
+        "changes": json_text(changes),
+        "notify": bool(commit.events) or "status" in changes,
+        "updated_at": commit.updated_at,
+        "history": json_text(list(commit.history)) if commit.history else None,
+        "release_session": commit.release_session,
+        "change_session": commit.history is not None or commit.release_session,
+    }
+    try:
+        cursor = await db.execute(_COMMIT, parameters)
+    except psycopg.errors.UniqueViolation as error:
+        raise rules.event_id_taken(commit.run_id) from error
+    stored = await cursor.fetchone()
+    if stored is None:
+        raise rules.run_not_found(commit.run_id)
+    revision, last_sequence, owner, generation, expires_at, now, written = stored
+    state = rules.StoredRun(revision, RunLease(owner, generation, expires_at), last_sequence)
+    rules.check_commit(commit, state, now)
+    if not written:
+        raise _disagreement("commit_execution")
+
+
+def _previous_sequence(commit: ExecutionCommit) -> int | None:
+    """The stored last sequence the commit's events continue (``None``: it has none, any
+    will do), or -1, which no run has, when they do not follow one another."""
+    if not commit.events:
+        return None
+    previous = commit.events[0].sequence - 1
+    try:
+        rules.check_sequence(commit.run_id, previous, commit.events)
+    except FevexRunError:
+        return -1
+    return previous
+
+
+def _events_json(new_events: Sequence[RunEvent]) -> str:
+    return json_text([event.to_json() for event in new_events])
+
+
+def _disagreement(operation: str) -> FevexRunError:
+    return store_error(
+        operation,
+        RuntimeError("the statement's conditions disagree with the store rules"),
+    )
