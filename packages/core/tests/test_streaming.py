@@ -381,6 +381,23 @@ def test_ctrl_c_in_a_blocking_run_cancels_it_with_one_keyboard_interrupt() -> No
     assert err.rstrip().endswith("KeyboardInterrupt"), err
 
 
+def test_between_blocking_calls_ctrl_c_interrupts_and_an_own_handler_wins() -> None:
+    app = make_app(FakeModel({"output": "one"}, {"output": "two"}))
+    original = signal.getsignal(signal.SIGINT)
+    try:
+        assert app.run_agent_sync("support", "hi").output == "one"
+        # Outside a blocking call, Ctrl-C interrupts as Python's default handler does.
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        caught: list[int] = []
+        signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+        assert app.run_agent_sync("support", "hi").output == "two"
+        signal.raise_signal(signal.SIGINT)
+        assert caught == [signal.SIGINT]
+    finally:
+        signal.signal(signal.SIGINT, original)
+
+
 async def test_follow_events_sees_a_run_of_another_app_once_and_in_order() -> None:
     store = InMemoryRunStore()
     model = GatedModel()

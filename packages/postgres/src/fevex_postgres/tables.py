@@ -2,8 +2,8 @@
 
 ``migrations.py`` creates and changes them; these definitions only describe them to
 SQLAlchemy and never create anything. Timestamps stay the ISO 8601 text the runtime wrote,
-so that a snapshot reads back exactly as it was stored; lease expiry is a number of
-seconds since the epoch, compared with the database's own clock.
+so that a snapshot reads back exactly as it was stored; lease expiry and a paused run's
+wake-up are numbers of seconds since the epoch, compared with the database's own clock.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ runs = Table(
     Column("root_run_id", Text, nullable=False),
     Column("context", _Json),
     Column("cancel_requested", Boolean, nullable=False),
+    Column("wake_at", Float(precision=53)),
 )
 
 events = Table(

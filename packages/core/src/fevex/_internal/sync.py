@@ -89,6 +89,30 @@ def iterate_sync(iterator: AsyncIterator[T]) -> Iterator[T]:
             loop.run_until_complete(aclose())
 
 
+class _Interrupts:
+    """The SIGINT handler of blocking calls on the main thread: while one runs its task,
+    the first SIGINT cancels the task and a second one interrupts at once; between calls
+    it raises ``KeyboardInterrupt`` as Python's default handler does. Installed once, in
+    place of the default handler only, and left in place: installing a handler costs more
+    per call than the rest of the call's loop handling."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.interrupted = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        task, loop = self.task, self.loop
+        if task is None or loop is None or self.interrupted or task.done():
+            raise KeyboardInterrupt
+        self.interrupted = True
+        task.cancel()
+        loop.call_soon_threadsafe(lambda: None)  # wake the selector
+
+
+_interrupts = _Interrupts()
+
+
 def _complete(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]) -> T:
     """Run ``coroutine`` to its end; Ctrl-C cancels it, as ``asyncio.run`` does.
 
@@ -99,31 +123,22 @@ def _complete(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]
     interrupts at once.
     """
     task = loop.create_task(coroutine)
-    if threading.current_thread() is not threading.main_thread() or (
-        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
-        # Only the main thread gets signals, and a handler of the application's own wins.
-        return loop.run_until_complete(task)
-    interrupted = False
-
-    def interrupt(signum: int, frame: Any) -> None:
-        nonlocal interrupted
-        if interrupted or task.done():
-            raise KeyboardInterrupt
-        interrupted = True
-        task.cancel()
-        loop.call_soon_threadsafe(lambda: None)  # wake the selector
-
-    signal.signal(signal.SIGINT, interrupt)
+    if threading.current_thread() is not threading.main_thread():
+        return loop.run_until_complete(task)  # only the main thread gets signals
+    handler = signal.getsignal(signal.SIGINT)
+    if handler is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupts)
+    elif handler is not _interrupts:
+        return loop.run_until_complete(task)  # a handler of the application's own wins
+    _interrupts.task, _interrupts.loop, _interrupts.interrupted = task, loop, False
     try:
-        try:
-            return loop.run_until_complete(task)
-        except asyncio.CancelledError:
-            if interrupted:
-                raise KeyboardInterrupt from None
-            raise
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        if _interrupts.interrupted:
+            raise KeyboardInterrupt from None
+        raise
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _interrupts.task = _interrupts.loop = None
 
 
 async def _next(iterator: AsyncIterator[T]) -> T:
