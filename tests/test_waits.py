@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from tests.waits_probe import install, soon, start_probe
 
-from fevex import Fevex, FevexRunError, create_fevex
+from fevex import Fevex, FevexRunError, RunPausedError, create_fevex
+from fevex.runtime import InMemoryRunStore, RunLease
 from fevex.testing import FakeModel
 
 pytestmark = pytest.mark.anyio
@@ -309,3 +310,41 @@ async def _start_sleeper(app: Fevex) -> str:
         return run.id
     finally:
         await app.close()
+
+
+class FirstAcquireWaits(InMemoryRunStore):
+    """Holds the first acquire_lease until ``gate`` opens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.waiting = asyncio.Event()
+        self._held = False
+
+    async def acquire_lease(
+        self, run_id: str, owner: str, seconds: float, *, status: str = "running"
+    ) -> RunLease:
+        if not self._held:
+            self._held = True
+            self.waiting.set()
+            await self.gate.wait()
+        return await super().acquire_lease(run_id, owner, seconds, status=status)
+
+
+async def test_an_event_refused_after_the_takeover_leaves_the_run_free() -> None:
+    store = FirstAcquireWaits()
+    app = make_app(store)
+    run = await start_probe(app, [("event", {"name": "a"}), ("event", {"name": "b"})])
+    late = asyncio.create_task(app.send_event(run.id, "a", {"n": "late"}))
+    await store.waiting.wait()
+    # Another sender delivers "a" first: the run moves on to wait for "b".
+    with pytest.raises(RunPausedError):
+        await app.send_event(run.id, "a", {"n": "first"})
+    assert (await app.get_run(run.id)).pause["event"] == "b"  # type: ignore[index]
+    store.gate.set()
+    with pytest.raises(FevexRunError) as refused:
+        await late
+    assert refused.value.code == "EVENT_NOT_EXPECTED"
+    # The late sender gave the lease back: "b" is delivered at once, not after the lease.
+    result = await app.send_event(run.id, "b", {"n": "second"})
+    assert [step["payload"]["n"] for step in result.output] == ["first", "second"]

@@ -187,10 +187,10 @@ class Kernel:
         store = self.store
         try:
             async with asyncio.timeout_at(deadline):
-                kind = self.kind(await self.get_run(run_id))
+                run = await self.get_run(run_id)
+                kind = self.kind(run)
                 if decide is not None:
                     # Fail closed before taking the run: a wrong decision changes nothing.
-                    run = await self.get_run(run_id)
                     decide(run, await _read_checkpoint(store, run_id))
                 if lease is None:
                     lease = await store.acquire_lease(
@@ -215,6 +215,10 @@ class Kernel:
                         # No version of fevex can continue it: end it rather than let every
                         # sweep take it again.
                         sink.observe(await sink.emit_failed(error))
+                    elif status == "paused":
+                        # Refused (another caller decided first): the run stays paused, and
+                        # free for the next caller at once.
+                        await sink.release()
                     raise
         except TimeoutError:
             raise FevexRunError(
