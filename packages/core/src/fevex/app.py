@@ -33,11 +33,10 @@ from fevex.policies.policy import Policy
 from fevex.runtime.approval import ApprovalDecision, approval_decision, check_actor
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
-from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, RunStatus, Session
+from fevex.runtime.records import AgentRun, RunStatus, Session
 from fevex.runtime.recovery import RecoverySweep, WakeSweep
 from fevex.runtime.run_store import (
     EventOrder,
-    NotifyingRunStore,
     RunStore,
     missing_store_methods,
 )
@@ -404,32 +403,11 @@ class Fevex:
         :class:`~fevex.runtime.run_store.NotifyingRunStore`, such as PostgreSQL's), and at
         the latest every 30 seconds; on other stores, every ``poll_interval`` seconds.
         Closing the iterator never affects the run."""
-        check_event_page(after, page_size, "asc")
-        if not isinstance(poll_interval, int | float) or not poll_interval > 0:
-            raise FevexRunError("INVALID_ARGUMENT", "poll_interval must be positive seconds.")
-        await self.get_run(run_id)
-        store = self.run_store
-        notifying = store if isinstance(store, NotifyingRunStore) else None
-        # The store's wait misses no commit by its contract; the bound only limits what a
-        # silently broken notification channel could cost a follower.
-        recheck_seconds = 30.0
-        cursor = after
-        while True:
-            # Read the status first: a run that ended before this page has all its events
-            # in it (or in the pages before).
-            ended = (await self.get_run(run_id)).status in TERMINAL_STATUSES
-            page = await self.run_store.list_events(run_id, after=cursor, limit=page_size)
-            for event in page:
+        async with aclosing(
+            self._kernel.follow(run_id, after, poll_interval=poll_interval, page_size=page_size)
+        ) as events:
+            async for event in events:
                 yield event
-                cursor = event.id
-            if len(page) == page_size:
-                continue
-            if ended:
-                return
-            if notifying is None:
-                await asyncio.sleep(poll_interval)
-            else:
-                await notifying.wait_for_events(run_id, after=cursor, timeout=recheck_seconds)
 
     async def list_runs(
         self,

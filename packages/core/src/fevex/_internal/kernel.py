@@ -2,8 +2,9 @@
 
 The kernel creates a run atomically (the run, its session reservation, its opening event,
 its checkpoint and its lease: :meth:`Kernel.start`), takes a stored run over (a resume, a
-recovery, a wake-up, an event: :meth:`Kernel.take_over`), and cancels runs, here or in
-another process (:meth:`Kernel.cancel`). Each run it executes is an
+recovery, a wake-up, an event: :meth:`Kernel.take_over`), follows runs executing anywhere
+(:meth:`Kernel.follow`), and cancels runs, here or in another process
+(:meth:`Kernel.cancel`). Each run it executes is an
 :class:`~fevex._internal.execution.Execution` (lease renewal, deadline, cancellation,
 pauses and the final commit) advanced by the step driver of the run's *kind*: a
 :class:`RunKind` rebuilds that driver from the run's checkpoint. ``Fevex`` is a front over
@@ -34,7 +35,8 @@ from fevex.events import RunEvent
 from fevex.models import Usage
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
-from fevex.runtime.run_store import RunLease, RunStore
+from fevex.runtime.run_store import NotifyingRunStore, RunLease, RunStore
+from fevex.runtime.store_rules import check_event_page
 
 __all__ = ["Driver", "Kernel", "RunKind", "child_run"]
 
@@ -330,6 +332,40 @@ class Kernel:
             decide=decide,
             timeout=timeout,
         )
+
+    # -- following ------------------------------------------------------------------
+
+    async def follow(
+        self, run_id: str, after: str | None, *, poll_interval: float, page_size: int
+    ) -> AsyncGenerator[RunEvent, None]:
+        """Every event of a run executing anywhere, after ``after``, until it has ended
+        (see ``Fevex.follow_events``)."""
+        check_event_page(after, page_size, "asc")
+        if not isinstance(poll_interval, int | float) or not poll_interval > 0:
+            raise FevexRunError("INVALID_ARGUMENT", "poll_interval must be positive seconds.")
+        await self.get_run(run_id)
+        store = self.store
+        notifying = store if isinstance(store, NotifyingRunStore) else None
+        # The store's wait misses no commit by its contract; the bound only limits what a
+        # silently broken notification channel could cost a follower.
+        recheck_seconds = 30.0
+        cursor = after
+        while True:
+            # Read the status first: a run that ended before this page has all its events
+            # in it (or in the pages before).
+            ended = (await self.get_run(run_id)).status in TERMINAL_STATUSES
+            page = await store.list_events(run_id, after=cursor, limit=page_size)
+            for event in page:
+                yield event
+                cursor = event.id
+            if len(page) == page_size:
+                continue
+            if ended:
+                return
+            if notifying is None:
+                await asyncio.sleep(poll_interval)
+            else:
+                await notifying.wait_for_events(run_id, after=cursor, timeout=recheck_seconds)
 
     # -- cancelling -----------------------------------------------------------------
 
