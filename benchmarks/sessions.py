@@ -49,6 +49,17 @@ def bench_report(session: nox.Session) -> None:
         session.error(f"No benchmark results in {RESULTS}")
 
 
+@nox.session(venv_backend="none", default=False)
+def bench_instructions(session: nox.Session) -> None:
+    """Instructions per run of fevex and Agno under callgrind (needs valgrind and the
+    environments ``bench`` builds)."""
+    from benchmarks import instructions
+
+    arguments = ["--out", str(RESULTS / "instructions.json"), *session.posargs]
+    if instructions.main(arguments) != 0:
+        session.error("No instruction counts: run nox -s bench first, with valgrind installed.")
+
+
 # -- the durable benchmark: run stores, LangGraph's SQLite checkpointer, pgbench ----------
 
 DURABLE_RESULTS = RESULTS / "durable"
