@@ -1,12 +1,14 @@
-"""A database of schema version 1 upgrades in place with ``fevex db upgrade``, and its runs
-go on.
+"""A database of schema version 1, or of version 2, upgrades in place with ``fevex db
+upgrade``, and its runs go on.
 
 ``fixtures/v1_runs.sql`` is a plain-SQL ``pg_dump`` of a database written by fevex and
 fevex-postgres as of commit 4eb9cf4 (schema version 1, checkpoint version 1), made by
 ``make_v1_fixture.py``, whose docstring says how: a run paused for the approval of a
 ``refund`` call, and a run orphaned while its keyed ``lookup`` call was in flight (its
 worker killed with SIGKILL, its lease expired). The tests restore it into an empty
-database, upgrade it and continue both runs with the same app on the current code.
+database, upgrade it and continue both runs with the same app on the current code. A
+database of version 2 is that dump upgraded by the migrations of the release that brought
+version 2 (1 and 2 only).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -25,7 +28,8 @@ from sqlalchemy.engine import make_url
 from fevex import FevexConfigurationError, RunCancelledError
 from fevex.cli import main
 from fevex.plugins import reset_plugins
-from fevex_postgres import LATEST_VERSION, PostgresRunStore
+from fevex.runtime import ExecutionCommit
+from fevex_postgres import LATEST_VERSION, PostgresRunStore, migrations
 
 pytestmark = pytest.mark.anyio
 
@@ -67,6 +71,16 @@ def v1_database_url(empty_database_url: str) -> str:
     return empty_database_url
 
 
+@pytest.fixture
+def v2_database_url(v1_database_url: str) -> str:
+    """The version 1 dump upgraded to version 2, as the release before wake-ups did."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:2])
+        patch.setattr(migrations, "LATEST_VERSION", 2)
+        assert main(["db", "upgrade", "--store", v1_database_url]) == 0
+    return v1_database_url
+
+
 async def upgrade(url: str) -> None:
     assert await asyncio.to_thread(main, ["db", "upgrade", "--store", url]) == 0
 
@@ -87,7 +101,7 @@ async def test_fevex_db_upgrade_migrates_a_version_1_database(
         assert raised.value.code == "SCHEMA_OUTDATED"
         await upgrade(v1_database_url)
         assert f"from schema version 1 to {LATEST_VERSION}" in capsys.readouterr().out
-        assert LATEST_VERSION == 2
+        assert LATEST_VERSION == 3
         runs = await store.list_runs()
         assert sorted((run.status, run.input) for run in runs) == [
             ("paused", "Refund 30 to account 42."),
@@ -99,6 +113,7 @@ async def test_fevex_db_upgrade_migrates_a_version_1_database(
             assert (run.version, run.parent_run_id, run.context) == (None, None, None)
             assert run.root_run_id == run.id
             assert run.cancel_requested is False
+            assert run.wake_at is None
             assert await store.get_run(run.id) == run
         for status in ("paused", "running"):
             (listed,) = await store.list_runs(status=status, name="support", kind="agent")
@@ -109,11 +124,12 @@ async def test_fevex_db_upgrade_migrates_a_version_1_database(
         await store.close()
     with psycopg.connect(libpq(v1_database_url)) as connection:
         versions = connection.execute("SELECT version FROM fevex_schema_version ORDER BY 1")
-        assert versions.fetchall() == [(1,), (2,)]
+        assert versions.fetchall() == [(1,), (2,), (3,)]
         columns = connection.execute(
             "SELECT column_name, is_nullable FROM information_schema.columns "
             "WHERE table_name = 'fevex_runs' AND column_name IN "
-            "('name', 'version', 'parent_run_id', 'root_run_id', 'context', 'cancel_requested') "
+            "('name', 'version', 'parent_run_id', 'root_run_id', 'context', 'cancel_requested', "
+            "'wake_at') "
             "ORDER BY 1"
         ).fetchall()
         assert columns == [
@@ -123,6 +139,7 @@ async def test_fevex_db_upgrade_migrates_a_version_1_database(
             ("parent_run_id", "YES"),
             ("root_run_id", "NO"),
             ("version", "YES"),
+            ("wake_at", "YES"),
         ]
     await upgrade(v1_database_url)
     assert "is up to date" in capsys.readouterr().out
@@ -185,3 +202,85 @@ async def test_a_run_stored_by_version_1_can_be_asked_to_cancel(v1_database_url:
         assert calls == []  # cancelled, not continued: the in-flight call was not retried
     finally:
         await app.close()
+
+
+async def test_a_version_2_database_upgrades_and_its_paused_run_can_be_woken(
+    v2_database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = PostgresRunStore(v2_database_url)
+    try:
+        assert await store.schema_version() == 2
+        with pytest.raises(FevexConfigurationError) as raised:
+            await store.list_runs()
+        assert raised.value.code == "SCHEMA_OUTDATED"
+    finally:
+        await store.close()
+    capsys.readouterr()
+    await upgrade(v2_database_url)
+    assert "from schema version 2 to 3" in capsys.readouterr().out
+
+    calls: list[str] = []
+    app = support_app_module().build_app(PostgresRunStore(v2_database_url), calls=calls)
+    try:
+        store = app.run_store
+        (paused,) = await store.list_runs(status="paused")
+        (orphaned,) = await store.list_runs(status="running")
+        assert (paused.wake_at, orphaned.wake_at) == (None, None)
+        # Nothing stored before wake-ups existed is due, and the orphan is claimable by its
+        # name (migration 2 gave it its agent's).
+        assert await store.claim_due_run("waker", 30.0) is None
+        assert await store.expired_run_ids(names={"support"}) == [orphaned.id]
+        assert await store.expired_run_ids(names={"billing"}) == []
+
+        # A timer set on the paused run: due at once by the database's clock.
+        lease = await store.acquire_lease(paused.id, "timer", 30.0, status="paused")
+        wake_at = time.time() - 60.0
+        await store.commit_execution(
+            ExecutionCommit(
+                paused.id,
+                paused.revision + 1,
+                paused.updated_at,
+                lease,
+                changes={"wake_at": wake_at},
+                release_lease=True,
+            )
+        )
+        assert (await app.get_run(paused.id)).wake_at == wake_at
+        assert await store.claim_due_run("waker", 30.0, names={"billing"}) is None
+        claimed = await store.claim_due_run("waker", 30.0, names={"support"})
+        assert claimed is not None
+        assert claimed[0] == paused.id
+        assert (claimed[1].owner, claimed[1].generation) == ("waker", lease.generation + 1)
+        woken = await app.get_run(paused.id)
+        assert (woken.status, woken.wake_at) == ("paused", claimed[1].expires_at)
+        assert await store.claim_due_run("waker", 30.0) is None
+
+        # The waker finds nothing to do yet (the approval is still pending) and lets go
+        # without a timer; the run then resumes as any paused run of the previous release.
+        await store.commit_execution(
+            ExecutionCommit(
+                paused.id,
+                woken.revision + 1,
+                woken.updated_at,
+                claimed[1],
+                changes={"status": "paused", "wake_at": None},
+                release_lease=True,
+            )
+        )
+        approval = woken.pause["approvals"][0]
+        resumed = await app.resume_run(
+            paused.id,
+            {
+                "type": "approval",
+                "approval_id": approval["id"],
+                "decision": "approve",
+                "actor": {"id": "reviewer-1"},
+            },
+        )
+        assert resumed.output == f"Done: {json.dumps({'refunded': 30})}"
+        assert (await app.get_run(paused.id)).wake_at is None
+    finally:
+        await app.close()
+    with psycopg.connect(libpq(v2_database_url)) as connection:
+        versions = connection.execute("SELECT version FROM fevex_schema_version ORDER BY 1")
+        assert versions.fetchall() == [(1,), (2,), (3,)]

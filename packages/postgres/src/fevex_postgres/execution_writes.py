@@ -15,7 +15,9 @@ The conditions in SQL are the rules' own: for a commit, :func:`~store_rules.chec
 check_revision` and :func:`~store_rules.check_sequence`; for a creation,
 :func:`~store_rules.check_run_is_new`, the session rules and the sequence. A duplicate
 event id makes the primary key refuse the whole statement (:func:`~store_rules.
-event_id_taken`).
+event_id_taken`). A commit that ends a child run also wakes its parent
+(:func:`~store_rules.parent_to_wake`): the same statement sets the parent's ``wake_at`` to
+the clock that judged the lease, only when the commit is accepted.
 
 Values travel as one JSON document per row kind (the run's new fields, the events), read on
 the server with ``jsonb_populate_record``: the statement's text never changes with what a
@@ -34,6 +36,7 @@ import psycopg
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import store_rules as rules
+from fevex.runtime.records import TERMINAL_STATUSES
 from fevex.runtime.run_store import (
     RUN_FIELDS_A_COMMIT_CHANGES,
     ExecutionCommit,
@@ -44,7 +47,7 @@ from fevex.runtime.run_store import (
 )
 from fevex_postgres.connections import json_text
 from fevex_postgres.notifications import CHANNEL
-from fevex_postgres.tables import events, runs, sessions
+from fevex_postgres.tables import NOW_SQL, events, runs, sessions
 
 __all__ = ["commit_execution", "create_execution"]
 
@@ -62,7 +65,7 @@ _CREATED_COLUMNS = tuple(
     column.name for column in runs.columns if column.name != "lease_expires_at"
 )
 _EVENT_COLUMNS = tuple(column.name for column in events.columns)
-_NOW = "extract(epoch FROM clock_timestamp())::double precision"
+_ENDED = ", ".join(f"'{status}'" for status in sorted(TERMINAL_STATUSES))
 
 
 def _listed(columns: Sequence[str], prefix: str = "") -> str:
@@ -79,11 +82,11 @@ _INSERT_EVENTS = f"""
 # row only when the store rules accept the commit.
 _COMMIT = f"""
 WITH stored AS (
-    SELECT revision, session_id, last_sequence, lease_owner, lease_generation,
-           lease_expires_at, {_NOW} AS now
+    SELECT revision, session_id, parent_run_id, last_sequence, lease_owner, lease_generation,
+           lease_expires_at, {NOW_SQL} AS now
     FROM {runs.name} WHERE id = %(run_id)s FOR UPDATE
 ), accepted AS (
-    SELECT session_id FROM stored
+    SELECT session_id, parent_run_id, now FROM stored
     WHERE lease_owner = %(lease_owner)s AND lease_generation = %(lease_generation)s
       AND lease_expires_at > now
       AND revision + 1 = %(revision)s
@@ -107,6 +110,14 @@ WITH stored AS (
                        ELSE s.history || %(history)s::jsonb END,
         active_run_id = CASE WHEN %(release_session)s THEN NULL ELSE s.active_run_id END
     FROM accepted WHERE s.id = accepted.session_id AND %(change_session)s
+), woken_parent AS (
+    -- A commit that ends a child run wakes its parent now, by the clock that judged the
+    -- lease, unless the parent has ended. The parent's row is locked after the child's:
+    -- every write that locks two runs locks a run, then its parent, so none waits in a
+    -- cycle.
+    UPDATE {runs.name} AS p SET wake_at = accepted.now
+    FROM accepted
+    WHERE %(wakes_parent)s AND p.id = accepted.parent_run_id AND p.status NOT IN ({_ENDED})
 )
 SELECT revision, last_sequence, lease_owner, lease_generation, lease_expires_at, now,
        (SELECT count(*) FROM changed_run) AS written
@@ -141,7 +152,7 @@ WITH stored_session AS (
     FROM accepted WHERE s.id = %(session_id)s AND accepted.session_found
 ), new_run AS (
     INSERT INTO {runs.name} ({_listed(_CREATED_COLUMNS)}, lease_expires_at)
-    SELECT {_listed(_CREATED_COLUMNS, "r.")}, {_NOW} + %(lease_seconds)s
+    SELECT {_listed(_CREATED_COLUMNS, "r.")}, {NOW_SQL} + %(lease_seconds)s
     FROM accepted, jsonb_populate_record(NULL::{runs.name}, %(run)s::jsonb) AS r
     RETURNING lease_expires_at
 ), new_events AS ({_INSERT_EVENTS}
@@ -246,6 +257,7 @@ async def commit_execution(db: psycopg.AsyncConnection[Any], commit: ExecutionCo
         "history": json_text(list(commit.history)) if commit.history else None,
         "release_session": commit.release_session,
         "change_session": commit.history is not None or commit.release_session,
+        "wakes_parent": rules.ends_run(commit.changes),
     }
     try:
         cursor = await db.execute(_COMMIT, parameters)

@@ -142,19 +142,21 @@ MIGRATIONS: tuple[Migration, ...] = (
             # Seconds since the epoch by the database's clock, or NULL: nothing wakes the
             # run but a caller. No stored run has one.
             "ALTER TABLE fevex_runs ADD COLUMN wake_at double precision",
-            # The claims read partial indexes of the rows they can take, in the order they
-            # take them (ties by id byte by byte, as the other stores order them), so that
-            # each is one range scan however many runs have ended: claim_due_run over the
-            # paused runs with a wake-up, earliest first; claim_expired_run and
-            # expired_run_ids over the running runs, oldest expiry first, or over those of
-            # the run names asked for. The claims write their status as a literal, which
-            # implies these predicates also in a prepared statement's generic plan.
+            # The claims read partial indexes of the runs they can take, in the order they
+            # take them (ties by id byte by byte, as the other stores order them), one
+            # range of each (per name asked for, with names) however many runs have ended
+            # or belong to other names: claim_expired_run and expired_run_ids over the
+            # running runs, oldest lease expiry first; claim_due_run over the paused runs
+            # with a wake-up, earliest first. The claims write their status as a literal,
+            # which implies these predicates also in a prepared statement's generic plan.
             "DROP INDEX fevex_runs_claimable",
-            'CREATE INDEX fevex_runs_running_by_lease ON fevex_runs (lease_expires_at, id COLLATE "C") '
-            "WHERE status = 'running'",
+            "CREATE INDEX fevex_runs_running_by_lease ON fevex_runs (lease_expires_at, "
+            """id COLLATE "C") WHERE status = 'running'""",
             "CREATE INDEX fevex_runs_running_by_name ON fevex_runs (name, lease_expires_at, "
-            "id COLLATE \"C\") WHERE status = 'running'",
+            """id COLLATE "C") WHERE status = 'running'""",
             'CREATE INDEX fevex_runs_due ON fevex_runs (wake_at, id COLLATE "C") '
+            "WHERE status = 'paused' AND wake_at IS NOT NULL",
+            'CREATE INDEX fevex_runs_due_by_name ON fevex_runs (name, wake_at, id COLLATE "C") '
             "WHERE status = 'paused' AND wake_at IS NOT NULL",
         ),
     ),

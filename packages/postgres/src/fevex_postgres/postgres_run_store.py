@@ -8,8 +8,10 @@ database's business:
   revision against it before writing anything, so a fenced-out writer changes nothing;
 - run creation locks (or inserts) the session row, so one session is reserved by one run;
 - lease expiry is judged by the database's clock, never by a worker's;
-- ``claim_expired_run`` takes a candidate with ``FOR UPDATE SKIP LOCKED``, so concurrent
-  recovery processes split the orphaned runs instead of queueing on the same one;
+- ``claim_expired_run`` and ``claim_due_run`` take a candidate with ``FOR UPDATE SKIP
+  LOCKED`` (:mod:`fevex_postgres.claims`), so concurrent recovery and wake-up passes split
+  the runs instead of queueing on the same one;
+- a commit that ends a child run wakes its parent in the same statement;
 - no session can hold a row lock for long, nor wait for one: every connection carries the
   server-side timeouts of :mod:`fevex_postgres.timeouts`, so the row of a worker frozen
   inside a commit is released before its lease expires.
@@ -41,7 +43,7 @@ from fevex.runtime.run_store import (
     RunLease,
     run_conflict,
 )
-from fevex_postgres import execution_writes
+from fevex_postgres import claims, execution_writes
 from fevex_postgres.connections import ConnectionPools
 from fevex_postgres.migrations import (
     LATEST_VERSION,
@@ -87,6 +89,7 @@ _RUN_COLUMNS = (
     runs.c.root_run_id,
     runs.c.context,
     runs.c.cancel_requested,
+    runs.c.wake_at,
 )
 # The page order of list_runs, byte by byte whatever the database's collation, as the
 # other stores compare text (and as the migration 2 indexes are built).
@@ -316,38 +319,18 @@ class PostgresRunStore:
     ) -> tuple[str, RunLease] | None:
         chosen = rules.claimable_names(names)
         if chosen is not None and not chosen:
-            return None  # no agent: no run it could continue
-        # store_rules.is_claimable, in SQL: the (status, lease_expires_at) index gives the
-        # expired running runs oldest first, and the agent names filter them. SKIP LOCKED:
-        # a candidate another claimer holds is passed over, not waited for.
-        claimable = [runs.c.status == "running", runs.c.lease_expires_at <= database_now()]
-        if chosen is not None:
-            claimable.append(runs.c.agent_name.in_(sorted(chosen)))
-        candidate = (
-            select(runs.c.id)
-            .where(*claimable)
-            .order_by(runs.c.lease_expires_at)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-            .scalar_subquery()
-        )
-        async with self._transaction("claim_expired_run") as db:
-            claimed = (
-                await db.execute(
-                    update(runs)
-                    .where(runs.c.id == candidate)
-                    .values(
-                        lease_owner=owner,
-                        lease_generation=runs.c.lease_generation + 1,
-                        lease_expires_at=database_now() + seconds,
-                    )
-                    .returning(runs.c.id, runs.c.lease_generation, runs.c.lease_expires_at)
-                )
-            ).first()
-        if claimed is None:
-            return None
-        lease = RunLease(owner, int(claimed.lease_generation), float(claimed.lease_expires_at))
-        return str(claimed.id), lease
+            return None  # no name: no run it could continue
+        async with self._driver("claim_expired_run") as db:
+            return await claims.claim_expired_run(db, owner, seconds, chosen)
+
+    async def claim_due_run(
+        self, owner: str, seconds: float, *, names: Collection[str] | None = None
+    ) -> tuple[str, RunLease] | None:
+        chosen = rules.claimable_names(names)
+        if chosen is not None and not chosen:
+            return None  # no name: no run it could wake
+        async with self._driver("claim_due_run") as db:
+            return await claims.claim_due_run(db, owner, seconds, chosen)
 
     async def expired_run_ids(
         self, *, limit: int = 100, names: Collection[str] | None = None
@@ -356,19 +339,8 @@ class PostgresRunStore:
         chosen = rules.claimable_names(names)
         if chosen is not None and not chosen:
             return []
-        # A plain read: MVCC shows locked rows as they were committed, so a run whose row a
-        # frozen worker holds (which claim_expired_run skips) is listed all the same.
-        expired = [runs.c.status == "running", runs.c.lease_expires_at <= database_now()]
-        if chosen is not None:
-            expired.append(runs.c.agent_name.in_(sorted(chosen)))
-        query = (
-            select(runs.c.id)
-            .where(*expired)
-            .order_by(runs.c.lease_expires_at, runs.c.id)
-            .limit(limit)
-        )
-        async with self._read("expired_run_ids") as db:
-            return [str(run_id) for run_id in await db.scalars(query)]
+        async with self._driver("expired_run_ids") as db:
+            return await claims.expired_run_ids(db, limit, chosen)
 
     async def get_run(self, run_id: str) -> AgentRun | None:
         async with self._read("get_run") as db:

@@ -23,7 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.elements import ColumnElement
 
-__all__ = ["database_now", "events", "metadata", "runs", "sessions"]
+__all__ = ["NOW_SQL", "database_now", "events", "metadata", "runs", "sessions"]
 
 metadata = MetaData()
 
@@ -82,6 +82,10 @@ events = Table(
     Column("occurred_at", Text, nullable=False),
     Column("payload", _Json, nullable=False),
 )
+
+
+# database_now() as SQL text, for the statements written out in full.
+NOW_SQL = "extract(epoch FROM clock_timestamp())::double precision"
 
 
 def database_now() -> ColumnElement[float]:

@@ -74,6 +74,7 @@ __all__ = [
     "check_sequence",
     "claimable_names",
     "cursor_sequence",
+    "ends_run",
     "event_id_taken",
     "invalid_argument",
     "is_claimable",
@@ -198,13 +199,17 @@ def _check_changes(changes: Mapping[str, Any] | None) -> None:
         raise invalid_argument("wake_at must be seconds since the epoch (a finite number) or None.")
 
 
+def ends_run(changes: Mapping[str, Any] | None) -> bool:
+    """Whether a commit with ``changes`` ends its run: its ``status`` changes to
+    completed, failed or cancelled."""
+    return changes is not None and changes.get("status") in TERMINAL_STATUSES
+
+
 def parent_to_wake(changes: Mapping[str, Any] | None, parent_run_id: str | None) -> str | None:
-    """The run a commit wakes besides its own: the parent of a run the commit ends (its
-    ``status`` changes to completed, failed or cancelled). The store sets that parent's
-    ``wake_at`` to its now, in the commit's transaction, unless the parent has ended."""
-    if parent_run_id is None or not changes or changes.get("status") not in TERMINAL_STATUSES:
-        return None
-    return parent_run_id
+    """The run a commit wakes besides its own: the parent of a run the commit ends
+    (:func:`ends_run`). The store sets that parent's ``wake_at`` to its now, in the commit's
+    transaction, unless the parent has ended."""
+    return parent_run_id if ends_run(changes) else None
 
 
 def _check_events_belong(run_id: str, events: Sequence[RunEvent]) -> None:
