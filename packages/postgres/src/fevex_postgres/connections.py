@@ -18,19 +18,20 @@ receives nothing unless its server ended it (the server's last message, or the e
 stream), so a socket with something to read is discarded (:func:`_discard_if_dropped`).
 ``pool_pre_ping`` (off by default) adds SQLAlchemy's ``SELECT 1`` to every checkout.
 
-The hot writes (:meth:`ConnectionPools.driver`) run on the pooled connection's psycopg
-connection itself, in autocommit mode: each is one statement, its own transaction, one
-round trip.
+The one-statement operations (:meth:`ConnectionPools.driver`: every run's writes, the
+claims, the schema check) run on psycopg connections in autocommit mode from a second pool
+per event loop, the store's own (:mod:`fevex_postgres.autocommit_pool`), sized by the same
+options: each statement is its own transaction, one round trip, and nothing of SQLAlchemy
+runs on the way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import select
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 import psycopg
 from sqlalchemy import event
@@ -39,11 +40,11 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
-from sqlalchemy.util import greenlet_spawn
 
 from fevex.errors import FevexRunError
 from fevex.runtime.run_store import run_conflict, store_error
 from fevex.runtime.store_rules import invalid_argument
+from fevex_postgres.autocommit_pool import AutocommitPool, PoolExhausted, dropped
 
 __all__ = ["ConnectionPools", "json_text", "store_failure", "store_unavailable"]
 
@@ -64,9 +65,12 @@ _CONNECTION_STATES = ("08", "28", "3D", "57P", "53300")
 
 
 class ConnectionPools:
-    """The pooled connections of one store, one pool per event loop that uses it.
+    """The pooled connections of one store: per event loop that uses it, SQLAlchemy's pool
+    and an :class:`AutocommitPool`.
 
-    ``display_url`` (without password) is what error messages name.
+    ``connect_options`` are psycopg's ``connect`` keyword arguments for the same database
+    as ``engine_url`` with ``connect_args``; ``display_url`` (without password) is what
+    error messages name.
     """
 
     def __init__(
@@ -74,15 +78,18 @@ class ConnectionPools:
         engine_url: URL,
         pool_options: Mapping[str, Any],
         connect_args: Mapping[str, Any],
+        connect_options: Mapping[str, Any],
         display_url: str,
     ) -> None:
         self._engine_url = engine_url
         self._pool_options = dict(pool_options)
         self._connect_args = dict(connect_args)
+        self._connect_options = dict(connect_options)
         self._display_url = display_url
         # Built now so that unusable options fail at once; it joins the first loop to ask.
         self._unbound: AsyncEngine | None = self._create_engine()
         self._engines: dict[asyncio.AbstractEventLoop, AsyncEngine] = {}
+        self._autocommit: dict[asyncio.AbstractEventLoop, AutocommitPool] = {}
 
     def _create_engine(self) -> AsyncEngine:
         engine = create_async_engine(
@@ -121,27 +128,44 @@ class ConnectionPools:
 
     @asynccontextmanager
     async def driver(self, operation: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """The psycopg connection of a connection of this loop's pool, in autocommit mode
-        (each statement is its own transaction), returned to the pool afterwards; a failure
-        of the driver is reported as one of the store's ``operation``.
+        """A psycopg connection in autocommit mode (each statement is its own transaction)
+        from this loop's :class:`AutocommitPool`, returned to it afterwards; a failure of
+        the driver is reported as one of the store's ``operation``.
 
-        This path skips SQLAlchemy's statement layer: the caller sends its own SQL, which
-        psycopg prepares on the connection after a few uses."""
-        engine = await self._engine()
+        The caller sends its own SQL, which psycopg prepares on the connection after a few
+        uses."""
+        pool = await self._autocommit_pool()
         try:
-            pooled = await engine.raw_connection()
-        except DBAPIError as error:
+            connection = await pool.take()
+        except psycopg.Error as error:
             raise store_failure(operation, self._display_url, error) from error
-        except PoolTimeoutError as error:
+        except PoolExhausted as error:
             raise self._pool_exhausted() from error
-        connection = cast(psycopg.AsyncConnection[Any], pooled.driver_connection)
         try:
-            await connection.set_autocommit(True)
             yield connection
         except psycopg.Error as error:
             raise store_failure(operation, self._display_url, error) from error
         finally:
-            await _give_back(pooled, connection)
+            await pool.give_back(connection)
+
+    async def _autocommit_pool(self) -> AutocommitPool:
+        loop = asyncio.get_running_loop()
+        pool = self._autocommit.get(loop)
+        if pool is not None:
+            return pool
+        options = self._pool_options
+        pool = AutocommitPool(
+            self._connect_options,
+            size=options["pool_size"],
+            overflow=options["max_overflow"],
+            timeout=options["pool_timeout"],
+            recycle=options["pool_recycle"],
+            pre_ping=options["pool_pre_ping"],
+        )
+        self._autocommit[loop] = pool
+        for ended in [other for other in self._autocommit if other.is_closed()]:
+            await self._autocommit.pop(ended).close()
+        return pool
 
     def _pool_exhausted(self) -> FevexRunError:
         timeout = self._pool_options["pool_timeout"]
@@ -152,30 +176,15 @@ class ConnectionPools:
         """Close every pool's connections; the next ``connect`` opens new ones."""
         current = asyncio.get_running_loop()
         engines, self._engines = self._engines, {}
-        for loop, engine in engines.items():
+        pools, self._autocommit = self._autocommit, {}
+        closings = [(loop, engine.dispose()) for loop, engine in engines.items()]
+        closings += [(loop, pool.close()) for loop, pool in pools.items()]
+        for loop, closing in closings:
             if loop is not current and loop.is_running():
                 # That loop runs in another thread: its connections are closed there.
-                disposal = asyncio.run_coroutine_threadsafe(engine.dispose(), loop)
-                await asyncio.wrap_future(disposal)
+                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(closing, loop))
             else:
-                await engine.dispose()
-
-
-async def _give_back(
-    pooled: PoolProxiedConnection, connection: psycopg.AsyncConnection[Any]
-) -> None:
-    """Return a connection taken by :meth:`ConnectionPools.driver` to its pool, as the
-    pool lent it (out of autocommit mode), or drop it when it broke or is mid-statement
-    (an operation cancelled while it waited for the server)."""
-    if not (connection.closed or connection.broken):
-        try:
-            await connection.set_autocommit(False)
-        except psycopg.Error:
-            pass
-        else:
-            await greenlet_spawn(pooled.close)
-            return
-    await greenlet_spawn(pooled.invalidate)
+                await closing
 
 
 def _discard_if_dropped(
@@ -186,17 +195,9 @@ def _discard_if_dropped(
     connection = getattr(dbapi_connection, "driver_connection", None)
     if not isinstance(connection, psycopg.AsyncConnection):
         return
-    if connection.closed or connection.broken:
-        raise DisconnectionError("the connection is closed")
-    try:
-        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
-    except (OSError, ValueError, psycopg.Error) as error:
-        raise DisconnectionError("the connection's socket is unusable") from error
-    if readable:
-        # An idle connection is sent nothing, except the server's goodbye (a FATAL
-        # message, or the end of the stream) and, rarely, a notice: either way, a fresh
-        # connection is the safe choice.
-        raise DisconnectionError("the server ended the connection")
+    reason = dropped(connection)
+    if reason is not None:
+        raise DisconnectionError(reason)
 
 
 def store_failure(
@@ -249,10 +250,14 @@ def _primary_message(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+# One encoder for every value: json.dumps would build one per call for allow_nan=False.
+_ENCODER = json.JSONEncoder(allow_nan=False)
+
+
 def json_text(value: Any) -> str:
     """JSONB's encoder: a value that is not JSON (NaN and infinities included) is the
     caller's fault, with the code the SQLite store gives it, and never reaches the server."""
     try:
-        return json.dumps(value, allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as error:
         raise invalid_argument(f"A value to store is not plain JSON: {error}.") from error

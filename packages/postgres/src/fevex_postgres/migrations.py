@@ -12,7 +12,9 @@ Migrations are history: once released, one is never edited; a change is a new mi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import psycopg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -24,6 +26,7 @@ __all__ = [
     "Migration",
     "SchemaUpgrade",
     "read_schema_version",
+    "schema_version_of",
     "schema_outdated",
     "schema_too_new",
     "upgrade_schema",
@@ -183,6 +186,18 @@ async def read_schema_version(connection: AsyncConnection) -> int:
         return 0
     version = await connection.scalar(text(f"SELECT max(version) FROM {VERSION_TABLE}"))
     return int(version or 0)
+
+
+async def schema_version_of(db: psycopg.AsyncConnection[Any]) -> int:
+    """:func:`read_schema_version` on a psycopg connection in autocommit mode (what the
+    store's check of the schema reads, on the pool its writes use)."""
+    cursor = await db.execute(f"SELECT to_regclass('{VERSION_TABLE}') IS NOT NULL")
+    exists = await cursor.fetchone()
+    if not (exists and exists[0]):
+        return 0
+    cursor = await db.execute(f"SELECT max(version) FROM {VERSION_TABLE}")
+    version = await cursor.fetchone()
+    return int((version and version[0]) or 0)
 
 
 async def upgrade_schema(connection: AsyncConnection, display_url: str) -> SchemaUpgrade:

@@ -48,9 +48,9 @@ from fevex_postgres.connections import ConnectionPools
 from fevex_postgres.migrations import (
     LATEST_VERSION,
     SchemaUpgrade,
-    read_schema_version,
     schema_outdated,
     schema_too_new,
+    schema_version_of,
     upgrade_schema,
 )
 from fevex_postgres.notifications import RunNotifications
@@ -135,7 +135,7 @@ class PostgresRunStore:
     ``url`` is ``postgresql+psycopg://user:password@host:5432/database`` (``postgresql://``
     works too). ``options`` and the URL's query string set the connection pool:
     ``pool_size`` (5), ``max_overflow`` (10), ``pool_timeout`` seconds (30),
-    ``pool_recycle`` seconds (-1: never) and ``pool_pre_ping`` (true); and the server-side
+    ``pool_recycle`` seconds (-1: never) and ``pool_pre_ping`` (false); and the server-side
     timeouts of every session, in seconds, each below the app's ``lease_seconds``:
     ``statement_timeout`` (10), ``lock_timeout`` (5, below ``statement_timeout``) and
     ``idle_in_transaction_session_timeout`` (10), kept in :attr:`timeouts`. Keyword
@@ -145,7 +145,7 @@ class PostgresRunStore:
     ``fevex db upgrade --store URL`` first; until then every operation fails with
     ``SCHEMA_OUTDATED``.
 
-    Each event loop that uses the store gets a pool of its own (see ``connections.py``),
+    Each event loop that uses the store gets pools of its own (see ``connections.py``),
     and, once something follows a run's events in it, one more connection that listens for
     commits (see :meth:`wait_for_events`).
     """
@@ -180,10 +180,14 @@ class PostgresRunStore:
             given if isinstance(given, str) or given is None else " ".join(given)
         )
         engine_url = engine_url.difference_update_query(["options"])
-        self._pools = ConnectionPools(engine_url, self.pool_options, connect_args, self.url)
-        # The listening connection is psycopg's own, with what the pool's would be given.
+        # The connections that are psycopg's own (the autocommit pool's, the listening one)
+        # get what SQLAlchemy's pool gives its own.
         _, libpq_options = engine_url.get_dialect()().create_connect_args(engine_url)
-        self._notifications = RunNotifications({**libpq_options, **connect_args}, self.url)
+        connect_options = {**libpq_options, **connect_args}
+        self._pools = ConnectionPools(
+            engine_url, self.pool_options, connect_args, connect_options, self.url
+        )
+        self._notifications = RunNotifications(connect_options, self.url)
         self._schema_ready = False
 
     def __repr__(self) -> str:
@@ -193,8 +197,8 @@ class PostgresRunStore:
 
     async def schema_version(self) -> int:
         """The schema version the database holds (0: none)."""
-        async with self._pools.connect("schema_version") as connection:
-            return await read_schema_version(connection)
+        async with self._pools.driver("schema_version") as db:
+            return await schema_version_of(db)
 
     async def check_schema(self) -> None:
         """Fail with ``SCHEMA_OUTDATED`` (or ``SCHEMA_TOO_NEW``) unless the database holds
