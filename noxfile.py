@@ -101,6 +101,16 @@ def _test_requirements(*packages: str) -> list[str]:
     return requirements
 
 
+def _workspace_dependencies(package: str) -> list[str]:
+    """The packages of this checkout that ``package`` depends on (fevex-deepseek on
+    fevex-openai): installed from here, never looked for on an index."""
+    wanted = {
+        str(canonicalize_name(Requirement(line).name))
+        for line in _pyproject(package)["project"].get("dependencies", [])
+    }
+    return [other for other in PACKAGES if _distribution(other) in wanted]
+
+
 def _editable(*packages: str) -> list[str]:
     arguments: list[str] = []
     for package in packages:
@@ -123,7 +133,7 @@ def suite(session: nox.Session) -> None:
 @nox.parametrize("package", PACKAGES)
 def tests(session: nox.Session, package: str) -> None:
     """Core plus this one package: its tests may not lean on what another plugin brings."""
-    packages = sorted({CORE, package})
+    packages = sorted({CORE, package, *_workspace_dependencies(package)})
     session.install(*_editable(*packages), *_test_requirements(*packages), env=INSTALL_ENV)
     session.run("pytest", f"packages/{package}/tests", *session.posargs)
 
@@ -141,7 +151,7 @@ CONTRACT_TESTS = {
 def contract(session: nox.Session, store: str) -> None:
     """The run-store conformance suite on one store (PostgreSQL: a throwaway server)."""
     package, test_file = CONTRACT_TESTS[store]
-    packages = sorted({CORE, package})
+    packages = sorted({CORE, package, *_workspace_dependencies(package)})
     session.install(*_editable(*packages), *_test_requirements(*packages), env=INSTALL_ENV)
     session.run("pytest", test_file, *session.posargs)
 

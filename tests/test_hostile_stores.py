@@ -219,7 +219,7 @@ async def orphan(store_url: str, agent: str) -> str:
 def set_checkpoint(store_url: str, run_id: str, text: str) -> None:
     if store_url.startswith("sqlite"):
         with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
-            db.execute("UPDATE runs SET checkpoint = ? WHERE id = ?", (text, run_id))
+            db.execute("UPDATE fevex_runs SET checkpoint = ? WHERE id = ?", (text, run_id))
         return
     import psycopg
 

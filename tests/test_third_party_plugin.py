@@ -67,8 +67,9 @@ def open_acme_store(url, **options):
     return AcmeRunStore(Path(urlsplit(url).path))
 
 
-@hookimpl
-def fevex_register_models(register):
+# Named otherwise than the hook: pluggy's specname= must reach it.
+@hookimpl(specname="fevex_register_models")
+def register_acme_models(register):
     register("acme", create_acme_model)
 
 
@@ -95,7 +96,7 @@ try:
     app = create_fevex(models=models, agents=[agent])
     result = app.run_agent_sync("a", input="x")
 except FevexError as error:
-    print(json.dumps({"error": type(error).__name__, "message": str(error)}))
+    print(json.dumps({"error": type(error).__name__, "code": error.code, "message": error.message}))
     sys.exit(3)
 print(json.dumps({"output": result.output, "run_id": result.run_id}))
 """
@@ -231,7 +232,42 @@ def test_switching_autoload_off_leaves_the_plugin_out(
 
     assert code == 3, answer
     assert answer["error"] == "FevexConfigurationError"
-    assert "'acme'" in answer["message"]
-    assert "pip install" in answer["message"]
+    assert answer["code"] == "MISSING_PLUGIN"
+    # Installed, so the error names the switch that left it out, not an install.
+    assert answer["message"].startswith(
+        f"No {'model provider' if model == 'acme:tiny' else 'run store for scheme'} 'acme': "
+        "the fevex-acme plugin is installed, but "
+    )
+    assert next(iter(switch)) in answer["message"]
+    assert "pip install" not in answer["message"]
     assert not log.exists()
     assert "acme" not in {plugin["name"] for plugin in acme.plugins(switch)}
+
+
+def test_a_fevex_plugin_that_is_not_installed_is_named_with_its_install(acme: AcmeVenv) -> None:
+    code, answer = acme.run_app("openai:gpt-5-mini")
+
+    assert code == 3, answer
+    assert answer["code"] == "MISSING_PLUGIN"
+    assert answer["message"] == (
+        "No model provider 'openai'; install the fevex-openai plugin: pip install \"fevex[openai]\""
+    )
+
+
+def test_a_misspelt_provider_gets_a_suggestion(acme: AcmeVenv) -> None:
+    code, answer = acme.run_app("opnai:gpt-5")
+
+    assert code == 3, answer
+    assert answer["code"] == "MISSING_PLUGIN"
+    assert answer["message"] == "No model provider 'opnai'. Did you mean 'openai'?"
+
+
+def test_a_misspelt_fevex_plugins_entry_is_an_error(acme: AcmeVenv) -> None:
+    code, answer = acme.run_app("acme:tiny", {"FEVEX_PLUGINS": "acm"})
+
+    assert code == 3, answer
+    assert answer["code"] == "UNKNOWN_PLUGIN"
+    assert answer["message"] == (
+        "FEVEX_PLUGINS names plugins that cannot be loaded: 'acm' is no installed plugin. "
+        "Did you mean 'acme'? Installed plugins: 'acme'."
+    )

@@ -101,7 +101,7 @@ def bulk_sqlite(path: Path, rows: EventRows, size: int) -> None:
         connection.execute("BEGIN IMMEDIATE")
         for first in range(THROUGH_API + 1, size + 1, BULK_BATCH):
             connection.executemany(
-                "INSERT INTO events (id, run_id, sequence, type, occurred_at, payload) "
+                "INSERT INTO fevex_events (id, run_id, sequence, type, occurred_at, payload) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 rows.rows(first, min(size, first + BULK_BATCH - 1)),
             )

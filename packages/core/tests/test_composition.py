@@ -103,7 +103,9 @@ def test_invalid_agent_from_define_agent() -> None:
 
 
 def test_invalid_agent_output_schema() -> None:
-    assert code_of(agents=[agent(output_schema=object())]) == "INVALID_AGENT"
+    with pytest.raises(FevexConfigurationError) as refused:
+        agent(output_schema=object())
+    assert refused.value.code == "INVALID_AGENT"
 
 
 def test_duplicate_agent() -> None:

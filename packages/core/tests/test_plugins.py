@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import types
 from typing import Any
 
 import pluggy
@@ -24,13 +23,20 @@ from fevex.testing import FakeModel
 pytestmark = [pytest.mark.usefixtures("fresh_plugins"), pytest.mark.anyio]
 
 
+class Plugin:
+    """A hand-made plugin object: its attributes are its hook implementations."""
+
+    def __init__(self, **attributes: Any) -> None:
+        self.__dict__.update(attributes)
+
+
 class AcmeStore(InMemoryRunStore):
     def __init__(self, url: str) -> None:
         super().__init__()
         self.url = url
 
 
-def acme_plugin() -> types.SimpleNamespace:
+def acme_plugin() -> Any:
     opened: list[Any] = []
 
     def create_model(model_name: str, **options: Any) -> FakeModel:
@@ -49,7 +55,7 @@ def acme_plugin() -> types.SimpleNamespace:
     def fevex_register_run_stores(register: Any) -> None:
         register("acme", open_store)
 
-    return types.SimpleNamespace(
+    return Plugin(
         fevex_register_models=fevex_register_models,
         fevex_register_run_stores=fevex_register_run_stores,
         opened=opened,
@@ -89,7 +95,7 @@ async def test_closing_the_app_closes_the_models_it_built() -> None:
     def fevex_register_models(register: Any) -> None:
         register("closable", lambda name, **options: Closable())
 
-    register_plugin(types.SimpleNamespace(fevex_register_models=fevex_register_models))
+    register_plugin(Plugin(fevex_register_models=fevex_register_models))
     mine = Closable()
     app = create_fevex(
         models={"mine": mine},
@@ -109,16 +115,7 @@ def test_store_schemes_with_a_driver_suffix_fall_back_to_the_base_scheme() -> No
     assert store.url == "acme+fast://x"
 
 
-def test_a_missing_plugin_names_the_install() -> None:
-    with pytest.raises(FevexConfigurationError) as caught:
-        open_run_store("postgresql+psycopg://localhost/db")
-    assert caught.value.code == "MISSING_PLUGIN"
-    assert str(caught.value.message) == (
-        "No run store for scheme 'postgresql'; install it with: pip install \"fevex[postgres]\""
-    )
-    with pytest.raises(FevexConfigurationError) as caught:
-        create_fevex(agents=[define_agent(name="a", instructions="i", model="openai:gpt-5-mini")])
-    assert 'pip install "fevex[openai]"' in caught.value.message
+def test_malformed_references_are_refused_before_any_plugin_lookup() -> None:
     with pytest.raises(FevexConfigurationError) as caught:
         resolve_model("no-colon")
     assert caught.value.code == "INVALID_MODEL"
@@ -129,9 +126,24 @@ def test_a_missing_plugin_names_the_install() -> None:
 
 def test_two_plugins_cannot_claim_one_name() -> None:
     register_plugin(acme_plugin(), name="acme")
+    copy = acme_plugin()
     with pytest.raises(FevexConfigurationError) as caught:
-        register_plugin(acme_plugin(), name="acme-copy")
+        register_plugin(copy, name="acme-copy")
     assert caught.value.code == "PLUGIN_CONFLICT"
+    # All or nothing: the refused plugin left no registration and is not loaded.
+    assert "acme-copy" not in {p["name"] for p in list_plugins()}
+    open_run_store("acme://x")
+    assert copy.opened == []
+
+
+def test_a_plugin_object_must_be_hashable() -> None:
+    class Unhashable(Plugin):
+        __hash__ = None  # type: ignore[assignment]
+
+    with pytest.raises(FevexConfigurationError) as caught:
+        register_plugin(Unhashable(), name="odd")
+    assert caught.value.code == "INVALID_PLUGIN"
+    assert "odd" not in {p["name"] for p in list_plugins()}
 
 
 def test_unknown_hooks_are_rejected() -> None:
@@ -140,7 +152,7 @@ def test_unknown_hooks_are_rejected() -> None:
         raise AssertionError("never called")
 
     with pytest.raises(pluggy.PluginValidationError):
-        register_plugin(types.SimpleNamespace(fevex_register_everything=fevex_register_everything))
+        register_plugin(Plugin(fevex_register_everything=fevex_register_everything))
 
 
 def test_autoload_switches_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,7 +167,7 @@ def test_autoload_switches_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
 
         def load(self) -> Any:
             loaded.append(self.name)
-            return types.SimpleNamespace()
+            return Plugin()
 
     monkeypatch.setattr(
         discovery.importlib.metadata,
@@ -203,7 +215,7 @@ def test_plugins_add_commands(capsys: pytest.CaptureFixture[str]) -> None:
         parser.add_argument("--who", default="world")
         parser.set_defaults(handler=hello)
 
-    register_plugin(types.SimpleNamespace(fevex_register_commands=fevex_register_commands), "greet")
+    register_plugin(Plugin(fevex_register_commands=fevex_register_commands), "greet")
     assert main(["hello", "--who", "fevex"]) == 3
     assert capsys.readouterr().out == "hello fevex\n"
     (greet,) = [p for p in list_plugins() if p["name"] == "greet"]

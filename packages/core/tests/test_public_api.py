@@ -32,6 +32,7 @@ def test_top_level_exports() -> None:
         "Session",
         "ToolContext",
         "ToolDefinition",
+        "ToolRetry",
         "__version__",
         "create_fevex",
         "define_agent",

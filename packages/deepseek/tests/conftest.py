@@ -384,16 +384,16 @@ async def deepseek(deepseek_server: LoopbackDeepSeek) -> Any:
     """``create_deepseek`` bound to the loopback server; models are closed afterwards."""
     from fevex_deepseek import create_deepseek
 
-    providers: list[Any] = []
+    models: list[Any] = []
 
     def make(model_name: str = "deepseek-v4-flash", **options: Any) -> Any:
         options.setdefault("api_key", "sk-loopback-test-key")
         options.setdefault("base_url", deepseek_server.url)
         options.setdefault("max_retries", 0)
-        provider = create_deepseek(**options)
-        providers.append(provider)
-        return provider(model_name)
+        model = create_deepseek(**options)(model_name)
+        models.append(model)
+        return model
 
     yield make
-    for provider in providers:
-        await provider.aclose()
+    for model in models:
+        await model.aclose()

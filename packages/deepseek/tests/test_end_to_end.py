@@ -44,15 +44,15 @@ async def plugin_models_closed(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
 
     opened: list[Any] = []
 
-    def tracked(**options: Any) -> Any:
-        provider = create_deepseek(**options)
-        opened.append(provider)
-        return provider
+    def tracked(model_name: str, **options: Any) -> Any:
+        model = create_deepseek(**options)(model_name)
+        opened.append(model)
+        return model
 
-    monkeypatch.setattr(plugin, "create_deepseek", tracked)
+    monkeypatch.setattr(plugin, "create_deepseek_model", tracked)
     yield
-    for provider in opened:
-        await provider.aclose()
+    for model in opened:
+        await model.aclose()
 
 
 @pytest.mark.usefixtures("fresh_plugins", "plugin_models_closed")
@@ -117,7 +117,7 @@ async def test_a_tool_run_resolved_through_the_entry_point_sends_thinking_back(
             {
                 "id": "call_0",
                 "type": "function",
-                "function": {"name": "accounts_get", "arguments": '{"account_id":42}'},
+                "function": {"name": "accounts_get", "arguments": '{"account_id": 42}'},
             }
         ],
         "reasoning_content": "I need account 42; call the tool.",
@@ -130,22 +130,22 @@ async def test_a_tool_run_resolved_through_the_entry_point_sends_thinking_back(
 async def test_best_effort_structured_output_is_validated_by_the_runtime(
     deepseek_server: Any, wire: Any
 ) -> None:
-    provider = create_deepseek(
+    model = create_deepseek(
         api_key="test", base_url=deepseek_server.url, schema_policy="best-effort"
-    )
+    )("deepseek-v4-flash")
     deepseek_server.stream(
         wire.chunk(content='{"answer": '),
         wire.chunk(content='"Account 42 is active."}'),
         wire.chunk(finish_reason="stop", usage=wire.usage()),
     )
     app = create_fevex(
-        models={"default": provider("deepseek-v4-flash")},
+        models={"default": model},
         agents=[define_agent(name="support", instructions="Answer.", output_schema=Answer)],
     )
     try:
         result = await app.run_agent("support", input="Status of 42?")
     finally:
-        await provider.aclose()
+        await model.aclose()
 
     assert result.output == Answer(answer="Account 42 is active.")
     assert deepseek_server.bodies[0]["response_format"] == {"type": "json_object"}

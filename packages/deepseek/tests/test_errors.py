@@ -37,7 +37,8 @@ async def test_rejected_credentials_keep_the_message_but_not_the_key(
     assert KEY not in str(error)
     assert KEY not in repr(error.details)
     assert KEY not in repr(error.to_json())
-    # The SDK's exception holds the request and its headers: it is not chained.
+    # The SDK's exception holds the request and its headers, and its message here holds
+    # the key: it is not chained.
     assert error.__cause__ is None
     assert error.__suppress_context__
 
@@ -60,7 +61,7 @@ async def test_rate_limits_are_recoverable_with_the_wait_the_provider_asked_for(
 
     assert error.code == "PROVIDER_RATE_LIMITED"
     assert error.recoverable
-    assert error.details["retry_after"] == retry_after
+    assert error.details.get("retry_after") == retry_after
 
 
 async def test_the_sdk_retries_a_rate_limit_before_the_stream_starts(
@@ -166,7 +167,7 @@ async def test_an_unreachable_server_is_a_network_error(deepseek: Any, drain: An
 @pytest.mark.parametrize(
     ("finish_reason", "code", "recoverable"),
     [
-        ("content_filter", "PROVIDER_REFUSAL", False),
+        ("content_filter", "MODEL_REFUSAL", False),
         ("insufficient_system_resource", "PROVIDER_ERROR", True),
     ],
 )

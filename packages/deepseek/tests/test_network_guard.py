@@ -60,7 +60,7 @@ async def test_the_adapter_cannot_reach_the_real_provider(
     with pytest.raises(network_guard.error_type, match=r"api\.deepseek\.com"):
         async for _ in model.stream(ModelInput((Message.user("Hi"),))):
             pass
-    await provider.aclose()
+    await model.aclose()
 
     assert tripwires == []
     assert network_guard.blocked == ["api.deepseek.com"]

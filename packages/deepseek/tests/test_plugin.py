@@ -23,6 +23,8 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_public_face_is_exactly_the_documented_names() -> None:
     assert sorted(fevex_deepseek.__all__) == [
+        "DEEPSEEK_PROFILE",
+        "DEEPSEEK_STRICT_SUBSET",
         "DEFAULT_BASE_URL",
         "DeepSeekModel",
         "DeepSeekProvider",
@@ -43,10 +45,10 @@ def test_the_entry_point_resolves_deepseek_models_from_the_environment(
 
     assert isinstance(model, DeepSeekModel)
     assert model.model_name == "deepseek-v4-flash"
-    assert model.provider.api_key == "sk-from-env"
-    assert model.provider.base_url == "http://127.0.0.1:9/"
-    assert model.provider.beta_base_url == "http://127.0.0.1:9/beta"
-    assert model.provider.schema_policy == "strict"
+    assert model.settings.api_key == "sk-from-env"
+    assert model.settings.base_url == "http://127.0.0.1:9/"
+    assert model.settings.strict_tools_base_url == "http://127.0.0.1:9/beta"
+    assert model.schema_policy == "strict"
     (plugin,) = [p for p in list_plugins() if p["name"] == "deepseek"]
     assert plugin["distribution"] == "fevex-deepseek"
     assert plugin["version"] == fevex_deepseek.__version__
@@ -57,9 +59,9 @@ def test_the_entry_point_resolves_deepseek_models_from_the_environment(
 def test_resolve_model_options_reach_create_deepseek() -> None:
     model = resolve_model("deepseek:deepseek-v4-pro", api_key="sk-x", schema_policy="best-effort")
 
-    assert model.provider.schema_policy == "best-effort"
-    assert model.provider.base_url == "https://api.deepseek.com"
-    assert model.provider.beta_base_url == "https://api.deepseek.com/beta"
+    assert model.schema_policy == "best-effort"
+    assert model.settings.base_url == "https://api.deepseek.com"
+    assert model.settings.strict_tools_base_url == "https://api.deepseek.com/beta"
 
 
 def test_a_missing_api_key_is_a_configuration_error_naming_the_variable() -> None:

@@ -139,7 +139,7 @@ async def test_conversation_messages_map_to_chat_messages(
 
     assert deepseek_server.bodies[0]["messages"] == [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "First part.\n\nSecond part."},
+        {"role": "user", "content": "First part.Second part."},
         {"role": "assistant", "content": "Earlier answer."},
         {"role": "user", "content": "Check 42."},
         {
@@ -149,22 +149,19 @@ async def test_conversation_messages_map_to_chat_messages(
                 {
                     "id": "call_1",
                     "type": "function",
-                    "function": {"name": "accounts_get", "arguments": '{"account_id":42}'},
+                    "function": {"name": "accounts_get", "arguments": '{"account_id": 42}'},
                 },
                 {
                     "id": "call_2",
                     "type": "function",
-                    "function": {"name": "accounts_get", "arguments": '{"account_id":43}'},
+                    "function": {"name": "accounts_get", "arguments": '{"account_id": 43}'},
                 },
             ],
             "reasoning_content": "Need the account.",
         },
         {"role": "tool", "tool_call_id": "call_1", "content": '{"id": 42, "status": "active"}'},
-        {
-            "role": "tool",
-            "tool_call_id": "call_2",
-            "content": "The tool call failed: no such account",
-        },
+        # A failed call reads the same for every provider: {"error": ...}.
+        {"role": "tool", "tool_call_id": "call_2", "content": '{"error": "no such account"}'},
     ]
 
 
@@ -339,7 +336,8 @@ async def test_images_are_refused_before_any_request(
     with pytest.raises(FevexRunError) as caught:
         await drain(deepseek(), ModelInput((message,)))
 
-    assert caught.value.code == "PROVIDER_CONTENT_UNSUPPORTED"
+    assert caught.value.code == "PROVIDER_INPUT_UNSUPPORTED"
+    assert "image" in caught.value.message
     assert deepseek_server.requests == []
 
 

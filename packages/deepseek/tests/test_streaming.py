@@ -110,20 +110,6 @@ async def test_sse_bytes_cut_mid_line_and_mid_json_still_decode(
     assert step.result.tool_calls == [ToolCall("call_1", "accounts_get", {"account_id": 7})]
 
 
-async def test_arguments_that_are_not_json_reach_the_runtime_as_written(
-    deepseek: Any, deepseek_server: Any, wire: Any, drain: Any
-) -> None:
-    deepseek_server.stream(
-        wire.chunk(tool_calls=[wire.call_start(0, "call_1", "accounts_get", '{"account_id": ')]),
-        wire.chunk(finish_reason="length"),
-    )
-
-    step = await drain(deepseek(), ModelInput((Message.user("Go."),), (ACCOUNTS,)))
-
-    # fevex validates tool input and tells the model what was wrong with it.
-    assert step.result.tool_calls == [ToolCall("call_1", "accounts_get", '{"account_id": ')]
-
-
 async def test_the_shared_gateway_contract_holds(
     deepseek: Any, deepseek_server: Any, wire: Any
 ) -> None:
@@ -141,7 +127,7 @@ async def test_the_shared_gateway_contract_holds(
 
     results = await check_model_gateway(deepseek())
 
-    assert [r.output for r in results] == ["Hello!", ""]
+    assert [r.output for r in results] == ["Hello!", None]
     assert results[1].tool_calls == [ToolCall("call_9", "accounts_get", {"account_id": 42})]
     assert len(deepseek_server.requests) == len(default_contract_inputs())
 

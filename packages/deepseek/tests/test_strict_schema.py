@@ -1,4 +1,8 @@
-"""DeepSeek's strict tool subset, refused locally with the keyword and where it is."""
+"""DeepSeek's strict tool subset, refused locally with the keyword and where it is.
+
+The checker is fevex-openai's, the one every provider uses; DeepSeek's profile names
+the subset.
+"""
 
 from typing import Any
 
@@ -8,7 +12,12 @@ from pydantic import BaseModel, Field
 from fevex.errors import FevexRunError
 from fevex.messages import Message
 from fevex.models import ModelInput, ToolSpec
-from fevex_deepseek.strict_schema import check_strict_tool_schema
+from fevex_deepseek import DEEPSEEK_PROFILE
+from fevex_openai import check_strict_schema
+
+
+def check_strict_tool_schema(tool: str, schema: Any) -> None:
+    check_strict_schema(schema, DEEPSEEK_PROFILE, tool=tool)
 
 
 def _closed(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -41,11 +41,18 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_public_names_are_exactly_the_documented_ones() -> None:
     assert sorted(fevex_openai.__all__) == [
+        "ClientSettings",
+        "OPENAI_PROFILE",
+        "OPENAI_STRICT_SUBSET",
         "OpenAIApi",
         "OpenAIModel",
         "OpenAIProvider",
+        "ProviderProfile",
         "SchemaPolicy",
+        "StrictSubset",
         "__version__",
+        "check_base_url",
+        "check_strict_schema",
         "create_openai",
     ]
     assert fevex_openai.__version__ == "0.1.0"

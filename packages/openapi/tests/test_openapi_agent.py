@@ -99,8 +99,10 @@ async def test_every_accepted_constraint_is_enforced_before_the_request(
     with pytest.raises(FevexRunError) as caught:
         await app.run_agent("clerk", "Bill someone.")
 
-    assert caught.value.code == "OPENAPI_INPUT_INVALID"
-    assert "input.body." in caught.value.message
+    # In a run, the core checks connection tool input with the same JSON Schema engine
+    # before the provider is called (the provider's own check is OPENAPI_INPUT_INVALID).
+    assert caught.value.code == "TOOL_INPUT_INVALID"
+    assert "value.body." in caught.value.message
     assert billing.seen == []
 
 

@@ -94,8 +94,9 @@ def test_a_backtracking_pattern_in_an_input_schema_is_answered_promptly(billing:
     recorded = run_clerk(billing, "createLabel", {"body": {"text": BACKTRACKING}})
 
     assert recorded.error is not None
-    assert recorded.error.code == "OPENAPI_INPUT_INVALID"
-    assert "input.body.text: does not match the pattern" in recorded.error.message
+    # The core checks connection tool input first, with the same engine.
+    assert recorded.error.code == "TOOL_INPUT_INVALID"
+    assert "value.body.text: does not match the pattern" in recorded.error.message
     assert billing.seen == []
 
 

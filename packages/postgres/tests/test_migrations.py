@@ -119,11 +119,6 @@ def test_fevex_db_upgrade_reads_fevex_run_store(
     assert "fevex_runs" in tables(empty_database_url)
 
 
-def test_fevex_db_upgrade_rejects_other_stores(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["db", "upgrade", "--store", "sqlite:///runs.db"]) == 1
-    assert "INVALID_CONFIG" in capsys.readouterr().err
-
-
 def test_the_fevex_command_upgrades_from_concurrent_processes(empty_database_url: str) -> None:
     command = [*fevex_command(), "db", "upgrade", "--store", empty_database_url]
     processes = [

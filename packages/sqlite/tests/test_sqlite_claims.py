@@ -101,7 +101,7 @@ async def test_a_run_is_due_at_its_wake_at_by_the_stores_clock(
         RunLease("rescuer", 3, clock.now + 30.0),
     )
     with closing(sqlite3.connect(database)) as raw:
-        stored = raw.execute("SELECT id, status, wake_at FROM runs ORDER BY id").fetchall()
+        stored = raw.execute("SELECT id, status, wake_at FROM fevex_runs ORDER BY id").fetchall()
     assert stored == [
         ("run-later", "paused", clock.now + 5.0),
         ("run-sooner", "paused", clock.now + 30.0),
@@ -138,8 +138,8 @@ async def test_claims_read_one_range_of_a_partial_index(
         if statement.startswith("SELECT id"):
             sent.append((statement, parameters))
 
-    due = ("runs_paused_by_wake",)
-    expired = ("runs_running_by_lease", "runs_running_by_name")
+    due = ("fevex_runs_paused_by_wake",)
+    expired = ("fevex_runs_running_by_lease", "fevex_runs_running_by_name")
     claims: list[tuple[Callable[[], Awaitable[object]], tuple[str, ...]]] = [
         (lambda: store.claim_due_run("w", 30.0), due),
         (lambda: store.claim_due_run("w", 30.0, names={"a"}), due),
@@ -160,7 +160,7 @@ async def test_claims_read_one_range_of_a_partial_index(
             with closing(sqlite3.connect(database)) as raw:
                 plan = raw.execute(f"EXPLAIN QUERY PLAN {statement}", parameters).fetchall()
             details = " / ".join(str(row[3]) for row in plan)
-            # Never runs_by_status or runs_by_name: every run of a status, or of a name.
+            # Never fevex_runs_by_status or fevex_runs_by_name: every run of a status, or of a name.
             assert any(f"INDEX {index} (status=?" in details for index in indexes), details
             assert "<?)" in details, details  # a range: due or expired rows only
             if "ORDER BY rowid" not in statement:

@@ -133,7 +133,7 @@ async def test_each_expired_run_is_claimed_by_one_process(database: Path) -> Non
         run_id: f"w{index}" for index, result in enumerate(results) for run_id in result["claimed"]
     }
     with closing(sqlite3.connect(database)) as raw:
-        leases = raw.execute("SELECT id, lease_owner, lease_generation FROM runs").fetchall()
+        leases = raw.execute("SELECT id, lease_owner, lease_generation FROM fevex_runs").fetchall()
     assert {run_id: (owner, generation) for run_id, owner, generation in leases} == {
         **{run_id: (claimed_by[run_id], 2) for run_id in expired},
         "run-live": ("local", 1),

@@ -24,12 +24,12 @@ NOW = "2030-01-01T00:00:00.000000Z"
 @pytest.mark.parametrize(
     ("filters", "index"),
     [
-        ({}, "runs_by_created"),
-        ({"status": "paused"}, "runs_by_status"),
-        ({"kind": "workflow"}, "runs_by_kind"),
-        ({"name": "a"}, "runs_by_name"),
-        ({"session_id": "ses-1"}, "runs_by_session"),
-        ({"parent_run_id": "run-1"}, "runs_by_parent"),
+        ({}, "fevex_runs_by_created"),
+        ({"status": "paused"}, "fevex_runs_by_status"),
+        ({"kind": "workflow"}, "fevex_runs_by_kind"),
+        ({"name": "a"}, "fevex_runs_by_name"),
+        ({"session_id": "ses-1"}, "fevex_runs_by_session"),
+        ({"parent_run_id": "run-1"}, "fevex_runs_by_parent"),
     ],
     ids=lambda value: value if isinstance(value, str) else ",".join(value) or "none",
 )
@@ -42,7 +42,7 @@ async def test_a_page_is_one_range_scan_of_an_index(
     sent: list[tuple[str, Any]] = []
 
     def record(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
-        if "FROM runs" in statement and "ORDER BY created_at" in statement:
+        if "FROM fevex_runs" in statement and "ORDER BY created_at" in statement:
             sent.append((statement, parameters))
 
     event.listen(Engine, "before_cursor_execute", record)

@@ -128,9 +128,9 @@ async def test_stored_columns_hold_plain_json_text(store: SQLiteRunStore, databa
     await create(store, checkpoint={"step": 1})
     with closing(sqlite3.connect(database)) as raw:
         row = raw.execute(
-            "SELECT input, output, usage, error, pause, checkpoint FROM runs"
+            "SELECT input, output, usage, error, pause, checkpoint FROM fevex_runs"
         ).fetchone()
-        payload = raw.execute("SELECT payload FROM events").fetchone()[0]
+        payload = raw.execute("SELECT payload FROM fevex_events").fetchone()[0]
     assert [json.loads(value) for value in row] == [
         new_run().input,
         None,
@@ -359,7 +359,7 @@ async def test_a_page_never_reads_the_events_before_its_cursor(
     await store.commit_execution(commit("run-1", 2, lease, events=3))
     # Earlier payloads that json.loads would reject: reading them would raise.
     with closing(sqlite3.connect(database)) as raw, raw:
-        raw.execute("UPDATE events SET payload = 'not json' WHERE sequence < 3")
+        raw.execute("UPDATE fevex_events SET payload = 'not json' WHERE sequence < 3")
     page = await store.list_events("run-1", after="run-1-evt-2", limit=10)
     assert [e.sequence for e in page] == [3, 4]
     with closing(sqlite3.connect(database)) as raw:
@@ -368,7 +368,7 @@ async def test_a_page_never_reads_the_events_before_its_cursor(
                 f"EXPLAIN QUERY PLAN {statement.text}", {"run_id": "run-1", "after": 2, "limit": 5}
             ).fetchall()
             details = " ".join(row[-1] for row in plan)
-            assert "USING INDEX events_by_run_sequence (run_id=? AND sequence>?)" in details
+            assert "USING INDEX fevex_events_by_run_sequence (run_id=? AND sequence>?)" in details
             assert "TEMP B-TREE" not in details  # ordered by the index, not sorted
 
 
@@ -381,7 +381,7 @@ async def test_a_write_checks_under_the_write_lock(store: SQLiteRunStore, databa
     other = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
     with closing(other):
         other.execute("BEGIN IMMEDIATE")
-        other.execute("UPDATE runs SET revision = 2 WHERE id = 'run-1'")
+        other.execute("UPDATE fevex_runs SET revision = 2 WHERE id = 'run-1'")
         attempt = asyncio.ensure_future(store.commit_execution(commit("run-1", 2, lease)))
         await asyncio.sleep(0.3)
         assert not attempt.done()  # waiting for the lock, not failing on a stale snapshot
@@ -460,7 +460,9 @@ async def test_stores_in_other_threads_share_the_file(database: Path) -> None:
         thread.join()
     assert errors == []
     with closing(sqlite3.connect(database)) as raw:
-        assert raw.execute("SELECT COUNT(*), MIN(status), MAX(status) FROM runs").fetchone() == (
+        assert raw.execute(
+            "SELECT COUNT(*), MIN(status), MAX(status) FROM fevex_runs"
+        ).fetchone() == (
             40,
             "completed",
             "completed",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fevex import FevexConfigurationError, FevexError
-from fevex_sqlite import SQLiteRunStore
+from fevex_sqlite import SQLiteRunStore, create_sqlite_run_store, open_sqlite_store
 from fevex_sqlite.location import parse_location
 from fevex_sqlite.schema import LATEST_VERSION, MIGRATIONS, Migration, prepare_database
 
@@ -30,27 +30,28 @@ async def test_opening_creates_the_directory_file_and_schema_in_wal_mode(databas
     assert not database.parent.exists()
     store = SQLiteRunStore(database)
     await store.close()
-    assert store.schema_version == LATEST_VERSION == 3
+    assert store.schema_version == LATEST_VERSION == 4
     assert tables(database) == {
         "fevex_schema_migrations",
-        "runs",
-        "sessions",
-        "events",
-        "runs_by_session",
-        "runs_running_by_lease",
-        "events_by_run_sequence",
-        "runs_by_created",
-        "runs_by_status",
-        "runs_by_kind",
-        "runs_by_name",
-        "runs_by_parent",
-        "runs_running_by_name",
-        "runs_paused_by_wake",
+        "fevex_runs",
+        "fevex_sessions",
+        "fevex_events",
+        "fevex_runs_by_session",
+        "fevex_runs_running_by_lease",
+        "fevex_events_by_run_sequence",
+        "fevex_runs_by_created",
+        "fevex_runs_by_status",
+        "fevex_runs_by_kind",
+        "fevex_runs_by_name",
+        "fevex_runs_by_parent",
+        "fevex_runs_running_by_name",
+        "fevex_runs_paused_by_wake",
     }
     assert rows(database, "SELECT version, name FROM fevex_schema_migrations") == [
         (1, "runs, sessions and events"),
         (2, "run name, version, tree and context; cancel requests; indexes that list runs"),
         (3, "wake-ups of paused runs; claims by run name"),
+        (4, "tables and indexes prefixed fevex_"),
     ]
     assert rows(database, "PRAGMA journal_mode") == [("wal",)]
 
@@ -60,7 +61,7 @@ async def test_reopening_keeps_data_and_migrates_nothing_again(database: Path) -
         await SQLiteRunStore(database).close()
     with closing(sqlite3.connect(database)) as raw, raw:
         raw.execute(
-            "INSERT INTO sessions (id, history, revision, created_at, updated_at) "
+            "INSERT INTO fevex_sessions (id, history, revision, created_at, updated_at) "
             "VALUES ('ses-1', '[]', 1, 't', 't')"
         )
     store = SQLiteRunStore(database)
@@ -70,7 +71,12 @@ async def test_reopening_keeps_data_and_migrates_nothing_again(database: Path) -
         assert session.revision == 1
     finally:
         await store.close()
-    assert rows(database, "SELECT version FROM fevex_schema_migrations") == [(1,), (2,), (3,)]
+    assert rows(database, "SELECT version FROM fevex_schema_migrations") == [
+        (1,),
+        (2,),
+        (3,),
+        (4,),
+    ]
 
 
 async def test_a_file_from_a_newer_fevex_sqlite_is_refused_untouched(database: Path) -> None:
@@ -94,13 +100,15 @@ def test_a_later_migration_upgrades_a_file(database: Path) -> None:
     prepare_database(database, busy_timeout=1.0)
     with closing(sqlite3.connect(database)) as raw, raw:
         raw.execute(
-            "INSERT INTO sessions (id, history, revision, created_at, updated_at) "
+            "INSERT INTO fevex_sessions (id, history, revision, created_at, updated_at) "
             "VALUES ('ses-1', '[]', 1, 't', 't')"
         )
     later = LATEST_VERSION + 1
-    titles = Migration(later, "session titles", ("ALTER TABLE sessions ADD COLUMN title TEXT",))
+    titles = Migration(
+        later, "session titles", ("ALTER TABLE fevex_sessions ADD COLUMN title TEXT",)
+    )
     assert prepare_database(database, busy_timeout=1.0, migrations=(*MIGRATIONS, titles)) == later
-    assert rows(database, "SELECT id, title FROM sessions") == [("ses-1", None)]
+    assert rows(database, "SELECT id, title FROM fevex_sessions") == [("ses-1", None)]
     assert rows(database, "SELECT version FROM fevex_schema_migrations") == [
         (version,) for version in range(1, later + 1)
     ]
@@ -182,3 +190,95 @@ def test_unusable_locations_are_refused(location: str) -> None:
 def test_busy_timeout_must_be_seconds(database: Path) -> None:
     with pytest.raises(FevexConfigurationError):
         SQLiteRunStore(database, busy_timeout=-1)
+
+
+def structure(database: Path) -> dict[str, object]:
+    """Each table's columns, keys and indexes as SQLite reports them, which is what the
+    store relies on; not the CREATE text, which ALTER TABLE rewrites differently."""
+    found: dict[str, object] = {}
+    for (table,) in rows(database, "SELECT name FROM sqlite_master WHERE type = 'table'"):
+        indexes = {}
+        for index in rows(database, f"PRAGMA index_list({table})"):
+            name = str(index[1])
+            columns = [column[2] for column in rows(database, f"PRAGMA index_info({name})")]
+            (where,) = rows(database, f"SELECT sql FROM sqlite_master WHERE name = '{name}'")[0]
+            partial = None if where is None else str(where).partition(" WHERE ")[2] or None
+            indexes[name] = (index[2], columns, partial)
+        found[str(table)] = (
+            rows(database, f"PRAGMA table_info({table})"),
+            rows(database, f"PRAGMA foreign_key_list({table})"),
+            indexes,
+        )
+    return found
+
+
+def test_a_new_file_gets_the_schema_the_migrations_build(tmp_path: Path) -> None:
+    """A new file is created from CURRENT_SCHEMA at once; a file of version 1 reaches the
+    same schema through every migration."""
+    new = tmp_path / "new.db"
+    migrated = tmp_path / "migrated.db"
+    assert prepare_database(new, busy_timeout=1.0) == LATEST_VERSION
+    assert prepare_database(migrated, busy_timeout=1.0, migrations=MIGRATIONS[:1]) == 1
+    assert prepare_database(migrated, busy_timeout=1.0) == LATEST_VERSION
+    expected = structure(migrated)
+    assert set(expected) == {
+        "fevex_schema_migrations",
+        "fevex_runs",
+        "fevex_sessions",
+        "fevex_events",
+    }
+    assert structure(new) == expected
+    assert rows(new, "SELECT version, name FROM fevex_schema_migrations") == rows(
+        migrated, "SELECT version, name FROM fevex_schema_migrations"
+    )
+
+
+async def test_a_file_shared_with_an_application_keeps_its_tables(database: Path) -> None:
+    """An application's own runs, sessions and events tables in the same file are neither
+    touched nor in the way."""
+    database.parent.mkdir(parents=True)
+    with closing(sqlite3.connect(database)) as raw, raw:
+        for table in ("runs", "sessions", "events"):
+            raw.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, note TEXT)")
+            raw.execute(f"INSERT INTO {table} (note) VALUES ('the app''s own {table}')")
+        raw.execute("CREATE INDEX runs_by_created ON runs (note)")
+    store = SQLiteRunStore(database)
+    try:
+        assert store.schema_version == LATEST_VERSION
+        assert await store.list_runs() == []
+    finally:
+        await store.close()
+    for table in ("runs", "sessions", "events"):
+        assert rows(database, f"SELECT note FROM {table}") == [(f"the app's own {table}",)]
+    assert "fevex_runs_by_created" in tables(database)
+    assert "runs_by_created" in tables(database)
+
+
+async def test_create_false_refuses_a_missing_file_and_creates_nothing(database: Path) -> None:
+    for opening in (
+        lambda: SQLiteRunStore(database, create=False),
+        lambda: create_sqlite_run_store(f"sqlite:///{database}?create=false"),
+        lambda: open_sqlite_store(f"sqlite:///{database}", create=False),
+    ):
+        with pytest.raises(FevexConfigurationError) as raised:
+            opening()
+        assert raised.value.code == "STORE_NOT_FOUND"
+        assert str(database) in raised.value.message
+        assert raised.value.details == {"path": str(database)}
+        assert not database.parent.exists()
+    # The argument overrides the URL, and a file that exists opens either way.
+    await SQLiteRunStore(f"sqlite:///{database}?create=false", create=True).close()
+    store = SQLiteRunStore(f"sqlite:///{database}?create=0&busy_timeout=2")
+    assert store.busy_timeout == 2.0
+    await store.close()
+    await SQLiteRunStore(database, create=False).close()
+
+
+def test_the_url_create_option_must_be_a_boolean() -> None:
+    assert parse_location("sqlite:///runs.db?create=false").create is False
+    assert parse_location("sqlite:///runs.db?create=TRUE").create is True
+    assert parse_location("sqlite:///runs.db").create is None
+    with pytest.raises(FevexConfigurationError) as raised:
+        parse_location("sqlite:///runs.db?create=maybe")
+    assert raised.value.code == "INVALID_CONFIG"
+    assert "create must be true or false" in raised.value.message

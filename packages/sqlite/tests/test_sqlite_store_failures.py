@@ -157,7 +157,7 @@ async def test_a_full_disk_fails_the_run_with_store_full_and_the_run_recovers_la
         # Nothing of the failed commit was written, and the file is intact.
         assert integrity(database) == "ok"
         with closing(sqlite3.connect(database)) as raw:
-            stored = raw.execute("SELECT id, status, revision FROM runs").fetchall()
+            stored = raw.execute("SELECT id, status, revision FROM fevex_runs").fetchall()
         assert [(status, revision) for _, status, revision in stored] == [("running", 1)]
         run_id = stored[0][0]
 

@@ -189,9 +189,9 @@ def test_one_store_serves_several_event_loops_and_threads(database: Path) -> Non
     finally:
         asyncio.run(store.close())
     with closing(sqlite3.connect(database)) as raw:
-        assert raw.execute("SELECT COUNT(*) FROM runs WHERE status = 'completed'").fetchone() == (
-            15,
-        )
+        assert raw.execute(
+            "SELECT COUNT(*) FROM fevex_runs WHERE status = 'completed'"
+        ).fetchone() == (15,)
 
 
 @pytest.mark.anyio
@@ -220,7 +220,9 @@ async def test_history_is_appended_to_stored_text_in_any_spacing(
         run = new_run(f"run-{number}", f"ses-{number}")
         lease = await create(store, run)
         with closing(sqlite3.connect(database)) as raw, raw:
-            raw.execute("UPDATE sessions SET history = ? WHERE id = ?", (stored, run.session_id))
+            raw.execute(
+                "UPDATE fevex_sessions SET history = ? WHERE id = ?", (stored, run.session_id)
+            )
         turn = ({"role": "user", "content": "é"}, {"role": "assistant"})
         await store.commit_execution(commit(run.id, 2, lease, history=turn))
         session = await store.get_session(run.session_id)

@@ -1,5 +1,5 @@
-"""Files of schema versions 1 and 2 upgrade in place when a store opens them, and their
-runs go on.
+"""Files of schema versions 1, 2 and 3 upgrade in place when a store opens them (or when
+``fevex db upgrade`` runs), and their runs go on.
 
 ``fixtures/v1_runs.db`` was written by fevex and fevex-sqlite as of commit 4eb9cf4 (schema
 version 1, checkpoint version 1) by ``make_v1_fixture.py``, whose docstring says how: a run
@@ -7,8 +7,10 @@ paused for the approval of a ``refund`` call, and a run orphaned while its keyed
 ``lookup`` call was in flight (its worker killed with SIGKILL, its lease expired). The
 tests upgrade a copy and continue both runs with the same app on the current code.
 
-A file of version 2 is that fixture brought to version 2 by migrations 1 and 2 alone, the
-statements the release of schema version 2 applied when it opened a file of version 1.
+A file of version 2 (or 3) is that fixture brought to version 2 (or 3) by the migrations up
+to it alone, the statements the release of that schema version applied when it opened a
+file of version 1. Version 3 is the last with unprefixed tables (``runs``, ``sessions``,
+``events``); migration 4 renames them ``fevex_*``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from types import ModuleType
 import pytest
 
 from fevex import RunCancelledError
+from fevex.cli import main
 from fevex.runtime import ExecutionCommit
 from fevex_sqlite import SQLiteRunStore
 from fevex_sqlite.schema import LATEST_VERSION, MIGRATIONS, prepare_database, schema_version
@@ -58,6 +61,19 @@ def v2_file(v1_file: Path) -> Path:
     return v1_file
 
 
+@pytest.fixture
+def v3_file(v1_file: Path) -> Path:
+    assert prepare_database(v1_file, busy_timeout=1.0, migrations=MIGRATIONS[:3]) == 3
+    return v1_file
+
+
+@pytest.fixture(params=["v1_file", "v3_file"])
+def old_file(request: pytest.FixtureRequest) -> Path:
+    """A file of version 1, and one of version 3 (the last with unprefixed tables)."""
+    file: Path = request.getfixturevalue(request.param)
+    return file
+
+
 def raw_rows(database: Path, query: str) -> list[tuple[object, ...]]:
     with closing(sqlite3.connect(database)) as raw:
         return raw.execute(query).fetchall()
@@ -70,7 +86,7 @@ async def test_opening_a_version_1_file_upgrades_it_in_place(v1_file: Path) -> N
     assert raw_rows(v1_file, checkpoints) == [(1,), (1,)]
     store = SQLiteRunStore(v1_file)
     try:
-        assert store.schema_version == LATEST_VERSION == 3
+        assert store.schema_version == LATEST_VERSION == 4
         runs = await store.list_runs()
         assert sorted((run.status, run.input) for run in runs) == [
             ("paused", "Refund 30 to account 42."),
@@ -95,16 +111,17 @@ async def test_opening_a_version_1_file_upgrades_it_in_place(v1_file: Path) -> N
         (1,),
         (2,),
         (3,),
+        (4,),
     ]
     assert raw_rows(
-        v1_file, "SELECT count(*) FROM runs WHERE name = agent_name AND root_run_id = id"
-    )
+        v1_file, "SELECT count(*) FROM fevex_runs WHERE name = agent_name AND root_run_id = id"
+    ) == [(2,)]
     assert raw_rows(v1_file, "PRAGMA integrity_check") == [("ok",)]
 
 
-async def test_the_paused_run_resumes_and_the_orphaned_run_recovers(v1_file: Path) -> None:
+async def test_the_paused_run_resumes_and_the_orphaned_run_recovers(old_file: Path) -> None:
     calls: list[str] = []
-    app = support_app_module().build_app(SQLiteRunStore(v1_file), calls=calls)
+    app = support_app_module().build_app(SQLiteRunStore(old_file), calls=calls)
     try:
         store = app.run_store
         (paused,) = await store.list_runs(status="paused")
@@ -166,7 +183,7 @@ async def test_a_version_2_file_upgrades_and_its_paused_run_can_be_woken(v2_file
     try:
         store = app.run_store
         assert isinstance(store, SQLiteRunStore)
-        assert store.schema_version == 3
+        assert store.schema_version == 4
         (paused,) = await store.list_runs(status="paused")
         (orphaned,) = await store.list_runs(status="running")
         assert (paused.wake_at, orphaned.wake_at) == (None, None)
@@ -226,5 +243,56 @@ async def test_a_version_2_file_upgrades_and_its_paused_run_can_be_woken(v2_file
         (1,),
         (2,),
         (3,),
+        (4,),
     ]
     assert raw_rows(v2_file, "PRAGMA integrity_check") == [("ok",)]
+
+
+def user_tables(database: Path) -> set[str]:
+    found = raw_rows(database, "SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")
+    return {str(name) for (name,) in found if not str(name).startswith("sqlite_")}
+
+
+async def test_fevex_db_upgrade_renames_a_version_3_file_in_place(
+    v3_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{v3_file}"
+    before = raw_rows(v3_file, "SELECT id, status, revision, checkpoint FROM runs ORDER BY id")
+    events = raw_rows(v3_file, "SELECT id, run_id, sequence, payload FROM events ORDER BY id")
+    sessions = raw_rows(v3_file, "SELECT id, history, revision FROM sessions ORDER BY id")
+    assert len(before) == 2
+    assert events
+    assert main(["db", "status", "--store", url]) == 1
+    assert "schema version 3, this code needs 4 (needs: fevex db upgrade)" in (
+        capsys.readouterr().out
+    )
+
+    assert main(["db", "upgrade", "--store", url]) == 0
+    assert "from schema version 3 to 4 (applied 4)" in capsys.readouterr().out
+    assert {name for name in user_tables(v3_file) if not name.startswith("fevex_")} == set()
+    after = "SELECT id, status, revision, checkpoint FROM fevex_runs ORDER BY id"
+    assert raw_rows(v3_file, after) == before
+    assert (
+        raw_rows(v3_file, "SELECT id, run_id, sequence, payload FROM fevex_events ORDER BY id")
+        == events
+    )
+    assert raw_rows(v3_file, "SELECT id, history, revision FROM fevex_sessions ORDER BY id") == (
+        sessions
+    )
+    # The foreign keys follow the renamed tables.
+    assert raw_rows(v3_file, "PRAGMA foreign_key_check") == []
+    references = {
+        (table, str(row[2]))
+        for table in ("fevex_runs", "fevex_sessions", "fevex_events")
+        for row in raw_rows(v3_file, f"PRAGMA foreign_key_list({table})")
+    }
+    assert references == {
+        ("fevex_runs", "fevex_sessions"),
+        ("fevex_sessions", "fevex_runs"),
+        ("fevex_events", "fevex_runs"),
+    }
+    assert raw_rows(v3_file, "PRAGMA integrity_check") == [("ok",)]
+
+    assert main(["db", "upgrade", "--store", url]) == 0
+    assert "is up to date (schema version 4)" in capsys.readouterr().out
+    assert main(["db", "status", "--store", url]) == 0

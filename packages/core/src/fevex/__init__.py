@@ -15,7 +15,7 @@ from fevex.messages import Message
 from fevex.models import ModelGateway
 from fevex.runtime import AgentRun, ApprovalDecision, InMemoryRunStore, Session
 from fevex.schemas import Schema
-from fevex.tools import ToolContext, ToolDefinition, define_connection, define_tool
+from fevex.tools import ToolContext, ToolDefinition, ToolRetry, define_connection, define_tool
 
 __all__ = [
     "AgentDefinition",
@@ -37,6 +37,7 @@ __all__ = [
     "Session",
     "ToolContext",
     "ToolDefinition",
+    "ToolRetry",
     "__version__",
     "create_fevex",
     "define_agent",

@@ -9,14 +9,16 @@ import os
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar, overload
 
 from fevex._internal.agent_kind import AgentKind
 from fevex._internal.clock import new_id, utc_now
-from fevex._internal.composition import Composition, compose
+from fevex._internal.composition import Composition, Problems, compose
 from fevex._internal.connections import ConnectionResolver
 from fevex._internal.execution import Execution
 from fevex._internal.kernel import Kernel, deadline_of, seconds_of
+from fevex._internal.names import did_you_mean
 from fevex._internal.recovery_sweep import sweep_expired_runs, wake_due_runs
 from fevex._internal.sync import iterate_sync, run_sync
 from fevex._internal.tool_runner import CredentialResolver
@@ -52,6 +54,8 @@ OutputT = TypeVar("OutputT")
 RunContext = ExecutionContext | Mapping[str, Any] | None
 # Text, a user message or content parts; a value of the agent's input_schema when it has one.
 AgentInput = str | Message | Sequence[ContentPart] | Mapping[str, Any]
+# An agent of the app: its name, or its definition (which types the run's output).
+AgentReference = str | AgentDefinition[Any]
 logger = logging.getLogger("fevex")
 
 
@@ -70,7 +74,7 @@ class RunResult(Generic[OutputT]):
 def create_fevex(
     *,
     models: Mapping[str, ModelGateway] | None = None,
-    agents: Iterable[AgentDefinition] = (),
+    agents: Iterable[AgentDefinition[Any]] = (),
     tools: Iterable[ToolDefinition] = (),
     run_store: RunStore | str | None = None,
     on_event: Callable[[RunEvent], Any] | Sequence[Callable[[RunEvent], Any]] | None = None,
@@ -88,7 +92,13 @@ def create_fevex(
     ``context.get_credential``. ``policies`` may deny tool calls. ``connections`` expose
     remote tools as ``<connection>__<tool>``. A running run holds a lease of
     ``lease_seconds``, renewed while it runs.
+
+    Every problem of the composition is reported at once: the ``FevexConfigurationError``
+    has the first one's ``code`` and lists each in ``problems``. The app is a context
+    manager (``async with create_fevex(...) as app``, or ``with`` in scripts) that closes
+    it on exit.
     """
+    problems = Problems()
     composition = compose(
         models=models,
         agents=agents,
@@ -97,9 +107,18 @@ def create_fevex(
         policies=policies,
         credentials=credentials,
         connections=connections,
+        problems=problems,
     )
-    if not isinstance(lease_seconds, int | float) or lease_seconds <= 0:
-        raise FevexConfigurationError("INVALID_CONFIG", "lease_seconds must be positive.")
+    if (
+        not isinstance(lease_seconds, int | float)
+        or isinstance(lease_seconds, bool)
+        or lease_seconds <= 0
+    ):
+        problems.add(
+            FevexConfigurationError("INVALID_CONFIG", "lease_seconds must be positive seconds.")
+        )
+    # The store is opened only for a valid composition: opening one can create it.
+    problems.raise_if_any()
     if run_store is None and not os.environ.get("FEVEX_RUN_STORE"):
         store: RunStore = InMemoryRunStore()
     elif run_store is None or isinstance(run_store, str):
@@ -127,7 +146,8 @@ def create_fevex(
 class Fevex:
     """Runs agents and answers questions about runs and sessions.
 
-    Every coroutine method has a blocking twin with a ``_sync`` suffix for scripts.
+    Every coroutine method has a blocking twin with a ``_sync`` suffix for scripts. Use it
+    as ``async with`` (or ``with`` in scripts): it is closed on exit.
     """
 
     def __init__(
@@ -154,9 +174,52 @@ class Fevex:
         """The owner id of every lease this app takes."""
         return self._kernel.owner
 
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close_sync()
+
+    def _agent_name(self, agent: AgentReference) -> str:
+        """The name of one of this app's agents; ``AGENT_NOT_FOUND`` otherwise."""
+        agents = self._composition.agents
+        if isinstance(agent, AgentDefinition):
+            prepared = agents.get(agent.name)
+            if prepared is None or (
+                prepared.definition is not agent and prepared.definition != agent
+            ):
+                raise FevexRunError(
+                    "AGENT_NOT_FOUND",
+                    f"The agent definition {agent.name!r} is not one this app was created with;"
+                    " pass it in create_fevex(agents=[...]).",
+                )
+            return agent.name
+        if not isinstance(agent, str) or agent not in agents:
+            suggestion = did_you_mean(agent, agents) if isinstance(agent, str) else ""
+            raise FevexRunError(
+                "AGENT_NOT_FOUND", f"There is no agent named {agent!r}.{suggestion}"
+            )
+        return agent
+
     async def _begin(
         self,
-        agent_name: str,
+        agent: AgentReference,
         input: AgentInput,
         session_id: str | None,
         timeout: float | None,
@@ -164,7 +227,7 @@ class Fevex:
         context: RunContext = None,
         batching: bool = False,
     ) -> Execution:
-        self._agent_kind.agent(agent_name)
+        agent_name = self._agent_name(agent)
         context_json = None if context is None else ExecutionContext.of(context).to_json()
         deadline = deadline_of(timeout)
         session = None
@@ -194,6 +257,18 @@ class Fevex:
 
     # -- starting runs --------------------------------------------------------------
 
+    @overload
+    async def run_agent(
+        self,
+        agent: AgentDefinition[OutputT],
+        input: AgentInput,
+        *,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        context: RunContext = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
     async def run_agent(
         self,
         agent: str,
@@ -202,8 +277,21 @@ class Fevex:
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+    ) -> RunResult[Any]: ...
+
+    async def run_agent(
+        self,
+        agent: AgentReference,
+        input: AgentInput,
+        *,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        context: RunContext = None,
     ) -> RunResult[Any]:
         """Run an agent to its end and return the validated output.
+
+        ``agent`` is the agent's name or its definition; with the definition, the result is
+        typed by the agent's output (``RunResult[Answer]``).
 
         Raises ``RunPausedError`` when a tool waits for approval, and the run's error
         after persisting ``run.failed`` or ``run.cancelled``.
@@ -214,7 +302,7 @@ class Fevex:
 
     async def stream_agent(
         self,
-        agent: str,
+        agent: AgentReference,
         input: AgentInput,
         *,
         session_id: str | None = None,
@@ -231,7 +319,7 @@ class Fevex:
 
     async def start_agent(
         self,
-        agent: str,
+        agent: AgentReference,
         input: AgentInput,
         *,
         session_id: str | None = None,
@@ -268,7 +356,9 @@ class Fevex:
         run = await self.get_run(run_id)
         if run.status != "paused":
             raise FevexRunError(
-                "RUN_NOT_PAUSED", f"Run {run_id} is {run.status}; only a paused run resumes."
+                "RUN_NOT_PAUSED",
+                f"Run {run_id} is {run.status}; only a paused run resumes.",
+                run_id=run_id,
             )
 
         def decide(_: AgentRun, checkpoint: dict[str, Any]) -> None:
@@ -487,9 +577,31 @@ class Fevex:
 
     # -- blocking twins -------------------------------------------------------------
 
+    @overload
+    def run_agent_sync(
+        self,
+        agent: AgentDefinition[OutputT],
+        input: AgentInput,
+        *,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        context: RunContext = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
     def run_agent_sync(
         self,
         agent: str,
+        input: AgentInput,
+        *,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        context: RunContext = None,
+    ) -> RunResult[Any]: ...
+
+    def run_agent_sync(
+        self,
+        agent: AgentReference,
         input: AgentInput,
         *,
         session_id: str | None = None,
@@ -502,7 +614,7 @@ class Fevex:
 
     def stream_agent_sync(
         self,
-        agent: str,
+        agent: AgentReference,
         input: AgentInput,
         *,
         session_id: str | None = None,
@@ -511,6 +623,23 @@ class Fevex:
     ) -> Iterator[RunEvent]:
         return iterate_sync(
             self.stream_agent(agent, input, session_id=session_id, timeout=timeout, context=context)
+        )
+
+    def start_agent_sync(
+        self,
+        agent: AgentReference,
+        input: AgentInput,
+        *,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        context: RunContext = None,
+    ) -> AgentRun:
+        """Start a run in the background and return its first snapshot. The run advances
+        while this thread is in a later blocking call of the app (``get_run_sync``,
+        ``follow_events_sync``, ``close_sync``, ...); ``close_sync`` cancels it if it is
+        still running."""
+        return run_sync(
+            self.start_agent(agent, input, session_id=session_id, timeout=timeout, context=context)
         )
 
     def resume_run_sync(

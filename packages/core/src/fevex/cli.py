@@ -1,18 +1,48 @@
-"""The ``fevex`` command. Plugins add subcommands through ``fevex_register_commands``."""
+"""The ``fevex`` command. Plugins add subcommands through ``fevex_register_commands``, and
+store plugins answer ``fevex db`` and ``--store`` checks for their own URL schemes.
+
+Arguments are checked by the parser (a bad one exits with status 2 and one line), a fevex
+error is one line and status 1, and Ctrl-C is one line and status 130: never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import re
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fevex.__about__ import __version__
+from fevex._internal.names import did_you_mean
 from fevex.errors import FevexConfigurationError, FevexError
-from fevex.plugins.discovery import get_plugin_manager, list_plugins, record_command
+from fevex.plugins.discovery import add_plugin_commands, list_plugins, record_command
 
-__all__ = ["CommandRegistry", "main"]
+__all__ = ["CommandRegistry", "StoreCommands", "main"]
+
+# The shortest wait between two passes of ``recover --interval`` or two looks of an idle
+# ``worker``: each pass queries the store, so a shorter one is a busy loop against it.
+MIN_INTERVAL = 0.1
+_SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCommands:
+    """What a store plugin answers for URLs of its schemes on the command line.
+
+    ``status(url)`` prints the store's schema version and returns the exit status (0 when
+    it is current); ``upgrade(url, create)`` applies the migrations the store lacks, creating
+    it first only when ``create``; ``check(url, create)``, when given, raises a
+    :class:`~fevex.FevexError` for a store that does not exist before a command opens it
+    (``create`` is ``--create``)."""
+
+    status: Callable[[str], int]
+    upgrade: Callable[[str, bool], int]
+    check: Callable[[str, bool], None] | None = None
 
 
 class CommandRegistry:
@@ -21,6 +51,7 @@ class CommandRegistry:
     def __init__(self, subparsers: Any) -> None:
         self._subparsers = subparsers
         self.plugin_name = "fevex"
+        self.store_commands: dict[str, StoreCommands] = {}
 
     def add_command(self, name: str, *, help: str) -> argparse.ArgumentParser:
         """Add ``fevex NAME``; set ``handler`` on the returned parser with
@@ -30,6 +61,21 @@ class CommandRegistry:
         )
         record_command(self.plugin_name, name)
         return parser
+
+    def add_store_commands(
+        self,
+        schemes: Sequence[str],
+        *,
+        status: Callable[[str], int],
+        upgrade: Callable[[str, bool], int],
+        check: Callable[[str, bool], None] | None = None,
+    ) -> None:
+        """Answer ``fevex db status|upgrade --store URL`` for URLs of ``schemes`` (looked up
+        like run-store schemes: whole, then the part before ``+``), and check such a URL
+        before ``recover`` or ``worker`` opens it; see :class:`StoreCommands`."""
+        for scheme in schemes:
+            self.store_commands[scheme.lower()] = StoreCommands(status, upgrade, check)
+        record_command(self.plugin_name, "db")
 
 
 def _plugins_command(args: argparse.Namespace) -> int:
@@ -47,7 +93,6 @@ def _load_app(reference: str, store: str | None) -> Any:
     working directory; ``store`` (a store URL) is set as ``FEVEX_RUN_STORE`` first, since the
     app reads its store from the environment when it is created."""
     import importlib
-    import os
 
     from fevex.app import Fevex
 
@@ -56,13 +101,18 @@ def _load_app(reference: str, store: str | None) -> Any:
     sys.path.insert(0, os.getcwd())
 
     module_name, _, attribute = reference.partition(":")
-    if not module_name or not attribute:
-        raise FevexConfigurationError(
-            "INVALID_ARGUMENT", f"--app takes module:attribute, not {reference!r}."
-        )
-    target: Any = importlib.import_module(module_name)
+    target: Any = _import_app_module(module_name, reference, importlib.import_module)
+    found = module_name
     for part in attribute.split("."):
+        if not hasattr(target, part):
+            known = [name for name in dir(target) if not name.startswith("_")]
+            raise FevexConfigurationError(
+                "APP_NOT_FOUND",
+                f"--app {reference}: {found} has no attribute {part!r}.{did_you_mean(part, known)}",
+                details={"app": reference},
+            )
         target = getattr(target, part)
+        found = f"{found}.{part}"
     if not isinstance(target, Fevex) and callable(target):
         target = target()
     if not isinstance(target, Fevex):
@@ -72,10 +122,74 @@ def _load_app(reference: str, store: str | None) -> Any:
     return target
 
 
+def _import_app_module(module_name: str, reference: str, import_module: Any) -> Any:
+    try:
+        return import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is None or not (
+            module_name == error.name or module_name.startswith(f"{error.name}.")
+        ):
+            raise _app_import_failed(reference, error) from error
+        raise FevexConfigurationError(
+            "APP_NOT_FOUND",
+            f"--app {reference}: no module named {error.name!r} importable from "
+            f"{os.getcwd()}; run fevex from the directory that holds it, or add that "
+            "directory to PYTHONPATH.",
+            details={"app": reference},
+        ) from error
+    except Exception as error:
+        raise _app_import_failed(reference, error) from error
+
+
+def _app_import_failed(reference: str, error: BaseException) -> FevexConfigurationError:
+    """One line for an exception raised while the app's module ran: its type, message and
+    the innermost line of the app's own code."""
+    where = ""
+    traceback = error.__traceback__
+    while traceback is not None:
+        filename = traceback.tb_frame.f_code.co_filename
+        if not filename.startswith("<"):
+            where = f" (at {filename}:{traceback.tb_lineno})"
+        traceback = traceback.tb_next
+    if isinstance(error, SyntaxError) and error.filename:
+        where = f" (at {error.filename}:{error.lineno})"
+    return FevexConfigurationError(
+        "APP_IMPORT_FAILED",
+        f"--app {reference}: importing it raised {type(error).__name__}: {error}{where}.",
+        details={"app": reference},
+    )
+
+
+def _store_url(args: argparse.Namespace) -> str | None:
+    url: str | None = args.store or os.environ.get("FEVEX_RUN_STORE")
+    return url
+
+
+def _store_commands_for(args: argparse.Namespace, url: str) -> StoreCommands | None:
+    commands: dict[str, StoreCommands] = getattr(args, "store_commands", {})
+    match = _SCHEME.match(url)
+    if match is None:
+        return None
+    scheme = match["scheme"].lower()
+    return commands.get(scheme) or commands.get(scheme.partition("+")[0])
+
+
+def _check_store(args: argparse.Namespace) -> None:
+    """Before a command opens the store: let the plugin of its scheme refuse one that does
+    not exist (a misspelt SQLite path) unless ``--create``."""
+    url = _store_url(args)
+    if not url:
+        return
+    commands = _store_commands_for(args, url)
+    if commands is not None and commands.check is not None:
+        commands.check(url, args.create)
+
+
 def _recover_command(args: argparse.Namespace) -> int:
     import asyncio
     import time
 
+    _check_store(args)
     app = _load_app(args.app, args.store)
     actor = {"id": args.actor, "type": "service"}
     while True:
@@ -94,6 +208,13 @@ def _recover_command(args: argparse.Namespace) -> int:
                 print(json.dumps(line), flush=True)
             for run_id in sweep.unclaimed:
                 print(json.dumps({"run_id": run_id, "status": "unclaimed"}), flush=True)
+            # On stderr: stdout stays one JSON object per run, for scripts to read.
+            print(
+                f"fevex recover: {len(sweep.recovered)} recovered, {len(sweep.skipped)} "
+                f"skipped, {len(sweep.unclaimed)} unclaimed",
+                file=sys.stderr,
+                flush=True,
+            )
         if args.interval is None:
             return 0
         time.sleep(args.interval)
@@ -101,15 +222,20 @@ def _recover_command(args: argparse.Namespace) -> int:
 
 def _worker_command(args: argparse.Namespace) -> int:
     import asyncio
+    import signal
 
-    if args.concurrency < 1:
-        raise FevexConfigurationError("INVALID_ARGUMENT", "--concurrency must be at least 1.")
-    if not args.interval > 0:
-        raise FevexConfigurationError("INVALID_ARGUMENT", "--interval must be positive seconds.")
+    # SIGTERM while the app loads (a deploy stopping a worker that just started) ends the
+    # worker cleanly: it holds no run yet. Once working, the loop's own handler takes over.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    _check_store(args)
     app = _load_app(args.app, args.store)
     actor = {"id": args.actor, "type": "service"}
     asyncio.run(_work(app, actor, args.concurrency, args.interval, args.json))
     return 0
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 async def _work(
@@ -176,6 +302,105 @@ def _describe(error: Exception) -> str:
     return str(error) if isinstance(error, FevexError) else type(error).__name__
 
 
+def _interval(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None
+    if not math.isfinite(seconds) or seconds < MIN_INTERVAL:
+        raise argparse.ArgumentTypeError(
+            f"must be at least {MIN_INTERVAL:g} seconds (each pass queries the store), not {text}"
+        )
+    return seconds
+
+
+def _positive_int(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {text}")
+    return number
+
+
+def _app_reference(text: str) -> str:
+    module_name, _, attribute = text.partition(":")
+    if not module_name or not attribute:
+        raise argparse.ArgumentTypeError(
+            f"takes module:attribute (such as myservice.app:app), not {text!r}"
+        )
+    return text
+
+
+def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store", metavar="URL", help="run-store URL (sets FEVEX_RUN_STORE before loading)"
+    )
+    parser.add_argument(
+        "--create",
+        action="store_true",
+        help="create the store when it does not exist (a SQLite file); without it, a "
+        "URL naming a missing file is refused, so that a misspelt path is not a new store",
+    )
+
+
+def _db_command(args: argparse.Namespace) -> int:
+    url = _store_url(args)
+    if not url:
+        raise FevexConfigurationError(
+            "INVALID_CONFIG", "Name the store with --store URL or FEVEX_RUN_STORE."
+        )
+    commands = _store_commands_for(args, url)
+    if commands is None:
+        known: dict[str, StoreCommands] = args.store_commands
+        match = _SCHEME.match(url)
+        scheme = match["scheme"] if match else url
+        raise FevexConfigurationError(
+            "INVALID_ARGUMENT",
+            f"fevex db manages stores of the schemes {', '.join(sorted(known))}, not "
+            f"{scheme!r}.{did_you_mean(scheme.lower(), known)} (An in-memory store has no "
+            "schema; another store's plugin must be installed to manage its schema.)",
+            details={"scheme": scheme},
+        )
+    if args.db_action == "status":
+        return commands.status(url)
+    return commands.upgrade(url, args.create)
+
+
+def _add_db_command(subparsers: Any, schemes: Sequence[str]) -> None:
+    described = ", ".join(sorted(schemes))
+    parser = subparsers.add_parser(
+        "db",
+        help="Manage the schema of a run store (status, upgrade).",
+        description=f"Manage the schema of a run store; installed plugins serve: {described}.",
+    )
+    actions = parser.add_subparsers(dest="db_action", metavar="{status,upgrade}", required=True)
+    upgrade = actions.add_parser(
+        "upgrade",
+        help="Apply the schema migrations the store lacks (idempotent).",
+        description="Apply the schema migrations the store lacks, in one transaction. "
+        "Safe to run again and from several processes at once.",
+    )
+    status = actions.add_parser(
+        "status",
+        help="Print the store's schema version and the version this code needs.",
+        description="Print the store's schema version and the version this code needs; "
+        "exit status 0 when they match, 1 otherwise.",
+    )
+    for action in (upgrade, status):
+        action.add_argument(
+            "--store",
+            metavar="URL",
+            help=f"the store's URL (default: $FEVEX_RUN_STORE); schemes: {described}. "
+            "A PostgreSQL password may come from PGPASSWORD or ~/.pgpass instead of the URL",
+        )
+        action.set_defaults(handler=_db_command, create=False)
+    upgrade.add_argument(
+        "--create", action="store_true", help="create the store if it does not exist (SQLite)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fevex", description="The fevex agent runtime.")
     parser.add_argument("--version", action="version", version=f"fevex {__version__}")
@@ -194,14 +419,19 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument(
         "--app",
         required=True,
+        type=_app_reference,
         help="module:attribute of your fevex app (or of a function returning it); recovery "
         "needs your agents, tools and models to continue a run",
     )
-    recover.add_argument("--store", help="run-store URL (sets FEVEX_RUN_STORE before loading)")
-    recover.add_argument("--limit", type=int, help="recover at most this many runs per pass")
+    _add_store_arguments(recover)
+    recover.add_argument(
+        "--limit", type=_positive_int, help="recover at most this many runs per pass"
+    )
     recover.add_argument("--actor", default="fevex-recover", help="actor id recorded in events")
     recover.add_argument(
-        "--interval", type=float, help="keep watching, one pass every INTERVAL seconds"
+        "--interval",
+        type=_interval,
+        help=f"keep watching, one pass every INTERVAL seconds (at least {MIN_INTERVAL:g})",
     )
     recover.set_defaults(handler=_recover_command)
     worker = registry.add_command(
@@ -210,36 +440,45 @@ def build_parser() -> argparse.ArgumentParser:
         "(a timer, the end of a child), until SIGINT or SIGTERM; several workers share the "
         "work and never claim one run twice.",
     )
-    worker.add_argument("--app", required=True, help="module:attribute of your fevex app")
-    worker.add_argument("--store", help="run-store URL (sets FEVEX_RUN_STORE before loading)")
     worker.add_argument(
-        "--concurrency", type=int, default=1, help="runs continued at once (default 1)"
+        "--app", required=True, type=_app_reference, help="module:attribute of your fevex app"
+    )
+    _add_store_arguments(worker)
+    worker.add_argument(
+        "--concurrency", type=_positive_int, default=1, help="runs continued at once (default 1)"
     )
     worker.add_argument(
-        "--interval", type=float, default=1.0, help="seconds between looks when idle (default 1)"
+        "--interval",
+        type=_interval,
+        default=1.0,
+        help=f"seconds between looks when idle (default 1, at least {MIN_INTERVAL:g})",
     )
     worker.add_argument("--actor", default="fevex-worker", help="actor id recorded in events")
     worker.add_argument("--json", action="store_true", help="one JSON object per line")
     worker.set_defaults(handler=_worker_command)
-    manager = get_plugin_manager()
-    for implementation in manager.hook.fevex_register_commands.get_hookimpls():
-        registry.plugin_name = implementation.plugin_name
-        implementation.function(cli=registry)
+    add_plugin_commands(registry)
+    if registry.store_commands:
+        _add_db_command(subparsers, list(registry.store_commands))
+    parser.set_defaults(store_commands=registry.store_commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 2
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+        if handler is None:
+            parser.print_help()
+            return 2
         return handler(args)
     except FevexError as error:
         print(f"fevex: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # Ctrl-C is how a user stops a watcher: one line and the shell's status for SIGINT.
+        print("fevex: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

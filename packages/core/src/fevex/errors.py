@@ -1,11 +1,13 @@
 """The error taxonomy: every error a user can meet carries a stable ``code``.
 
 ``category`` says which part of the system raised it, ``severity`` how bad it is and
-``recoverable`` whether retrying the same operation later can succeed.
+``recoverable`` whether retrying the same operation later can succeed. An error raised
+from a run carries that run's ``run_id``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from fevex._internal.storable_text import UNSTORABLE_TEXT
@@ -38,6 +40,7 @@ class FevexError(Exception):
         recoverable: bool = False,
         details: dict[str, Any] | None = None,
         category: ErrorCategory | None = None,
+        run_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -46,6 +49,20 @@ class FevexError(Exception):
         self.details = dict(details or {})
         if category is not None:
             self.category = category
+        # The run it was raised from, when it was raised from one (also in ``details``).
+        self.run_id: str | None = None
+        if run_id is None and isinstance(self.details.get("run_id"), str):
+            run_id = self.details["run_id"]
+        if run_id is not None:
+            self.for_run(run_id)
+
+    def for_run(self, run_id: str) -> FevexError:
+        """Mark the error as raised from run ``run_id``; a run id already set is kept (the
+        innermost run is the one that failed). Returns the error, to re-raise it."""
+        if self.run_id is None:
+            self.run_id = run_id
+            self.details.setdefault("run_id", run_id)
+        return self
 
     def __str__(self) -> str:
         return f"[{self.code}] {self.message}"
@@ -66,10 +83,49 @@ class FevexError(Exception):
 
 
 class FevexConfigurationError(FevexError):
-    """The composition given to ``create_fevex`` or a ``define_*`` function is invalid."""
+    """The composition given to ``create_fevex`` or a ``define_*`` function is invalid.
+
+    ``problems`` lists every problem found, each an error with its own ``code`` and
+    ``message``; the error's own ``code`` is the first one's. An error about one problem
+    lists itself.
+    """
 
     category: ErrorCategory = "configuration"
     severity: ErrorSeverity = "fatal"
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        recoverable: bool = False,
+        details: dict[str, Any] | None = None,
+        category: ErrorCategory | None = None,
+        problems: Sequence[FevexConfigurationError] = (),
+    ) -> None:
+        super().__init__(code, message, recoverable=recoverable, details=details, category=category)
+        self.problems: tuple[FevexConfigurationError, ...] = tuple(problems) or (self,)
+
+    @classmethod
+    def of(cls, problems: Sequence[FevexConfigurationError]) -> FevexConfigurationError:
+        """One error that reports every one of ``problems`` (at least one), with the first
+        one's code; a single problem is returned as it is."""
+        if len(problems) == 1:
+            return problems[0]
+        listed = "\n".join(f"- [{problem.code}] {problem.message}" for problem in problems)
+        return cls(
+            problems[0].code,
+            f"{len(problems)} problems in the configuration:\n{listed}",
+            problems=problems,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        described = super().to_json()
+        if len(self.problems) > 1:
+            described["problems"] = [
+                {"code": problem.code, "message": problem.message} for problem in self.problems
+            ]
+        return described
 
 
 class FevexRunError(FevexError):
@@ -103,5 +159,5 @@ class RunPausedError(FevexRunError):
             recoverable=True,
             details={"run_id": run_id},
         )
-        self.run_id = run_id
+        self.run_id: str = run_id
         self.pause = pause

@@ -10,12 +10,13 @@ from typing import Any
 
 from fevex.plugins import hookimpl
 from fevex.plugins.hookspecs import Register
+from fevex_deepseek.model import DeepSeekModel
 from fevex_deepseek.provider import create_deepseek
 
 __all__ = ["create_deepseek_model", "fevex_register_models"]
 
 
-def create_deepseek_model(model_name: str, **options: Any) -> Any:
+def create_deepseek_model(model_name: str, **options: Any) -> DeepSeekModel:
     """``deepseek:<model_name>``; ``options`` are :func:`create_deepseek`'s arguments."""
     return create_deepseek(**options)(model_name)
 

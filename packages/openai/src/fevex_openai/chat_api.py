@@ -1,16 +1,18 @@
 """The Chat Completions API (``POST /chat/completions``): the request a model step sends
 and the chunks it reads back.
 
-This is also the API of most OpenAI-compatible servers (vLLM, llama.cpp, Ollama, ...),
-so the reader is forgiving where those differ from OpenAI: a tool call without an id gets
-one, a call without argument text means ``{}``, and ``reasoning_content`` deltas, where a
-server sends them, become the step's reasoning. Chat needs no ``provider_state``.
+This is also the API of most OpenAI-compatible servers (vLLM, llama.cpp, Ollama,
+DeepSeek, ...), so the reader is forgiving where those differ from OpenAI: a tool call
+without an id gets one, a call without argument text means ``{}``, ``reasoning_content``
+deltas become the step's reasoning, and ``prompt_cache_hit_tokens`` counts as cached
+input. What a provider changes beyond that is its :class:`ProviderProfile`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fevex.messages import (
@@ -25,6 +27,7 @@ from fevex.messages import (
 from fevex.models import ModelInput, ModelResult, Usage
 from fevex_openai.error_mapping import invalid_request, provider_error
 from fevex_openai.message_parts import media_url, tool_result_text, unsupported_part
+from fevex_openai.profile import OPENAI_PROFILE, ProviderProfile
 from fevex_openai.request_options import CHAT_OWNED_FIELDS, passthrough_options
 from fevex_openai.step_result import StepEnd, ToolCallDraft, finish_step
 from fevex_openai.strict_schema import check_strict_schema
@@ -32,19 +35,54 @@ from fevex_openai.strict_schema import check_strict_schema
 __all__ = ["ChatStep", "build_chat_request", "chat_messages"]
 
 OUTPUT_FORMAT_NAME = "output"
+_API = "Chat Completions"
+_REASONING_STATE = "reasoning_by_tool_call"
 
 
-def build_chat_request(model_name: str, model_input: ModelInput, *, strict: bool) -> dict[str, Any]:
+def build_chat_request(
+    model_name: str,
+    model_input: ModelInput,
+    *,
+    strict: bool,
+    profile: ProviderProfile = OPENAI_PROFILE,
+) -> dict[str, Any]:
     """Keyword arguments for ``client.chat.completions.create`` (without ``stream``)."""
-    extra = passthrough_options(model_input.options, CHAT_OWNED_FIELDS)
+    extra = passthrough_options(model_input.options, CHAT_OWNED_FIELDS, profile.name)
+    output_schema = model_input.output_schema
+    json_mode = output_schema is not None and profile.structured_output == "json_object"
+    if json_mode and strict:
+        raise invalid_request(
+            profile.name,
+            "PROVIDER_SCHEMA_UNSUPPORTED",
+            f"{profile.label} has no strict structured output for final answers. Create the "
+            'model with schema_policy="best-effort" to use its JSON output mode, with the '
+            "answer validated locally by fevex.",
+            schema="the output schema",
+        )
     if strict:
         for tool in model_input.tools:
-            check_strict_schema(tool.input_schema, f"the input schema of tool {tool.name!r}")
-        if model_input.output_schema is not None:
-            check_strict_schema(model_input.output_schema, "the output schema")
+            check_strict_schema(tool.input_schema, profile, tool=tool.name)
+        if output_schema is not None:
+            check_strict_schema(output_schema, profile)
+    if json_mode and output_schema is not None and output_schema.get("type", "object") != "object":
+        raise invalid_request(
+            profile.name,
+            "PROVIDER_SCHEMA_UNSUPPORTED",
+            f"{profile.label}'s JSON output mode answers with a JSON object, but the output "
+            f"schema has type {output_schema.get('type')!r}. Wrap the answer in an object "
+            "(a model with one field).",
+            schema="the output schema",
+            keyword="type",
+            path="#",
+        )
+    messages = chat_messages(
+        model_input.messages, profile, _reasoning_by_call(model_input.provider_state)
+    )
+    if json_mode and output_schema is not None:
+        messages = _with_json_instruction(messages, output_schema)
     request: dict[str, Any] = {
         "model": model_name,
-        "messages": chat_messages(model_input.messages),
+        "messages": messages,
         # Usage arrives in a last chunk without choices.
         "stream_options": {"include_usage": True},
     }
@@ -60,79 +98,177 @@ def build_chat_request(model_name: str, model_input: ModelInput, *, strict: bool
                 function["strict"] = True
             tools.append({"type": "function", "function": function})
         request["tools"] = tools
-        # fevex runs a step's tool calls one after another.
-        request["parallel_tool_calls"] = False
-    if model_input.output_schema is not None:
+        if profile.parallel_tool_calls:
+            # fevex runs a step's tool calls one after another.
+            request["parallel_tool_calls"] = False
+    if json_mode:
+        request["response_format"] = {"type": "json_object"}
+    elif output_schema is not None:
         request["response_format"] = {
             "type": "json_schema",
             "json_schema": {
                 "name": OUTPUT_FORMAT_NAME,
-                "schema": model_input.output_schema,
+                "schema": output_schema,
                 "strict": strict,
             },
         }
     if model_input.max_output_tokens is not None:
-        request["max_completion_tokens"] = model_input.max_output_tokens
+        request[profile.output_token_field] = model_input.max_output_tokens
     if extra:
         request["extra_body"] = extra
     return request
 
 
-def chat_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """The conversation as Chat Completions messages."""
+def uses_strict_tools(request: Mapping[str, Any]) -> bool:
+    """Whether the request offers tools with ``strict: true``."""
+    return any(tool["function"].get("strict") for tool in request.get("tools", ()))
+
+
+def chat_messages(
+    messages: Sequence[Message],
+    profile: ProviderProfile = OPENAI_PROFILE,
+    reasoning_by_call: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The conversation as Chat Completions messages.
+
+    With ``profile.reasoning_passback``, the assistant messages of every user turn in
+    which the model called tools carry their thinking as ``reasoning_content``; where a
+    caller dropped the thinking part, ``reasoning_by_call`` (from ``provider_state``)
+    stands in for it.
+    """
+    tool_turns = _turns_with_tool_calls(messages) if profile.reasoning_passback else set()
     converted: list[dict[str, Any]] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.role == "system":
             for part in message.content:
                 if not isinstance(part, TextPart):
-                    raise unsupported_part("system", part.type, "Chat Completions")
+                    raise unsupported_part(profile, "system", part.type, _API)
             converted.append({"role": "system", "content": message.text})
         elif message.role == "user":
-            converted.append({"role": "user", "content": _user_content(message)})
+            converted.append({"role": "user", "content": _user_content(message, profile)})
         elif message.role == "assistant":
-            converted.append(_assistant_message(message))
+            assistant = _assistant_message(message, profile)
+            if index in tool_turns:
+                reasoning = _reasoning(message, reasoning_by_call or {})
+                if reasoning:
+                    assistant["reasoning_content"] = reasoning
+            converted.append(assistant)
         else:
             for part in message.content:
                 if not isinstance(part, ToolResultPart):
-                    raise unsupported_part("tool", part.type, "Chat Completions")
+                    raise unsupported_part(profile, "tool", part.type, _API)
                 converted.append(
                     {"role": "tool", "tool_call_id": part.id, "content": tool_result_text(part)}
                 )
     return converted
 
 
-def _user_content(message: Message) -> str | list[dict[str, Any]]:
+def _turns_with_tool_calls(messages: Sequence[Message]) -> set[int]:
+    """Indexes of the assistant messages that belong to a user turn with tool calls."""
+    selected: set[int] = set()
+    turn: list[int] = []
+    calls_in_turn = False
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            if calls_in_turn:
+                selected.update(turn)
+            turn, calls_in_turn = [], False
+        elif message.role == "assistant":
+            turn.append(index)
+            calls_in_turn = calls_in_turn or bool(message.tool_calls)
+    if calls_in_turn:
+        selected.update(turn)
+    return selected
+
+
+def _reasoning(message: Message, reasoning_by_call: Mapping[str, str]) -> str:
+    reasoning = "".join(
+        part.reasoning for part in message.content if isinstance(part, ThinkingPart)
+    )
+    if reasoning:
+        return reasoning
+    return next(
+        (reasoning_by_call[c.id] for c in message.tool_calls if c.id in reasoning_by_call), ""
+    )
+
+
+def _reasoning_by_call(provider_state: Any) -> dict[str, str]:
+    if isinstance(provider_state, Mapping):
+        found = provider_state.get(_REASONING_STATE)
+        if isinstance(found, Mapping):
+            return {str(k): v for k, v in found.items() if isinstance(v, str)}
+    return {}
+
+
+def _with_json_instruction(
+    messages: list[dict[str, Any]], output_schema: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Ask for the answer as JSON in the system prompt.
+
+    JSON output mode only guarantees syntactically valid JSON, and providers such as
+    DeepSeek require the word "json" in the prompt to enable it; the schema itself is
+    validated locally.
+    """
+    instruction = (
+        "Give your final answer in json: a single JSON object, with no text around it, "
+        "that conforms to this JSON Schema:\n"
+        + json.dumps(output_schema, ensure_ascii=False, separators=(",", ":"))
+    )
+    if messages and messages[0]["role"] == "system":
+        first = messages[0]
+        content = first["content"]
+        merged = f"{content}\n\n{instruction}" if content else instruction
+        return [{**first, "content": merged}, *messages[1:]]
+    return [{"role": "system", "content": instruction}, *messages]
+
+
+def _user_content(message: Message, profile: ProviderProfile) -> str | list[dict[str, Any]]:
     if all(isinstance(part, TextPart) for part in message.content):
         # Plain text is what every OpenAI-compatible server understands.
         return message.text
+    if not profile.media_parts:
+        kinds = sorted({part.type for part in message.content if not isinstance(part, TextPart)})
+        raise invalid_request(
+            profile.name,
+            "PROVIDER_INPUT_UNSUPPORTED",
+            f"{profile.label}'s {_API} API takes text only, and a user message carries "
+            f"{' and '.join(kinds)} parts; send their content as text instead.",
+            role="user",
+            part=kinds[0],
+            api=_API,
+        )
     content: list[dict[str, Any]] = []
     for part in message.content:
         if isinstance(part, TextPart):
             content.append({"type": "text", "text": part.text})
         elif isinstance(part, ImagePart):
-            content.append({"type": "image_url", "image_url": {"url": media_url(part)}})
+            content.append({"type": "image_url", "image_url": {"url": media_url(part, profile)}})
         elif isinstance(part, FilePart):
             if part.data is None:
                 raise invalid_request(
+                    profile.name,
                     "PROVIDER_INPUT_UNSUPPORTED",
                     "Chat Completions takes files as data, not as URLs; send the file's "
                     "base64 data or use api='responses'.",
                     role="user",
                     part="file",
-                    api="Chat Completions",
+                    api=_API,
                 )
             content.append(
                 {
                     "type": "file",
-                    "file": {"file_data": media_url(part), "filename": part.name or "file"},
+                    "file": {
+                        "file_data": media_url(part, profile),
+                        "filename": part.name or "file",
+                    },
                 }
             )
         else:
-            raise unsupported_part("user", part.type, "Chat Completions")
+            raise unsupported_part(profile, "user", part.type, _API)
     return content
 
 
-def _assistant_message(message: Message) -> dict[str, Any]:
+def _assistant_message(message: Message, profile: ProviderProfile) -> dict[str, Any]:
     calls = []
     for part in message.content:
         if isinstance(part, ToolCallPart):
@@ -147,8 +283,8 @@ def _assistant_message(message: Message) -> dict[str, Any]:
                 }
             )
         elif not isinstance(part, TextPart | ThinkingPart):
-            # Thinking stays out: OpenAI does not take reasoning back in chat messages.
-            raise unsupported_part("assistant", part.type, "Chat Completions")
+            # Thinking goes back only as reasoning_content, where the profile asks for it.
+            raise unsupported_part(profile, "assistant", part.type, _API)
     converted: dict[str, Any] = {"role": "assistant", "content": message.text or None}
     if calls:
         converted["tool_calls"] = calls
@@ -160,8 +296,9 @@ def _assistant_message(message: Message) -> dict[str, Any]:
 class ChatStep:
     """Reads one streamed completion: ``accept`` each chunk, then ``finish``."""
 
-    def __init__(self, model_input: ModelInput) -> None:
+    def __init__(self, model_input: ModelInput, profile: ProviderProfile = OPENAI_PROFILE) -> None:
         self.model_input = model_input
+        self.profile = profile
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.drafts: dict[int, ToolCallDraft] = {}
@@ -173,15 +310,8 @@ class ChatStep:
         """Take one SDK chunk; returns visible output text to stream, if any."""
         usage = getattr(chunk, "usage", None)
         if usage is not None:
-            prompt_details = getattr(usage, "prompt_tokens_details", None)
-            completion_details = getattr(usage, "completion_tokens_details", None)
-            self.usage = Usage(
-                input_tokens=usage.prompt_tokens,
-                output_tokens=usage.completion_tokens,
-                total_tokens=usage.total_tokens,
-                cached_input_tokens=getattr(prompt_details, "cached_tokens", None),
-                reasoning_tokens=getattr(completion_details, "reasoning_tokens", None),
-            )
+            # Usage is cumulative for the request: the last report is the whole step's.
+            self.usage = _usage(usage)
         text: str | None = None
         for choice in chunk.choices or ():
             if choice.index != 0:
@@ -190,7 +320,7 @@ class ChatStep:
             if delta is not None:
                 text = self._delta(delta)
             if choice.finish_reason is not None:
-                self.finish_reason = choice.finish_reason
+                self.finish_reason = str(choice.finish_reason)
         return text
 
     def _delta(self, delta: Any) -> str | None:
@@ -215,15 +345,27 @@ class ChatStep:
         return None
 
     def finish(self) -> ModelResult:
+        profile = self.profile
         if self.finish_reason is None:
             raise provider_error(
+                profile.name,
                 "PROVIDER_ERROR",
-                "The chat completion stream ended without a finish reason.",
+                f"The {profile.label} stream ended without a finish reason.",
                 recoverable=True,
+            )
+        if self.finish_reason == "insufficient_system_resource":
+            raise provider_error(
+                profile.name,
+                "PROVIDER_ERROR",
+                f"{profile.label} interrupted the answer for lack of inference capacity; "
+                "retry later.",
+                recoverable=True,
+                finish_reason=self.finish_reason,
             )
         if self.finish_reason in ("length", "content_filter"):
             self.end.incomplete_reason = self.finish_reason
-        return finish_step(
+        result = finish_step(
+            profile,
             text="".join(self.text),
             drafts=[self.drafts[index] for index in sorted(self.drafts)],
             end=self.end,
@@ -232,3 +374,42 @@ class ChatStep:
             max_output_tokens=self.model_input.max_output_tokens,
             reasoning="".join(self.reasoning),
         )
+        if not (profile.reasoning_passback and result.tool_calls and result.reasoning):
+            return result
+        return dataclasses.replace(
+            result,
+            provider_state=_next_state(
+                self.model_input.provider_state, result.tool_calls, result.reasoning
+            ),
+        )
+
+
+def _usage(usage: Any) -> Usage:
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    completion_details = getattr(usage, "completion_tokens_details", None)
+    cached = _int(getattr(usage, "prompt_cache_hit_tokens", None))
+    if cached is None:
+        cached = _int(getattr(prompt_details, "cached_tokens", None))
+    return Usage(
+        input_tokens=_int(getattr(usage, "prompt_tokens", None)),
+        output_tokens=_int(getattr(usage, "completion_tokens", None)),
+        total_tokens=_int(getattr(usage, "total_tokens", None)),
+        cached_input_tokens=cached,
+        reasoning_tokens=_int(getattr(completion_details, "reasoning_tokens", None)),
+    )
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _next_state(previous: Any, tool_calls: Sequence[Any], reasoning: str) -> dict[str, Any]:
+    """Provider state: the reasoning behind each tool call of the run so far.
+
+    The runtime keeps reasoning in the conversation as a thinking part; this copy lets a
+    direct gateway caller that passes provider state along, but drops thinking parts,
+    still satisfy the rule that tool-call turns carry their reasoning back.
+    """
+    known = _reasoning_by_call(previous)
+    known.update({call.id: reasoning for call in tool_calls})
+    return {_REASONING_STATE: known}

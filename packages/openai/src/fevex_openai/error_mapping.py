@@ -1,8 +1,10 @@
-"""OpenAI failures as fevex errors with stable codes.
+"""Failures of OpenAI and OpenAI-compatible APIs as fevex errors with stable codes.
 
 The provider's own message is kept because it says what to fix; request headers, and so
-the API key, never reach a message or ``details``. ``details`` holds only the status code,
-the provider's error code, the request id and, for rate limits, ``retry_after`` seconds.
+the API key, never reach a message or ``details`` (the key is scrubbed from provider
+messages too). ``details`` holds the provider, the status code, the provider's error code,
+the request id, for rate limits ``retry_after`` seconds, and for network errors the host
+that could not be reached (never its credentials, path or query).
 """
 
 from __future__ import annotations
@@ -10,10 +12,14 @@ from __future__ import annotations
 import email.utils
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fevex.errors import FevexRunError
 from fevex_openai._sdk import load_openai
+from fevex_openai.base_url import host_of
+
+if TYPE_CHECKING:
+    from fevex_openai.profile import ProviderProfile
 
 __all__ = [
     "error_from_sdk",
@@ -25,24 +31,25 @@ __all__ = [
 
 
 def provider_error(
-    code: str, message: str, *, recoverable: bool = False, **details: Any
+    provider: str, code: str, message: str, *, recoverable: bool = False, **details: Any
 ) -> FevexRunError:
+    """A failure on the model's side of a step."""
     return FevexRunError(
         code,
         message,
         category="model",
         recoverable=recoverable,
-        details={"provider": "openai", **{k: v for k, v in details.items() if v is not None}},
+        details={"provider": provider, **{k: v for k, v in details.items() if v is not None}},
     )
 
 
-def invalid_request(code: str, message: str, **details: Any) -> FevexRunError:
+def invalid_request(provider: str, code: str, message: str, **details: Any) -> FevexRunError:
     """A request fevex refuses to send: the fix is in the agent's configuration."""
     return FevexRunError(
         code,
         message,
         category="configuration",
-        details={"provider": "openai", **{k: v for k, v in details.items() if v is not None}},
+        details={"provider": provider, **{k: v for k, v in details.items() if v is not None}},
     )
 
 
@@ -70,53 +77,76 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
 
 def _is_context_length(code: str | None, message: str) -> bool:
     lowered = message.lower()
-    return code == "context_length_exceeded" or (
-        "context length" in lowered or "context window" in lowered
+    return code == "context_length_exceeded" or any(
+        marker in lowered for marker in ("context length", "context_length", "context window")
     )
 
 
 def _body_message(body: object, fallback: str) -> str:
     if isinstance(body, Mapping):
-        message = body.get("message")
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, Mapping) else None
         if isinstance(message, str) and message:
             return message
     return fallback
 
 
-def error_from_sdk(error: BaseException) -> FevexRunError | None:
+def _scrubbed(message: str, api_key: str | None) -> str:
+    if api_key and len(api_key) >= 4:
+        return message.replace(api_key, "[redacted]")
+    return message
+
+
+def error_from_sdk(
+    error: BaseException, profile: ProviderProfile, api_key: str | None = None
+) -> FevexRunError | None:
     """The fevex error for an exception the SDK raised, or ``None`` for any other."""
     openai = load_openai()
-    if isinstance(error, openai.APITimeoutError):
-        return provider_error(
-            "PROVIDER_NETWORK_ERROR",
-            "The request to OpenAI timed out.",
-            recoverable=True,
-            timeout=True,
-        )
+    label = profile.label
+    name = profile.name
     if isinstance(error, openai.APIConnectionError):
+        host = host_of(str(error.request.url))
+        if isinstance(error, openai.APITimeoutError):
+            return provider_error(
+                name,
+                "PROVIDER_NETWORK_ERROR",
+                f"The request to {label} at {host} timed out.",
+                recoverable=True,
+                timeout=True,
+                host=host,
+            )
         cause = error.__cause__
         reason = f" ({type(cause).__name__})" if cause is not None else ""
         return provider_error(
+            name,
             "PROVIDER_NETWORK_ERROR",
-            f"Could not reach the OpenAI API{reason}: {error.message}",
+            f"Could not reach {label} at {host}{reason}: {_scrubbed(error.message, api_key)}",
             recoverable=True,
+            host=host,
         )
     if isinstance(error, openai.APIStatusError):
-        return _from_status(error)
+        return _from_status(error, profile, api_key)
     if isinstance(error, openai.APIError):
         # Raised while reading a stream: the server sent an error object instead of a chunk.
         return error_from_stream_event(
-            error.code, _body_message(error.body, error.message), error_type=error.type
+            profile,
+            error.code,
+            _scrubbed(_body_message(error.body, error.message), api_key),
+            error_type=error.type,
         )
     if isinstance(error, openai.OpenAIError):
-        return provider_error("PROVIDER_ERROR", f"The OpenAI SDK failed: {error}")
+        return provider_error(
+            name, "PROVIDER_ERROR", f"The {label} request failed: {_scrubbed(str(error), api_key)}"
+        )
     return None
 
 
-def _from_status(error: Any) -> FevexRunError:
+def _from_status(error: Any, profile: ProviderProfile, api_key: str | None) -> FevexRunError:
+    label = profile.label
+    name = profile.name
     status: int = error.status_code
     code: str | None = error.code
-    message = _body_message(error.body, error.message)
+    message = _scrubbed(_body_message(error.body, error.message), api_key)
     details: dict[str, Any] = {
         "status_code": status,
         "provider_code": code,
@@ -124,56 +154,65 @@ def _from_status(error: Any) -> FevexRunError:
     }
     if status in (401, 403):
         return provider_error(
+            name,
             "PROVIDER_AUTHENTICATION",
-            f"OpenAI rejected the credentials ({status}): {message}",
+            f"{label} rejected the credentials ({status}): {message} "
+            f"(check {profile.api_key_variable} or the api_key argument).",
             **details,
         )
     if status == 429:
         # An exhausted quota is also a 429, but waiting does not help.
         return provider_error(
+            name,
             "PROVIDER_RATE_LIMITED",
-            f"OpenAI rate-limited the request: {message}",
+            f"{label} rate-limited the request: {message}",
             recoverable=code != "insufficient_quota",
             retry_after=retry_after_seconds(error.response.headers),
             **details,
         )
-    if status in (400, 413) and _is_context_length(code, message):
+    if status in (400, 413, 422) and _is_context_length(code, message):
         return provider_error(
+            name,
             "PROVIDER_CONTEXT_LENGTH",
             f"The conversation is longer than the model's context window: {message}",
             **details,
         )
     return provider_error(
+        name,
         "PROVIDER_ERROR",
-        f"OpenAI answered {status}: {message}",
+        f"{label} answered {status}: {message}",
         recoverable=status >= 500 or status in (408, 409),
         **details,
     )
 
 
 def error_from_stream_event(
-    code: str | None, message: str, *, error_type: str | None = None
+    profile: ProviderProfile, code: str | None, message: str, *, error_type: str | None = None
 ) -> FevexRunError:
     """An error the server reported inside an open stream."""
+    name = profile.name
     details: dict[str, Any] = {"provider_code": code, "mid_stream": True}
     if _is_context_length(code, message):
         return provider_error(
+            name,
             "PROVIDER_CONTEXT_LENGTH",
             f"The conversation is longer than the model's context window: {message}",
             **details,
         )
     if code == "rate_limit_exceeded":
         return provider_error(
+            name,
             "PROVIDER_RATE_LIMITED",
-            f"OpenAI rate-limited the request: {message}",
+            f"{profile.label} rate-limited the request: {message}",
             recoverable=True,
             **details,
         )
     # A server fault may pass on a second try; a rejected prompt or image will not.
     transient = code in (None, "server_error") and error_type != "invalid_request_error"
     return provider_error(
+        name,
         "PROVIDER_ERROR",
-        f"OpenAI reported an error during the stream: {message}",
+        f"{profile.label} reported an error during the stream: {message}",
         recoverable=transient or error_type == "server_error",
         **details,
     )

@@ -3,12 +3,15 @@
 One step is one streamed request. Everything fevex can check (owned options, strict
 schemas, message parts) is checked before the request is sent. The SDK client is made on
 first use in each event loop, since its connections belong to the loop that opened them;
-``aclose()`` (or ``async with``) closes the current one.
+``aclose()`` (or ``async with``) closes the current one. An OpenAI-compatible provider
+(DeepSeek, ...) is this gateway over Chat Completions with its own
+:class:`~fevex_openai.profile.ProviderProfile`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import weakref
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
@@ -17,8 +20,9 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from fevex.models import Completed, ModelInput, ModelStreamEvent, OutputDelta
 from fevex_openai._sdk import load_openai
-from fevex_openai.chat_api import ChatStep, build_chat_request
+from fevex_openai.chat_api import ChatStep, build_chat_request, uses_strict_tools
 from fevex_openai.error_mapping import error_from_sdk
+from fevex_openai.profile import OPENAI_PROFILE, ProviderProfile
 from fevex_openai.responses_api import ResponsesStep, build_responses_request
 
 if TYPE_CHECKING:
@@ -32,10 +36,15 @@ OpenAIApi = Literal["responses", "chat"]
 
 @dataclass(frozen=True)
 class ClientSettings:
-    """How to reach the API. The key is kept out of ``repr``."""
+    """How to reach the API. The key is kept out of ``repr``.
+
+    ``strict_tools_base_url``, where set, serves the Chat Completions steps that offer
+    strict tools (DeepSeek's ``/beta``); other steps go to ``base_url``.
+    """
 
     api_key: str = field(repr=False)
     base_url: str | None = None
+    strict_tools_base_url: str | None = None
     organization: str | None = None
     project: str | None = None
     timeout: float | None = None
@@ -56,19 +65,23 @@ class OpenAIModel:
         *,
         schema_policy: SchemaPolicy = "strict",
         api: OpenAIApi = "responses",
+        profile: ProviderProfile = OPENAI_PROFILE,
     ) -> None:
-        load_openai()  # a missing SDK fails here, when the model is built
+        """``profile`` is the provider's rules for Chat Completions (``api="chat"``); the
+        Responses API is OpenAI's own and always follows OpenAI's."""
+        load_openai(profile)  # a missing SDK fails here, when the model is built
         self.model_name = model_name
         self.settings = settings
         self.schema_policy: SchemaPolicy = schema_policy
         self.api: OpenAIApi = api
+        self.profile = profile
         self._client_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-        self._sdk_client: AsyncOpenAI | None = None
+        self._sdk_clients: tuple[AsyncOpenAI, AsyncOpenAI] | None = None
 
     def __repr__(self) -> str:
         base = f", base_url={self.settings.base_url!r}" if self.settings.base_url else ""
         return (
-            f"OpenAIModel({self.model_name!r}, api={self.api!r}, "
+            f"{type(self).__name__}({self.model_name!r}, api={self.api!r}, "
             f"schema_policy={self.schema_policy!r}{base})"
         )
 
@@ -79,59 +92,78 @@ class OpenAIModel:
         if self.api == "responses":
             request = build_responses_request(self.model_name, input, strict=strict)
             step = ResponsesStep(input)
+            create: Any = self._client(strict_tools=False).responses.create
         else:
-            request = build_chat_request(self.model_name, input, strict=strict)
-            step = ChatStep(input)
-        openai = load_openai()
-        client = self._client()
-        create: Any = (
-            client.responses.create if self.api == "responses" else client.chat.completions.create
-        )
+            request = build_chat_request(
+                self.model_name, input, strict=strict, profile=self.profile
+            )
+            step = ChatStep(input, self.profile)
+            client = self._client(strict_tools=uses_strict_tools(request))
+            create = client.chat.completions.create
+        openai = load_openai(self.profile)
         try:
             sdk_stream = await create(stream=True, **request)
         except openai.OpenAIError as error:
-            raise _mapped(error) from error
+            raise self._mapped(error) from None
         try:
             async for sdk_event in sdk_stream:
                 delta = step.accept(sdk_event)
                 if delta:
                     yield OutputDelta(delta)
         except openai.OpenAIError as error:
-            raise _mapped(error) from error
+            raise self._mapped(error) from None
         finally:
             # Closing the response closes the connection mid-stream: a consumer that stops
             # reading (aclose, cancellation, an error) stops the generation it pays for.
             await sdk_stream.close()
         yield Completed(step.finish())
 
-    def _client(self) -> AsyncOpenAI:
+    def _mapped(self, error: Exception) -> Exception:
+        # SDK exceptions hold the request, headers included, and some providers echo the
+        # key in their message: they are replaced, not chained, so no traceback shows it.
+        return error_from_sdk(error, self.profile, self.settings.api_key) or error
+
+    def _client(self, *, strict_tools: bool) -> AsyncOpenAI:
         loop = asyncio.get_running_loop()
-        client = self._sdk_client
-        if client is None or self._client_loop is None or self._client_loop() is not loop:
-            openai = load_openai()
+        clients = self._sdk_clients
+        if clients is None or self._client_loop is None or self._client_loop() is not loop:
+            openai = load_openai(self.profile)
             settings = self.settings
             options: dict[str, Any] = {}
             if settings.timeout is not None:
                 options["timeout"] = settings.timeout
-            client = openai.AsyncOpenAI(
+            headers: dict[str, Any] = dict(settings.default_headers or {})
+            if not self.profile.openai_environment:
+                headers = {
+                    **_without_openai_environment(settings.api_key, openai.Omit()),
+                    **headers,
+                }
+            regular = openai.AsyncOpenAI(
                 api_key=settings.api_key,
                 base_url=settings.base_url,
                 organization=settings.organization,
                 project=settings.project,
                 max_retries=settings.max_retries,
-                default_headers=settings.default_headers,
+                default_headers=headers or None,
                 **options,
             )
-            self._sdk_client = client
+            # The strict-tools client shares the regular one's connection pool.
+            strict = (
+                regular.with_options(base_url=settings.strict_tools_base_url)
+                if settings.strict_tools_base_url
+                else regular
+            )
+            clients = (regular, strict)
+            self._sdk_clients = clients
             self._client_loop = weakref.ref(loop)
-        return client
+        return clients[1] if strict_tools else clients[0]
 
     async def aclose(self) -> None:
         """Close the HTTP connections this model holds in the running event loop."""
-        client, self._sdk_client = self._sdk_client, None
+        clients, self._sdk_clients = self._sdk_clients, None
         loop, self._client_loop = self._client_loop, None
-        if client is not None and loop is not None and loop() is asyncio.get_running_loop():
-            await client.close()
+        if clients is not None and loop is not None and loop() is asyncio.get_running_loop():
+            await clients[0].close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -145,5 +177,19 @@ class OpenAIModel:
         await self.aclose()
 
 
-def _mapped(error: Exception) -> Exception:
-    return error_from_sdk(error) or error
+def _without_openai_environment(api_key: str, omit: Any) -> dict[str, Any]:
+    """Headers that keep the OpenAI settings of the environment away from another provider.
+
+    The SDK adds ``OPENAI_ORG_ID``, ``OPENAI_PROJECT_ID`` and ``OPENAI_CUSTOM_HEADERS``
+    (an ``Authorization`` line included) to every client it builds; a process that also
+    talks to OpenAI must not send those, nor an OpenAI credential, to another provider.
+    ``omit`` values remove a header; an explicit ``Authorization`` makes the SDK drop the
+    environment's.
+    """
+    headers: dict[str, Any] = {"OpenAI-Organization": omit, "OpenAI-Project": omit}
+    for line in os.environ.get("OPENAI_CUSTOM_HEADERS", "").split("\n"):
+        name, colon, _ = line.partition(":")
+        if colon and name.strip() and name.strip().lower() != "authorization":
+            headers[name.strip()] = omit
+    headers["Authorization"] = f"Bearer {api_key}"
+    return headers

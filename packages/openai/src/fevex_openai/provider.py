@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import get_args
 
 from fevex.errors import FevexConfigurationError
+from fevex_openai.base_url import check_base_url
 from fevex_openai.model import ClientSettings, OpenAIApi, OpenAIModel, SchemaPolicy
 
 __all__ = ["OpenAIProvider", "create_openai"]
@@ -62,6 +63,7 @@ def create_openai(
     Completions, which most OpenAI-compatible servers speak. ``max_retries`` is the SDK's
     own retrying of failed requests, off by default: errors come back as fevex errors
     marked ``recoverable`` (with ``retry_after`` for rate limits) for the caller to decide.
+    A base URL that is not ``http(s)://host...`` is refused here with ``INVALID_MODEL``.
     """
     if schema_policy not in get_args(SchemaPolicy):
         raise _invalid(f"schema_policy must be 'strict' or 'best-effort', not {schema_policy!r}.")
@@ -76,6 +78,9 @@ def create_openai(
             "A local OpenAI-compatible server that ignores keys still needs a placeholder."
         )
     url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL") or None
+    if url is not None:
+        setting = "base_url" if base_url is not None else "OPENAI_BASE_URL"
+        url = check_base_url(url, setting=setting, provider="OpenAI")
     settings = ClientSettings(
         api_key=key,
         base_url=url,

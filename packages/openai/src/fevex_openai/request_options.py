@@ -50,11 +50,14 @@ CHAT_OWNED_FIELDS = frozenset(
 )
 
 
-def passthrough_options(options: Mapping[str, Any], owned: frozenset[str]) -> dict[str, Any]:
+def passthrough_options(
+    options: Mapping[str, Any], owned: frozenset[str], provider: str
+) -> dict[str, Any]:
     """The options to send, or ``PROVIDER_OPTION_NOT_ALLOWED`` for one fevex owns."""
     for name in options:
         if name in owned:
             raise invalid_request(
+                provider,
                 "PROVIDER_OPTION_NOT_ALLOWED",
                 f"The model option {name!r} sets a request field that fevex owns (model, "
                 "conversation, tools, tool choice, output format, parallelism, output-token "

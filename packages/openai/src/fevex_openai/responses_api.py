@@ -29,6 +29,7 @@ from fevex.messages import (
 from fevex.models import ModelInput, ModelResult, Usage
 from fevex_openai.error_mapping import error_from_stream_event, invalid_request, provider_error
 from fevex_openai.message_parts import media_url, tool_result_text, unsupported_part
+from fevex_openai.profile import OPENAI_PROFILE
 from fevex_openai.request_options import RESPONSES_OWNED_FIELDS, passthrough_options
 from fevex_openai.step_result import StepEnd, ToolCallDraft, finish_step
 from fevex_openai.strict_schema import check_strict_schema
@@ -37,18 +38,20 @@ __all__ = ["ResponsesStep", "build_responses_request", "responses_input"]
 
 OUTPUT_FORMAT_NAME = "output"
 _STATE_KIND = "openai.responses"
+_PROVIDER = OPENAI_PROFILE.name
 
 
 def build_responses_request(
     model_name: str, model_input: ModelInput, *, strict: bool
 ) -> dict[str, Any]:
     """Keyword arguments for ``client.responses.create`` (without ``stream``)."""
-    extra = passthrough_options(model_input.options, RESPONSES_OWNED_FIELDS)
+    extra = passthrough_options(model_input.options, RESPONSES_OWNED_FIELDS, _PROVIDER)
     text_options = extra.pop("text", None)
     if text_options is not None and (
         not isinstance(text_options, Mapping) or "format" in text_options
     ):
         raise invalid_request(
+            _PROVIDER,
             "PROVIDER_OPTION_NOT_ALLOWED",
             "The model option 'text' may set 'verbosity', but its 'format' is fevex's: the "
             "agent's output_schema decides it.",
@@ -56,9 +59,9 @@ def build_responses_request(
         )
     if strict:
         for tool in model_input.tools:
-            check_strict_schema(tool.input_schema, f"the input schema of tool {tool.name!r}")
+            check_strict_schema(tool.input_schema, OPENAI_PROFILE, tool=tool.name)
         if model_input.output_schema is not None:
-            check_strict_schema(model_input.output_schema, "the output schema")
+            check_strict_schema(model_input.output_schema, OPENAI_PROFILE)
     request: dict[str, Any] = {
         "model": model_name,
         "input": responses_input(model_input.messages, model_input.provider_state),
@@ -117,7 +120,7 @@ def responses_input(messages: Sequence[Message], provider_state: Any) -> list[di
         else:
             for part in message.content:
                 if not isinstance(part, ToolResultPart):
-                    raise unsupported_part("tool", part.type, "Responses")
+                    raise unsupported_part(OPENAI_PROFILE, "tool", part.type, "Responses")
                 items.append(
                     {
                         "type": "function_call_output",
@@ -137,7 +140,7 @@ def _replay(provider_state: Any) -> tuple[tuple[str, ...], list[dict[str, Any]]]
 def _plain_text(message: Message, role: str) -> str:
     for part in message.content:
         if not isinstance(part, TextPart):
-            raise unsupported_part(role, part.type, "Responses")
+            raise unsupported_part(OPENAI_PROFILE, role, part.type, "Responses")
     return message.text
 
 
@@ -147,17 +150,23 @@ def _user_content(message: Message) -> list[dict[str, Any]]:
         if isinstance(part, TextPart):
             content.append({"type": "input_text", "text": part.text})
         elif isinstance(part, ImagePart):
-            content.append({"type": "input_image", "image_url": media_url(part), "detail": "auto"})
+            content.append(
+                {
+                    "type": "input_image",
+                    "image_url": media_url(part, OPENAI_PROFILE),
+                    "detail": "auto",
+                }
+            )
         elif isinstance(part, FilePart):
             file: dict[str, Any] = {"type": "input_file"}
             if part.url and part.data is None:
                 file["file_url"] = part.url
             else:
-                file["file_data"] = media_url(part)
+                file["file_data"] = media_url(part, OPENAI_PROFILE)
                 file["filename"] = part.name or "file"
             content.append(file)
         else:
-            raise unsupported_part("user", part.type, "Responses")
+            raise unsupported_part(OPENAI_PROFILE, "user", part.type, "Responses")
     return content
 
 
@@ -177,7 +186,7 @@ def _assistant_items(message: Message) -> list[dict[str, Any]]:
             )
         elif not isinstance(part, TextPart | ThinkingPart):
             # Thinking stays out: OpenAI takes reasoning back only as its own items.
-            raise unsupported_part("assistant", part.type, "Responses")
+            raise unsupported_part(OPENAI_PROFILE, "assistant", part.type, "Responses")
     return items
 
 
@@ -219,11 +228,12 @@ class ResponsesStep:
         elif kind == "response.failed":
             error = getattr(event.response, "error", None)
             raise error_from_stream_event(
+                OPENAI_PROFILE,
                 getattr(error, "code", None),
                 getattr(error, "message", None) or "the response failed.",
             )
         elif kind == "error":
-            raise error_from_stream_event(event.code, event.message)
+            raise error_from_stream_event(OPENAI_PROFILE, event.code, event.message)
         return None
 
     def _draft(self, output_index: int) -> ToolCallDraft:
@@ -261,11 +271,13 @@ class ResponsesStep:
     def finish(self) -> ModelResult:
         if not self.completed:
             raise provider_error(
+                _PROVIDER,
                 "PROVIDER_ERROR",
                 "The OpenAI stream ended before the response was complete.",
                 recoverable=True,
             )
         result = finish_step(
+            OPENAI_PROFILE,
             text="".join(self.text),
             drafts=[self.drafts[index] for index in sorted(self.drafts)],
             end=self.end,

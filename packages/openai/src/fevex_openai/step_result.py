@@ -1,15 +1,28 @@
 """What both APIs share at the end of a model step: tool calls from their argument
-fragments, the final output, and the ways a step can end without a usable answer."""
+fragments, the final output, and the ways a step can end without a usable answer.
+
+These rules hold for every provider that uses this layer:
+
+- a refusal, or a content filter that stops the output, is ``MODEL_REFUSAL``;
+- tool-call arguments that are not valid JSON are ``MODEL_INVALID_JSON`` (recoverable),
+  never passed on as text: a tool whose input is a string would otherwise run with the
+  model's broken JSON as its input;
+- structured output that is not valid JSON is ``MODEL_INVALID_JSON`` too, and blank
+  structured output is ``PROVIDER_EMPTY_OUTPUT`` (recoverable: a retry usually succeeds).
+"""
 
 from __future__ import annotations
 
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fevex.models import ModelResult, ToolCall, Usage
 from fevex_openai.error_mapping import provider_error
+
+if TYPE_CHECKING:
+    from fevex_openai.profile import ProviderProfile
 
 __all__ = ["StepEnd", "ToolCallDraft", "finish_step"]
 
@@ -41,6 +54,7 @@ class StepEnd:
 
 
 def finish_step(
+    profile: ProviderProfile,
     *,
     text: str,
     drafts: list[ToolCallDraft],
@@ -50,15 +64,17 @@ def finish_step(
     max_output_tokens: int | None,
     reasoning: str | None = None,
 ) -> ModelResult:
+    name = profile.name
     if end.refusal:
         raise provider_error(
-            "MODEL_REFUSAL", f"The model refused: {end.refusal}", refusal=end.refusal
+            name, "MODEL_REFUSAL", f"The model refused: {end.refusal}", refusal=end.refusal
         )
     reason = end.incomplete_reason
     if reason == "content_filter":
         raise provider_error(
+            name,
             "MODEL_REFUSAL",
-            "OpenAI's content filter stopped the model's output.",
+            f"{profile.label}'s content filter stopped the model's output.",
             reason=reason,
         )
     if reason is not None:
@@ -69,26 +85,19 @@ def finish_step(
         else:
             cause = "the model's output limit"
         raise provider_error(
+            name,
             "MODEL_OUTPUT_TRUNCATED",
             f"The model's output was cut short by {cause}.",
             reason=reason,
             max_output_tokens=max_output_tokens,
         )
-    calls = [_tool_call(draft) for draft in drafts]
+    calls = [_tool_call(profile, draft) for draft in drafts]
     output: Any
     if calls:
         # Text beside tool calls is commentary; the final answer comes in a later step.
         output = text or None
     elif output_schema is not None:
-        try:
-            output = json.loads(text)
-        except ValueError as error:
-            raise provider_error(
-                "MODEL_INVALID_JSON",
-                f"The model's structured output is not valid JSON ({error}).",
-                recoverable=True,
-                where="output",
-            ) from None
+        output = _structured_output(profile, text)
     else:
         output = text
     return ModelResult(
@@ -99,10 +108,36 @@ def finish_step(
     )
 
 
-def _tool_call(draft: ToolCallDraft) -> ToolCall:
+def _structured_output(profile: ProviderProfile, text: str) -> Any:
+    if not text.strip():
+        raise provider_error(
+            profile.name,
+            "PROVIDER_EMPTY_OUTPUT",
+            f"{profile.label} returned blank content where the structured output belongs; "
+            "retrying the step usually succeeds (a larger output-token limit may help).",
+            recoverable=True,
+        )
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise provider_error(
+            profile.name,
+            "MODEL_INVALID_JSON",
+            f"The model's structured output is not valid JSON ({error}).",
+            recoverable=True,
+            where="output",
+        ) from None
+    # A bare JSON string would read back as different text: the text itself is the output.
+    return text if isinstance(value, str) else value
+
+
+def _tool_call(profile: ProviderProfile, draft: ToolCallDraft) -> ToolCall:
     if not draft.name:
         raise provider_error(
-            "PROVIDER_ERROR", "OpenAI sent a tool call without a tool name.", recoverable=True
+            profile.name,
+            "PROVIDER_ERROR",
+            f"{profile.label} sent a tool call without a tool name.",
+            recoverable=True,
         )
     arguments = draft.arguments
     try:
@@ -110,6 +145,7 @@ def _tool_call(draft: ToolCallDraft) -> ToolCall:
         value = json.loads(arguments) if arguments.strip() else {}
     except ValueError as error:
         raise provider_error(
+            profile.name,
             "MODEL_INVALID_JSON",
             f"The arguments of the model's call to tool {draft.name!r} are not valid JSON "
             f"({error}).",

@@ -1,8 +1,9 @@
-"""OpenAI's Structured Outputs subset of JSON Schema, checked before a request is sent.
+"""Strict-mode subsets of JSON Schema, checked before a request is sent.
 
-Strict mode (``strict: true`` on tools and on the JSON-schema output format) makes the
-model follow the schema exactly, but OpenAI accepts only part of JSON Schema there. The
-rules come from OpenAI's Structured Outputs guide:
+Strict mode (``strict: true`` on tools, and on OpenAI's JSON-schema output format) makes
+the model follow the schema exactly, but providers accept only part of JSON Schema there.
+One checker serves every provider; a :class:`StrictSubset` says what a provider accepts.
+OpenAI's, from its Structured Outputs guide:
 
 - the root is an object, not ``anyOf``;
 - every object sets ``additionalProperties: false`` and lists every property in
@@ -13,33 +14,57 @@ rules come from OpenAI's Structured Outputs guide:
   ``items``, ``pattern``, ``format`` (from a fixed list), ``minimum``, ``maximum``,
   ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``, ``minItems``, ``maxItems``.
 
-Anything else (``default``, ``allOf``, ``oneOf``, ``not``, ``if``/``then``/``else``,
-``patternProperties``, ``minContains``, ``minLength``, ``uniqueItems``, ...) fails with
-``PROVIDER_SCHEMA_UNSUPPORTED`` naming the keyword and where it is. Size limits (total
-properties, nesting depth, enum values) are left to the provider.
+Anything else fails with ``PROVIDER_SCHEMA_UNSUPPORTED`` naming the keyword and where it
+is. Size limits (total properties, nesting depth, enum values) are left to the provider.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from fevex.errors import FevexRunError
 from fevex_openai.error_mapping import invalid_request
 
-__all__ = ["SUPPORTED_FORMATS", "SUPPORTED_KEYWORDS", "check_strict_schema"]
+if TYPE_CHECKING:
+    from fevex_openai.profile import ProviderProfile
 
-SUPPORTED_KEYWORDS = frozenset(
+__all__ = ["OPENAI_STRICT_SUBSET", "StrictSubset", "check_strict_schema"]
+
+
+@dataclass(frozen=True, slots=True)
+class StrictSubset:
+    """The part of JSON Schema a provider's strict mode accepts.
+
+    - ``keywords``: for each JSON type the provider supports, the keywords a schema of that
+      type may use (besides ``type``, the annotations and the definitions);
+    - ``untyped_keywords``: the keywords a schema without ``type`` may use, and
+      ``type_stand_ins`` the ones that make a schema without ``type`` acceptable;
+    - ``annotations``: accepted on any schema (beside a ``$ref`` too, unless ``ref_alone``);
+    - ``formats``: the accepted ``format`` values;
+    - ``definitions``: the keywords that hold reusable schemas;
+    - ``type_lists``: whether ``"type": ["string", "null"]`` is accepted;
+    - ``refs_into_definitions_only``: ``$ref`` may point only at ``#`` or into the
+      definitions, rather than anywhere in the document.
+    """
+
+    keywords: Mapping[str, frozenset[str]]
+    untyped_keywords: frozenset[str]
+    type_stand_ins: frozenset[str]
+    annotations: frozenset[str]
+    formats: frozenset[str]
+    definitions: frozenset[str] = frozenset({"$defs", "definitions"})
+    type_lists: bool = True
+    ref_alone: bool = True
+    refs_into_definitions_only: bool = False
+
+
+_OPENAI_KEYWORDS = frozenset(
     {
-        "type",
-        "title",
-        "description",
         "enum",
         "const",
         "anyOf",
-        "$ref",
-        "$defs",
-        "definitions",
         "properties",
         "required",
         "additionalProperties",
@@ -55,19 +80,28 @@ SUPPORTED_KEYWORDS = frozenset(
         "maxItems",
     }
 )
-SUPPORTED_FORMATS = frozenset(
-    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+
+OPENAI_STRICT_SUBSET = StrictSubset(
+    # OpenAI lists its keywords without tying them to types.
+    keywords={
+        kind: _OPENAI_KEYWORDS
+        for kind in ("string", "number", "integer", "boolean", "object", "array", "null")
+    },
+    untyped_keywords=_OPENAI_KEYWORDS,
+    type_stand_ins=frozenset({"anyOf"}),
+    annotations=frozenset({"title", "description"}),
+    formats=frozenset(
+        {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+    ),
 )
-_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
 
 
-def check_strict_schema(schema: Any, where: str) -> None:
-    """Raise ``PROVIDER_SCHEMA_UNSUPPORTED`` unless ``schema`` fits OpenAI strict mode.
+def check_strict_schema(schema: Any, profile: ProviderProfile, *, tool: str | None = None) -> None:
+    """Raise ``PROVIDER_SCHEMA_UNSUPPORTED`` unless ``schema`` fits the profile's subset.
 
-    ``where`` names the schema in the message, for example ``"the input schema of tool
-    'accounts_get'"``.
+    ``tool`` names the tool whose input schema it is; without it, it is the output schema.
     """
-    _Checker(schema, where).check_root()
+    _Checker(schema, profile, tool).check_root()
 
 
 def _pointer(path: tuple[str, ...]) -> str:
@@ -76,20 +110,28 @@ def _pointer(path: tuple[str, ...]) -> str:
 
 
 class _Checker:
-    def __init__(self, root: Any, where: str) -> None:
+    def __init__(self, root: Any, profile: ProviderProfile, tool: str | None) -> None:
         self.root = root
-        self.where = where
+        self.profile = profile
+        self.subset = profile.strict_subset
+        self.tool = tool
+        self.where = f"the input schema of tool {tool!r}" if tool else "the output schema"
+        # Each location is checked once, so recursive references terminate.
+        self.checked: set[str] = set()
 
     def fail(self, keyword: str, path: tuple[str, ...], reason: str) -> FevexRunError:
         pointer = _pointer(path)
         return invalid_request(
+            self.profile.name,
             "PROVIDER_SCHEMA_UNSUPPORTED",
             f"{self.where[:1].upper()}{self.where[1:]} uses {keyword!r} at {pointer}: "
-            f"{reason} OpenAI strict mode does not accept it; change the schema or use "
-            "schema_policy='best-effort'.",
+            f"{reason} {self.profile.label} strict mode does not accept it; change the "
+            'schema, or use schema_policy="best-effort" to send it without strict '
+            "adherence (fevex still validates it locally).",
             keyword=keyword,
             path=pointer,
             schema=self.where,
+            tool=self.tool,
         )
 
     def check_root(self) -> None:
@@ -98,49 +140,79 @@ class _Checker:
             raise self.fail("type", (), "the schema is not a JSON object.")
         if "anyOf" in root:
             raise self.fail("anyOf", (), "the root schema cannot be a union.")
-        if _types(root.get("type")) != {"object"}:
+        if self.types(root, ()) != {"object"}:
             raise self.fail("type", (), 'the root schema must have "type": "object".')
         self.check(root, ())
 
+    def types(self, node: Mapping[str, Any], path: tuple[str, ...]) -> set[str]:
+        value = node.get("type")
+        if value is None:
+            return set()
+        if isinstance(value, list) and not self.subset.type_lists:
+            raise self.fail(
+                "type", path, "a list of types is not supported; use anyOf with one type each."
+            )
+        listed = value if isinstance(value, list) else [value]
+        known = self.subset.keywords
+        if not listed or not all(isinstance(kind, str) and kind in known for kind in listed):
+            raise self.fail(
+                "type",
+                path,
+                f"type {value!r} is not supported (supported: {', '.join(sorted(known))}).",
+            )
+        return set(listed)
+
     def check(self, node: Any, path: tuple[str, ...]) -> None:
+        self.checked.add(_pointer(path))
+        subset = self.subset
         if not isinstance(node, Mapping):
             raise self.fail(
                 "type", path, f"a schema must be a JSON object, not {type(node).__name__}."
             )
-        for keyword in node:
-            if keyword not in SUPPORTED_KEYWORDS:
-                raise self.fail(keyword, path, "this keyword is not in the supported subset.")
         if "$ref" in node:
             self.check_ref(node, path)
             return
-        for defs_keyword in ("$defs", "definitions"):
-            if defs_keyword in node:
-                defs = node[defs_keyword]
-                if not isinstance(defs, Mapping):
-                    raise self.fail(defs_keyword, path, "definitions must be a JSON object.")
-                for name, definition in defs.items():
-                    self.check(definition, (*path, defs_keyword, str(name)))
+        types = self.types(node, path)
+        allowed = set(subset.annotations | subset.definitions)
+        if types:
+            allowed.add("type")
+            for kind in types:
+                allowed |= subset.keywords[kind]
+        else:
+            allowed |= subset.untyped_keywords
+        for keyword in node:
+            if keyword not in allowed:
+                what = f"type {'/'.join(sorted(types))!r}" if types else "a schema without a type"
+                raise self.fail(keyword, path, f"this keyword is not supported on {what}.")
+        if not types and not subset.type_stand_ins & set(node):
+            stand_ins = ", ".join(sorted(subset.type_stand_ins))
+            raise self.fail("type", path, f"every schema needs a type (or {stand_ins}, or $ref).")
+        for keyword in sorted(subset.definitions & set(node)):
+            definitions = node[keyword]
+            if not isinstance(definitions, Mapping):
+                raise self.fail(keyword, path, "definitions must be a JSON object.")
+            for name, definition in definitions.items():
+                self.check(definition, (*path, keyword, str(name)))
         if "anyOf" in node:
             variants = node["anyOf"]
             if not isinstance(variants, list) or not variants:
                 raise self.fail("anyOf", path, "anyOf must be a non-empty list of schemas.")
             for index, variant in enumerate(variants):
                 self.check(variant, (*path, "anyOf", str(index)))
-        elif "type" not in node:
-            raise self.fail("type", path, "every schema needs a type (or anyOf, or $ref).")
-        types = _types(node.get("type"))
-        if types is None:
-            raise self.fail("type", path, f"unknown type {node.get('type')!r}.")
+        if "enum" in node and not (isinstance(node["enum"], list) and node["enum"]):
+            raise self.fail("enum", path, "enum must be a non-empty list.")
         if "object" in types or "properties" in node:
             self.check_object(node, path)
         if "array" in types or "items" in node:
-            self.check_array(node, path)
+            if "items" not in node:
+                raise self.fail("items", path, "an array must say what its items are.")
+            self.check(node["items"], (*path, "items"))
         fmt = node.get("format")
-        if fmt is not None and fmt not in SUPPORTED_FORMATS:
+        if fmt is not None and fmt not in subset.formats:
             raise self.fail(
                 "format",
                 path,
-                f"format {fmt!r} is not one of {', '.join(sorted(SUPPORTED_FORMATS))}.",
+                f"format {fmt!r} is not one of {', '.join(sorted(subset.formats))}.",
             )
 
     def check_object(self, node: Mapping[str, Any], path: tuple[str, ...]) -> None:
@@ -173,36 +245,37 @@ class _Checker:
         for name, prop in properties.items():
             self.check(prop, (*path, "properties", str(name)))
 
-    def check_array(self, node: Mapping[str, Any], path: tuple[str, ...]) -> None:
-        if "items" not in node:
-            raise self.fail("items", path, "an array must say what its items are.")
-        self.check(node["items"], (*path, "items"))
-
     def check_ref(self, node: Mapping[str, Any], path: tuple[str, ...]) -> None:
         siblings = sorted(key for key in node if key != "$ref")
-        if siblings:
+        if siblings and self.subset.ref_alone:
             raise self.fail(
                 "$ref",
                 path,
                 f"$ref cannot stand beside other keywords ({', '.join(siblings)}).",
             )
+        for keyword in siblings:
+            if keyword not in self.subset.annotations:
+                raise self.fail(keyword, path, "this keyword is not supported beside a $ref.")
         ref = node["$ref"]
         if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
             raise self.fail("$ref", path, f"only references inside the schema, not {ref!r}.")
+        target_path = (
+            tuple(part.replace("~1", "/").replace("~0", "~") for part in ref[2:].split("/"))
+            if ref != "#"
+            else ()
+        )
+        if (
+            self.subset.refs_into_definitions_only
+            and target_path
+            and not (len(target_path) == 2 and target_path[0] in self.subset.definitions)
+        ):
+            raise self.fail(
+                "$ref", path, f"only references to # or into the definitions, not {ref!r}."
+            )
         target: Any = self.root
-        for part in ref[2:].split("/") if ref != "#" else ():
-            key = part.replace("~1", "/").replace("~0", "~")
+        for key in target_path:
             if not isinstance(target, Mapping) or key not in target:
                 raise self.fail("$ref", path, f"{ref!r} points to nothing in the schema.")
             target = target[key]
-
-
-def _types(value: Any) -> set[str] | None:
-    if isinstance(value, str):
-        return {value} if value in _TYPES else None
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        types = set(value)
-        return types if types <= _TYPES else None
-    if value is None:
-        return set()
-    return None
+        if _pointer(target_path) not in self.checked:
+            self.check(target, target_path)

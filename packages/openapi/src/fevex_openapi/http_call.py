@@ -33,7 +33,6 @@ from fevex_openapi.host_policy import HostPolicy
 from fevex_openapi.operations import Operation, is_json_media_type
 from fevex_openapi.request_parts import RequestParts
 from fevex_openapi.transport import GuardedTransport
-from fevex_openapi.validation import schema_problems
 
 __all__ = ["CallLimits", "send_operation"]
 
@@ -251,7 +250,7 @@ def _answer(operation: Operation, reply: _Reply, secrets: list[str]) -> Any:
     except ValueError:  # UnicodeDecodeError is a ValueError
         raise _not_json(name, status, "a body that does not parse as JSON") from None
     if shape is not None and shape.schema is not None:
-        problems = schema_problems(shape.schema, value, "response")
+        problems = shape.schema.problems(value, "response")
         if problems:
             raise run_error(
                 "OPENAPI_RESPONSE_INVALID",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from fevex.schemas import CompiledJsonSchema, JsonSchemaError, compile_json_schema
 from fevex_openapi.document import OpenApiDocument, escape_part, json_pointer
 from fevex_openapi.errors import configuration_error
 from fevex_openapi.schema_subset import SchemaBuilder
@@ -77,10 +78,11 @@ class Parameter:
 
 @dataclass(frozen=True, slots=True)
 class ResponseShape:
-    """A documented response: whether it has a JSON body, and its standalone schema."""
+    """A documented response: whether it has a JSON body, and its standalone schema
+    (compiled by the core's JSON Schema engine)."""
 
     has_content: bool
-    schema: Mapping[str, Any] | None = None
+    schema: CompiledJsonSchema | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,7 @@ class Operation:
     parameters: tuple[Parameter, ...]
     body_media_type: str | None  # None: the operation takes no request body
     input_schema: Mapping[str, Any]
+    input_validator: CompiledJsonSchema
     responses: Mapping[str, ResponseShape] = field(default_factory=dict)
 
     def response_for(self, status: int) -> ResponseShape | None:
@@ -208,6 +211,7 @@ class _OperationReader:
             parameters=tuple(parameters),
             body_media_type=body_media_type,
             input_schema=schema,
+            input_validator=self.compiled(schema, self.location),
             responses=self.responses(),
         )
 
@@ -217,6 +221,17 @@ class _OperationReader:
             f"Operation {self.operation_id}: {problem} (at {location}).",
             {"operation": self.operation_id, "location": location},
         )
+
+    def compiled(self, schema: Mapping[str, Any], location: str) -> CompiledJsonSchema:
+        """``schema`` compiled by the core's engine, which checks values in and out."""
+        try:
+            return compile_json_schema(schema)
+        except JsonSchemaError as error:
+            # The subset was checked already, at the document's own locations; what is
+            # left is a schema the engine still refuses as a whole.
+            raise self.refuse(
+                "OPENAPI_SCHEMA_INVALID", f"a schema is invalid: {error.problem}", location
+            ) from None
 
     def description(self) -> str:
         parts = [
@@ -390,7 +405,9 @@ class _OperationReader:
             schema = self.builder.convert(
                 media["schema"], f"{here}/content/{escape_part(media_type)}/schema", defs
             )
-            shapes[key] = ResponseShape(has_content=True, schema=_standalone(schema, defs))
+            shapes[key] = ResponseShape(
+                has_content=True, schema=self.compiled(_standalone(schema, defs), here)
+            )
         return shapes
 
     def server_url(self, base_url: str | None) -> str:

@@ -20,7 +20,6 @@ from fevex_openapi.errors import configuration_error, run_error
 from fevex_openapi.host_policy import HostPolicy
 from fevex_openapi.operations import Operation, is_header_name, read_operations
 from fevex_openapi.request_parts import request_parts
-from fevex_openapi.validation import schema_problems
 
 __all__ = ["HeaderSource", "OpenApiToolProvider", "create_openapi_tool_provider"]
 
@@ -73,9 +72,8 @@ class OpenApiToolProvider:
                 f"Operation {name!r} is not one this provider allows.",
                 details={"operation": name},
             )
-        # The core checks the structural keywords; this checks every accepted one
-        # ($ref, anyOf, exclusive bounds, ...), before anything leaves the process.
-        problems = schema_problems(operation.input_schema, input, "input")
+        # Checked again here, whoever calls: nothing leaves the process unless it matches.
+        problems = operation.input_validator.problems(input, "input")
         if problems:
             raise run_error(
                 "OPENAPI_INPUT_INVALID",

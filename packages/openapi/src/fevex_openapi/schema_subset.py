@@ -1,7 +1,8 @@
 """The JSON Schema subset this plugin accepts, and standalone tool schemas built from it.
 
-Every keyword that constrains a value is enforced by :mod:`fevex_openapi.validation` on the
-tool input before a request is sent and on a JSON success response before it is returned;
+Every keyword that constrains a value is enforced by the core's JSON Schema engine
+(:func:`fevex.schemas.compile_json_schema`) on the tool input before a request is sent and
+on a JSON success response before it is returned;
 annotation keywords constrain nothing. A schema that uses any other keyword is refused at
 definition time with ``OPENAPI_SCHEMA_UNSUPPORTED``, so no constraint of the service is
 silently dropped on the way to the model.

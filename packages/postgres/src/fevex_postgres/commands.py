@@ -1,18 +1,16 @@
-"""``fevex db``: explicit schema migrations for PostgreSQL run stores.
+"""``fevex db`` for PostgreSQL run stores: explicit schema migrations.
 
-``fevex db upgrade --store URL`` applies the migrations the database lacks and
+The core's ``fevex db`` command hands a ``postgresql://`` (or ``postgres://``) URL to this
+module: ``fevex db upgrade --store URL`` applies the migrations the database lacks and
 ``fevex db status --store URL`` reports its version; ``--store`` defaults to
-``FEVEX_RUN_STORE``. Nothing heavy is imported until a command runs.
+``FEVEX_RUN_STORE``. ``--create`` does not apply: the database itself must exist, and
+``upgrade`` creates the tables. Nothing heavy is imported until a command runs.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import os
 from typing import TYPE_CHECKING
-
-from fevex.errors import FevexConfigurationError
 
 if TYPE_CHECKING:
     from fevex.cli import CommandRegistry
@@ -22,43 +20,13 @@ __all__ = ["add_db_command"]
 
 
 def add_db_command(cli: CommandRegistry) -> None:
-    parser = cli.add_command("db", help="Manage the schema of a PostgreSQL run store.")
-    actions = parser.add_subparsers(dest="db_action", metavar="ACTION", required=True)
-    upgrade = actions.add_parser(
-        "upgrade",
-        help="Apply the schema migrations the database lacks (idempotent).",
-        description="Apply the schema migrations the database lacks, in one transaction. "
-        "Safe to run again and from several processes at once.",
-    )
-    status = actions.add_parser(
-        "status",
-        help="Print the database's schema version and the version this code needs.",
-        description="Print the database's schema version and the version this code needs.",
-    )
-    for action in (upgrade, status):
-        action.add_argument(
-            "--store",
-            metavar="URL",
-            help="postgresql+psycopg://user@host:5432/database (default: $FEVEX_RUN_STORE); "
-            "a password may come from PGPASSWORD or ~/.pgpass instead of the URL",
-        )
-    upgrade.set_defaults(handler=_upgrade)
-    status.set_defaults(handler=_status)
+    cli.add_store_commands(("postgresql", "postgres"), status=_status, upgrade=_upgrade)
 
 
-def _store_url(args: argparse.Namespace) -> str:
-    url: str | None = args.store or os.environ.get("FEVEX_RUN_STORE")
-    if not url:
-        raise FevexConfigurationError(
-            "INVALID_CONFIG", "Name the database with --store URL or FEVEX_RUN_STORE."
-        )
-    return url
-
-
-def _upgrade(args: argparse.Namespace) -> int:
+def _upgrade(url: str, create: bool) -> int:
     from fevex_postgres.postgres_run_store import PostgresRunStore
 
-    store = PostgresRunStore(_store_url(args))
+    store = PostgresRunStore(url)
 
     async def upgrade() -> SchemaUpgrade:
         try:
@@ -78,11 +46,11 @@ def _upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(args: argparse.Namespace) -> int:
+def _status(url: str) -> int:
     from fevex_postgres.migrations import LATEST_VERSION
     from fevex_postgres.postgres_run_store import PostgresRunStore
 
-    store = PostgresRunStore(_store_url(args))
+    store = PostgresRunStore(url)
 
     async def read() -> int:
         try:

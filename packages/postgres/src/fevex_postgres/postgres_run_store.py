@@ -505,6 +505,13 @@ class PostgresRunStore:
         await self._notifications.close()
         await self._pools.close()
 
+    async def __aenter__(self) -> PostgresRunStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """``async with`` closes the store on exit."""
+        await self.close()
+
 
 # -- transaction steps ------------------------------------------------------------------
 

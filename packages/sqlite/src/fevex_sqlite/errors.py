@@ -23,6 +23,7 @@ __all__ = [
     "schema_too_new",
     "store_busy",
     "store_failure",
+    "store_not_found",
     "unusable_file",
 ]
 
@@ -69,6 +70,18 @@ def schema_too_new(path: Path, found: int, known: int) -> FevexConfigurationErro
         f"versions up to {known}; upgrade fevex-sqlite to open it.",
         category="store",
         details={"path": str(path), "found": found, "known": known},
+    )
+
+
+def store_not_found(path: Path, *, hint: str | None = None) -> FevexConfigurationError:
+    """A store asked not to create its file names one that does not exist: most often a
+    misspelt path, which would otherwise become a new, empty store."""
+    hint = hint or "check the path, or open the store with create=True to create it"
+    return FevexConfigurationError(
+        "STORE_NOT_FOUND",
+        f"The SQLite file {path} does not exist; {hint}.",
+        category="store",
+        details={"path": str(path)},
     )
 
 

@@ -21,22 +21,25 @@ __all__ = ["SCHEMES", "DEFAULT_BUSY_TIMEOUT", "StoreLocation", "parse_location"]
 # same file (the store itself runs pysqlite on a thread of its own).
 SCHEMES = ("sqlite", "sqlite+aiosqlite")
 DEFAULT_BUSY_TIMEOUT = 5.0
-_URL_OPTIONS = ("busy_timeout",)
+_URL_OPTIONS = ("busy_timeout", "create")
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 # Two letters or more, so that a Windows drive ("C:") stays a path.
 _URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):(?P<rest>.*)", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
 class StoreLocation:
-    """An absolute database path and the options its URL carried."""
+    """An absolute database path and the options its URL carried (``None``: not given)."""
 
     path: Path
     busy_timeout: float | None = None
+    create: bool | None = None
 
 
 def parse_location(path_or_url: str | os.PathLike[str]) -> StoreLocation:
     """Read ``sqlite:///relative/runs.db``, ``sqlite:////absolute/runs.db`` (also with
-    ``sqlite+aiosqlite``), optionally ending in ``?busy_timeout=SECONDS``, or a plain path.
+    ``sqlite+aiosqlite``), optionally ending in ``?busy_timeout=SECONDS`` and/or
+    ``create=false`` (``&`` between them), or a plain path.
 
     Relative paths are taken from the current directory now, so that a later ``chdir``
     cannot move the store.
@@ -59,7 +62,12 @@ def parse_location(path_or_url: str | os.PathLike[str]) -> StoreLocation:
             "(a SQLite URL has no host)",
         )
     database, _, query = url["rest"][3:].partition("?")
-    return StoreLocation(_absolute(database, path_or_url), _busy_timeout(query, path_or_url))
+    options = _options(query, path_or_url)
+    return StoreLocation(
+        _absolute(database, path_or_url),
+        _busy_timeout(options.get("busy_timeout"), path_or_url),
+        _create(options.get("create"), path_or_url),
+    )
 
 
 def _absolute(database: str, original: str) -> Path:
@@ -71,9 +79,9 @@ def _absolute(database: str, original: str) -> Path:
     return Path(os.path.abspath(database))
 
 
-def _busy_timeout(query: str, original: str) -> float | None:
+def _options(query: str, original: str) -> dict[str, str]:
     if not query:
-        return None
+        return {}
     try:
         options = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=True))
     except ValueError:
@@ -81,10 +89,25 @@ def _busy_timeout(query: str, original: str) -> float | None:
     unknown = sorted(set(options) - set(_URL_OPTIONS))
     if unknown:
         raise _invalid(
-            original, f"unknown option(s) {', '.join(unknown)}; only busy_timeout is read"
+            original,
+            f"unknown option(s) {', '.join(unknown)}; only busy_timeout and create are read",
         )
+    return options
+
+
+def _create(value: str | None, original: str) -> bool | None:
+    if value is None:
+        return None
+    if value.lower() not in _BOOLEANS:
+        raise _invalid(original, "create must be true or false")
+    return _BOOLEANS[value.lower()]
+
+
+def _busy_timeout(value: str | None, original: str) -> float | None:
+    if value is None:
+        return None
     try:
-        seconds = float(options["busy_timeout"])
+        seconds = float(value)
     except ValueError:
         raise _invalid(original, "busy_timeout must be a number of seconds") from None
     if not (math.isfinite(seconds) and seconds >= 0):

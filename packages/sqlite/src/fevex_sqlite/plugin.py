@@ -1,4 +1,5 @@
-"""The ``sqlite`` entry point of the ``fevex`` plugin group.
+"""The ``sqlite`` entry point of the ``fevex`` plugin group: the ``sqlite`` run-store scheme,
+and its answers to ``fevex db`` and ``--store``/``--create`` on the command line.
 
 Discovering plugins imports this module, so it imports neither SQLAlchemy nor sqlite3: the
 factory does, when a ``sqlite:///`` store is actually opened.
@@ -12,16 +13,17 @@ from fevex.plugins import hookimpl
 from fevex.plugins.hookspecs import Register
 
 if TYPE_CHECKING:
+    from fevex.cli import CommandRegistry
     from fevex_sqlite.run_store import SQLiteRunStore
 
-__all__ = ["fevex_register_run_stores", "open_sqlite_store"]
+__all__ = ["fevex_register_commands", "fevex_register_run_stores", "open_sqlite_store"]
 
 
 def open_sqlite_store(url: str, **options: Any) -> SQLiteRunStore:
     """Open ``sqlite:///relative/runs.db`` or ``sqlite:////absolute/runs.db`` (also as
     ``sqlite+aiosqlite``, an alias kept for URLs written for SQLAlchemy's async driver).
     ``options`` are :class:`SQLiteRunStore` keyword arguments:
-    ``busy_timeout`` and ``clock``."""
+    ``busy_timeout``, ``clock`` and ``create``."""
     from fevex_sqlite.run_store import SQLiteRunStore
 
     return SQLiteRunStore(url, **options)
@@ -30,3 +32,10 @@ def open_sqlite_store(url: str, **options: Any) -> SQLiteRunStore:
 @hookimpl
 def fevex_register_run_stores(register: Register) -> None:
     register("sqlite", open_sqlite_store)
+
+
+@hookimpl
+def fevex_register_commands(cli: CommandRegistry) -> None:
+    from fevex_sqlite.commands import add_store_commands
+
+    add_store_commands(cli)

@@ -52,122 +52,129 @@ _JSON_RUN_FIELDS = ("input", "output", "usage", "error", "pause", "context")
 _ENDED_STATUSES = sorted(TERMINAL_STATUSES)
 _EVENT_COLUMNS = "id, run_id, sequence, type, occurred_at, payload"
 
-_SELECT_RUN = text(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = :id")
+_SELECT_RUN = text(f"SELECT {_RUN_COLUMNS} FROM fevex_runs WHERE id = :id")
 _LEASE_COLUMNS = (
     "runs.session_id, runs.status, runs.revision, runs.lease_owner, runs.lease_generation, "
     "runs.lease_expires_at"
 )
-_SELECT_RUN_LEASE = text(f"SELECT {_LEASE_COLUMNS}, runs.cancel_requested FROM runs WHERE id = :id")
+_SELECT_RUN_LEASE = text(
+    f"SELECT {_LEASE_COLUMNS}, runs.cancel_requested FROM fevex_runs AS runs WHERE id = :id"
+)
 # What a commit checks and extends, in one statement: the lease and revision, the last
 # event's sequence (one seek to the end of the run in the (run_id, sequence) index) and,
 # when the commit appends to the session's history, that history.
 _LAST_SEQUENCE = (
-    "(SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = runs.id) AS last_sequence"
+    "(SELECT COALESCE(MAX(sequence), 0) FROM fevex_events WHERE run_id = runs.id) AS last_sequence"
 )
 _SELECT_COMMIT_TARGET = text(
-    f"SELECT {_LEASE_COLUMNS}, runs.parent_run_id, {_LAST_SEQUENCE} FROM runs WHERE runs.id = :id"
+    f"SELECT {_LEASE_COLUMNS}, runs.parent_run_id, {_LAST_SEQUENCE} "
+    "FROM fevex_runs AS runs WHERE runs.id = :id"
 )
 _SELECT_COMMIT_TARGET_AND_HISTORY = text(
     f"SELECT {_LEASE_COLUMNS}, runs.parent_run_id, {_LAST_SEQUENCE}, sessions.history "
-    "FROM runs LEFT JOIN sessions ON sessions.id = runs.session_id WHERE runs.id = :id"
+    "FROM fevex_runs AS runs LEFT JOIN fevex_sessions AS sessions "
+    "ON sessions.id = runs.session_id WHERE runs.id = :id"
 )
 # The parent a commit wakes (store_rules.parent_to_wake), unless it has ended.
 _WAKE_PARENT = text(
-    "UPDATE runs SET wake_at = :now WHERE id = :id AND status NOT IN :ended"
+    "UPDATE fevex_runs SET wake_at = :now WHERE id = :id AND status NOT IN :ended"
 ).bindparams(bindparam("ended", expanding=True))
-_SELECT_CHECKPOINT = text("SELECT checkpoint FROM runs WHERE id = :id")
-_SELECT_RUN_POSITION = text("SELECT created_at, id FROM runs WHERE id = :id")
+_SELECT_CHECKPOINT = text("SELECT checkpoint FROM fevex_runs WHERE id = :id")
+_SELECT_RUN_POSITION = text("SELECT created_at, id FROM fevex_runs WHERE id = :id")
 _INSERT_RUN = text(
-    f"INSERT INTO runs ({_RUN_COLUMNS}, checkpoint, lease_owner, lease_generation, "
+    f"INSERT INTO fevex_runs ({_RUN_COLUMNS}, checkpoint, lease_owner, lease_generation, "
     "lease_expires_at) VALUES (:id, :session_id, :agent_name, :kind, :status, :input, "
     ":output, :usage, :error, :pause, :revision, :created_at, :updated_at, :name, :version, "
     ":parent_run_id, :root_run_id, :context, :cancel_requested, :wake_at, :checkpoint, "
     ":lease_owner, :lease_generation, :lease_expires_at)"
 )
-_REQUEST_CANCEL = text("UPDATE runs SET cancel_requested = 1 WHERE id = :id")
+_REQUEST_CANCEL = text("UPDATE fevex_runs SET cancel_requested = 1 WHERE id = :id")
 _SET_LEASE = text(
-    "UPDATE runs SET lease_owner = :owner, lease_generation = :generation, "
+    "UPDATE fevex_runs SET lease_owner = :owner, lease_generation = :generation, "
     "lease_expires_at = :expires_at WHERE id = :id"
 )
 # Insertion order, as the in-memory store scans; the partial indexes narrow the scan to
 # running runs whose lease has expired (store_rules.is_claimable, in SQL), of the run
-# names asked for when given (runs_running_by_name).
+# names asked for when given (fevex_runs_running_by_name).
 _EXPIRED_RUN_CONDITION = "status = 'running' AND lease_expires_at <= :now"
 _FIRST_EXPIRED_RUN = text(
-    f"SELECT id, lease_generation FROM runs WHERE {_EXPIRED_RUN_CONDITION} ORDER BY rowid LIMIT 1"
+    f"SELECT id, lease_generation FROM fevex_runs WHERE {_EXPIRED_RUN_CONDITION} "
+    "ORDER BY rowid LIMIT 1"
 )
 _FIRST_EXPIRED_RUN_OF = text(
-    f"SELECT id, lease_generation FROM runs WHERE {_EXPIRED_RUN_CONDITION} "
+    f"SELECT id, lease_generation FROM fevex_runs WHERE {_EXPIRED_RUN_CONDITION} "
     "AND name IN :names ORDER BY rowid LIMIT 1"
 ).bindparams(bindparam("names", expanding=True))
-# Oldest expiry first, ties by id, over the expired range of runs_running_by_lease.
+# Oldest expiry first, ties by id, over the expired range of fevex_runs_running_by_lease.
 _EXPIRED_RUN_IDS = text(
-    f"SELECT id FROM runs WHERE {_EXPIRED_RUN_CONDITION} ORDER BY lease_expires_at, id LIMIT :limit"
+    f"SELECT id FROM fevex_runs WHERE {_EXPIRED_RUN_CONDITION} "
+    "ORDER BY lease_expires_at, id LIMIT :limit"
 )
 _EXPIRED_RUN_IDS_OF = text(
-    f"SELECT id FROM runs WHERE {_EXPIRED_RUN_CONDITION} AND name IN :names "
+    f"SELECT id FROM fevex_runs WHERE {_EXPIRED_RUN_CONDITION} AND name IN :names "
     "ORDER BY lease_expires_at, id LIMIT :limit"
 ).bindparams(bindparam("names", expanding=True))
 # store_rules.is_due in SQL: earliest wake_at first (ties by id, as the in-memory store
-# orders them), one range scan of runs_paused_by_wake.
+# orders them), one range scan of fevex_runs_paused_by_wake.
 _DUE_RUN_CONDITION = (
     "status = 'paused' AND wake_at IS NOT NULL AND wake_at <= :now AND lease_expires_at <= :now"
 )
 _FIRST_DUE_RUN = text(
-    f"SELECT id, lease_generation FROM runs WHERE {_DUE_RUN_CONDITION} ORDER BY wake_at, id LIMIT 1"
+    f"SELECT id, lease_generation FROM fevex_runs WHERE {_DUE_RUN_CONDITION} "
+    "ORDER BY wake_at, id LIMIT 1"
 )
 _FIRST_DUE_RUN_OF = text(
-    f"SELECT id, lease_generation FROM runs WHERE {_DUE_RUN_CONDITION} AND name IN :names "
+    f"SELECT id, lease_generation FROM fevex_runs WHERE {_DUE_RUN_CONDITION} AND name IN :names "
     "ORDER BY wake_at, id LIMIT 1"
 ).bindparams(bindparam("names", expanding=True))
 # The claim moves wake_at to the new lease's expiry: the run is due again if its claimer
 # dies before it commits.
 _TAKE_DUE_RUN = text(
-    "UPDATE runs SET lease_owner = :owner, lease_generation = :generation, "
+    "UPDATE fevex_runs SET lease_owner = :owner, lease_generation = :generation, "
     "lease_expires_at = :expires_at, wake_at = :expires_at WHERE id = :id"
 )
 
 # What creating a run checks, in one row whether or not the session exists: that the run
 # id is new, and whether the session is free and still at the revision the caller read.
 _SELECT_CREATE_TARGET = text(
-    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = :run_id) AS run_exists, "
-    "sessions.id, sessions.active_run_id, sessions.revision "
-    "FROM (SELECT 1) LEFT JOIN sessions ON sessions.id = :session_id"
+    "SELECT EXISTS (SELECT 1 FROM fevex_runs WHERE id = :run_id) AS run_exists, "
+    "fevex_sessions.id, fevex_sessions.active_run_id, fevex_sessions.revision "
+    "FROM (SELECT 1) LEFT JOIN fevex_sessions ON fevex_sessions.id = :session_id"
 )
 _SELECT_SESSION = text(
     "SELECT id, history, summary, active_run_id, revision, created_at, updated_at "
-    "FROM sessions WHERE id = :id"
+    "FROM fevex_sessions WHERE id = :id"
 )
 _INSERT_SESSION = text(
-    "INSERT INTO sessions (id, history, summary, active_run_id, revision, created_at, "
+    "INSERT INTO fevex_sessions (id, history, summary, active_run_id, revision, created_at, "
     "updated_at) VALUES (:id, :history, :summary, :active_run_id, :revision, :created_at, "
     ":updated_at)"
 )
 _RESERVE_SESSION = text(
-    "UPDATE sessions SET active_run_id = :run_id, revision = revision + 1, "
+    "UPDATE fevex_sessions SET active_run_id = :run_id, revision = revision + 1, "
     "updated_at = :updated_at WHERE id = :id"
 )
 _END_SESSION_TURN = text(
-    "UPDATE sessions SET history = COALESCE(:history, history), "
+    "UPDATE fevex_sessions SET history = COALESCE(:history, history), "
     "active_run_id = CASE WHEN :release THEN NULL ELSE active_run_id END, "
     "revision = revision + 1, updated_at = :updated_at WHERE id = :id"
 )
 _REPLACE_SESSION = text(
-    "UPDATE sessions SET history = :history, summary = :summary, active_run_id = NULL, "
+    "UPDATE fevex_sessions SET history = :history, summary = :summary, active_run_id = NULL, "
     "revision = :revision, created_at = :created_at, updated_at = :updated_at WHERE id = :id"
 )
 
 _INSERT_EVENT = text(
-    f"INSERT INTO events ({_EVENT_COLUMNS}) "
+    f"INSERT INTO fevex_events ({_EVENT_COLUMNS}) "
     "VALUES (:id, :run_id, :sequence, :type, :occurred_at, :payload)"
 )
-_SELECT_CURSOR = text("SELECT run_id, sequence FROM events WHERE id = :id")
+_SELECT_CURSOR = text("SELECT run_id, sequence FROM fevex_events WHERE id = :id")
 # The cursor is resolved by id alone, then one range scan of the (run_id, sequence)
 # index returns the page: earlier events are never read. LIMIT -1 means no limit (a
 # caller's limit is positive: store_rules.check_event_page).
 LIST_EVENTS_SQL = {
     order: text(
-        f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = :run_id AND sequence > :after "
+        f"SELECT {_EVENT_COLUMNS} FROM fevex_events WHERE run_id = :run_id AND sequence > :after "
         f"ORDER BY sequence {order.upper()} LIMIT :limit"
     )
     for order in ("asc", "desc")
@@ -179,10 +186,12 @@ class SQLiteRunStore:
     one machine may share.
 
     ``path`` is a file path or a ``sqlite:///`` URL; the file, its directory and its schema
-    are created (or migrated) on open. ``busy_timeout`` (seconds) bounds how long a write
-    waits for another writer's lock before ``STORE_BUSY``; ``clock`` (seconds since the
-    epoch) decides lease expiry, and tests may pass their own: it is called on the store's
-    thread, inside its transactions.
+    are created (or migrated) on open. With ``create=False`` (or ``?create=false`` in the
+    URL) a file that does not exist is refused with ``STORE_NOT_FOUND`` instead, so that a
+    misspelt path cannot become a new, empty store; the argument overrides the URL.
+    ``busy_timeout`` (seconds) bounds how long a write waits for another writer's lock
+    before ``STORE_BUSY``; ``clock`` (seconds since the epoch) decides lease expiry, and
+    tests may pass their own: it is called on the store's thread, inside its transactions.
 
     Operations run one at a time, on one thread of the store's own, started on first use;
     :meth:`close` ends it, and a closed store starts a new one if used again. A failure of
@@ -197,8 +206,11 @@ class SQLiteRunStore:
         *,
         busy_timeout: float | None = None,
         clock: Callable[[], float] = time.time,
+        create: bool | None = None,
     ) -> None:
         location = parse_location(path)
+        if create is None:
+            create = True if location.create is None else location.create
         if busy_timeout is None:
             busy_timeout = location.busy_timeout
         if busy_timeout is None:
@@ -212,7 +224,9 @@ class SQLiteRunStore:
         self.path = location.path
         self.busy_timeout = float(busy_timeout)
         self.clock = clock
-        self.schema_version = prepare_database(self.path, busy_timeout=self.busy_timeout)
+        self.schema_version = prepare_database(
+            self.path, busy_timeout=self.busy_timeout, create=create
+        )
         self._transactions = TransactionThread(self.path, busy_timeout=self.busy_timeout)
 
     def __repr__(self) -> str:
@@ -538,16 +552,25 @@ class SQLiteRunStore:
         store's thread; safe to call more than once, and a closed store opens again if used."""
         await self._transactions.close()
 
+    async def __aenter__(self) -> SQLiteRunStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """``async with`` closes the store on exit."""
+        await self.close()
+
 
 def create_sqlite_run_store(
     path_or_url: str | os.PathLike[str],
     *,
     busy_timeout: float | None = None,
     clock: Callable[[], float] = time.time,
+    create: bool | None = None,
 ) -> SQLiteRunStore:
     """Open the store in the file at ``path_or_url`` (a path, or ``sqlite:///runs.db``),
-    creating the file and its schema when they do not exist yet."""
-    return SQLiteRunStore(path_or_url, busy_timeout=busy_timeout, clock=clock)
+    creating the file and its schema when they do not exist yet, unless ``create=False``
+    (or ``?create=false`` in the URL): then a missing file is ``STORE_NOT_FOUND``."""
+    return SQLiteRunStore(path_or_url, busy_timeout=busy_timeout, clock=clock, create=create)
 
 
 # -- transactions that need no clock, each run whole on the store's thread -------------
@@ -664,7 +687,7 @@ def _update_run_statement(columns: tuple[str, ...]) -> TextClause:
     # RUN_FIELDS_A_COMMIT_CHANGES first); values are always bound parameters. One
     # statement object per set of columns, so that SQLAlchemy's compiled cache serves it.
     assignments = ", ".join(f"{column} = :{column}" for column in columns)
-    return text(f"UPDATE runs SET {assignments} WHERE id = :_key")
+    return text(f"UPDATE fevex_runs SET {assignments} WHERE id = :_key")
 
 
 @functools.cache
@@ -678,7 +701,8 @@ def _list_runs_statement(filters: tuple[str, ...], below: bool) -> TextClause:
         conditions.append("(created_at, id) < (:below_created_at, :below_id)")
     where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
     return text(
-        f"SELECT {_RUN_COLUMNS} FROM runs {where}ORDER BY created_at DESC, id DESC LIMIT :limit"
+        f"SELECT {_RUN_COLUMNS} FROM fevex_runs {where}"
+        "ORDER BY created_at DESC, id DESC LIMIT :limit"
     )
 
 

@@ -7,8 +7,13 @@ it exactly once, and a failed migration leaves the file at its previous version.
 with a version this code does not know was written by a newer fevex-sqlite and is refused
 rather than guessed at.
 
-To change the schema, append ``Migration(4, ...)`` to ``MIGRATIONS``; never edit a
-migration that has been released, since files in the field already ran it.
+A new file (no schema version yet) gets ``CURRENT_SCHEMA``, the schema the migrations
+build, in one go: replaying migration 1 would create unprefixed tables that may collide
+with an application's own in a shared file.
+
+To change the schema, append ``Migration(5, ...)`` to ``MIGRATIONS`` and change
+``CURRENT_SCHEMA`` to match; never edit a migration that has been released, since files in
+the field already ran it.
 
 Opening uses the standard ``sqlite3`` module synchronously: store factories are plain
 functions (``create_fevex`` calls them outside any event loop), and a store should be
@@ -25,9 +30,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from fevex_sqlite.errors import is_busy, schema_too_new, store_busy, unusable_file
+from fevex_sqlite.errors import (
+    is_busy,
+    schema_too_new,
+    store_busy,
+    store_not_found,
+    unusable_file,
+)
 
-__all__ = ["LATEST_VERSION", "MIGRATIONS", "Migration", "prepare_database", "schema_version"]
+__all__ = [
+    "CURRENT_SCHEMA",
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "Migration",
+    "SchemaUpgrade",
+    "prepare_database",
+    "schema_version",
+    "upgrade_database",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +168,117 @@ MIGRATIONS: tuple[Migration, ...] = (
             "WHERE status = 'paused' AND wake_at IS NOT NULL",
         ),
     ),
+    Migration(
+        4,
+        "tables and indexes prefixed fevex_",
+        (
+            # The unprefixed names collide with an application's own tables in a shared
+            # file. SQLite (3.26 and later) rewrites the foreign keys of the other tables
+            # and the indexes' definitions with a renamed table; an index keeps its name,
+            # and SQLite cannot rename one, so each is rebuilt under its new name.
+            "ALTER TABLE runs RENAME TO fevex_runs",
+            "ALTER TABLE sessions RENAME TO fevex_sessions",
+            "ALTER TABLE events RENAME TO fevex_events",
+            "DROP INDEX events_by_run_sequence",
+            "CREATE UNIQUE INDEX fevex_events_by_run_sequence ON fevex_events (run_id, sequence)",
+            "DROP INDEX runs_by_created",
+            "CREATE INDEX fevex_runs_by_created ON fevex_runs (created_at, id)",
+            "DROP INDEX runs_by_status",
+            "CREATE INDEX fevex_runs_by_status ON fevex_runs (status, created_at, id)",
+            "DROP INDEX runs_by_kind",
+            "CREATE INDEX fevex_runs_by_kind ON fevex_runs (kind, created_at, id)",
+            "DROP INDEX runs_by_name",
+            "CREATE INDEX fevex_runs_by_name ON fevex_runs (name, created_at, id)",
+            "DROP INDEX runs_by_session",
+            "CREATE INDEX fevex_runs_by_session ON fevex_runs (session_id, created_at, id)",
+            "DROP INDEX runs_by_parent",
+            "CREATE INDEX fevex_runs_by_parent ON fevex_runs (parent_run_id, created_at, id) "
+            "WHERE parent_run_id IS NOT NULL",
+            "DROP INDEX runs_running_by_lease",
+            "CREATE INDEX fevex_runs_running_by_lease "
+            "ON fevex_runs (status, lease_expires_at, id) WHERE status = 'running'",
+            "DROP INDEX runs_running_by_name",
+            "CREATE INDEX fevex_runs_running_by_name "
+            "ON fevex_runs (status, name, lease_expires_at, id) WHERE status = 'running'",
+            "DROP INDEX runs_paused_by_wake",
+            "CREATE INDEX fevex_runs_paused_by_wake ON fevex_runs (status, wake_at, id) "
+            "WHERE status = 'paused' AND wake_at IS NOT NULL",
+        ),
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
+
+# What MIGRATIONS build, written as of LATEST_VERSION: a new file gets this schema at once
+# rather than by replaying them, since migration 1 creates the unprefixed tables that
+# collide with an application's own ``runs``, ``sessions`` or ``events`` in a shared file.
+# Columns are in the order the migrations add them; test_sqlite_schema.py checks that both
+# ways give the same tables, columns, keys and indexes. When a migration is appended, change
+# this schema to match.
+CURRENT_SCHEMA: tuple[str, ...] = (
+    """
+    CREATE TABLE fevex_sessions (
+        id TEXT PRIMARY KEY,
+        history TEXT NOT NULL,
+        summary TEXT,
+        active_run_id TEXT REFERENCES fevex_runs (id) DEFERRABLE INITIALLY DEFERRED,
+        revision INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE fevex_runs (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES fevex_sessions (id),
+        agent_name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        input TEXT NOT NULL,
+        output TEXT NOT NULL,
+        usage TEXT NOT NULL,
+        error TEXT NOT NULL,
+        pause TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        checkpoint TEXT NOT NULL,
+        lease_owner TEXT NOT NULL,
+        lease_generation INTEGER NOT NULL,
+        lease_expires_at REAL NOT NULL,
+        name TEXT NOT NULL DEFAULT '',
+        version TEXT,
+        parent_run_id TEXT,
+        root_run_id TEXT NOT NULL DEFAULT '',
+        context TEXT NOT NULL DEFAULT 'null',
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        wake_at REAL
+    )
+    """,
+    """
+    CREATE TABLE fevex_events (
+        id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES fevex_runs (id),
+        sequence INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        occurred_at TEXT NOT NULL,
+        payload TEXT NOT NULL
+    )
+    """,
+    "CREATE UNIQUE INDEX fevex_events_by_run_sequence ON fevex_events (run_id, sequence)",
+    "CREATE INDEX fevex_runs_by_created ON fevex_runs (created_at, id)",
+    "CREATE INDEX fevex_runs_by_status ON fevex_runs (status, created_at, id)",
+    "CREATE INDEX fevex_runs_by_kind ON fevex_runs (kind, created_at, id)",
+    "CREATE INDEX fevex_runs_by_name ON fevex_runs (name, created_at, id)",
+    "CREATE INDEX fevex_runs_by_session ON fevex_runs (session_id, created_at, id)",
+    "CREATE INDEX fevex_runs_by_parent ON fevex_runs (parent_run_id, created_at, id) "
+    "WHERE parent_run_id IS NOT NULL",
+    "CREATE INDEX fevex_runs_running_by_lease ON fevex_runs (status, lease_expires_at, id) "
+    "WHERE status = 'running'",
+    "CREATE INDEX fevex_runs_running_by_name "
+    "ON fevex_runs (status, name, lease_expires_at, id) WHERE status = 'running'",
+    "CREATE INDEX fevex_runs_paused_by_wake ON fevex_runs (status, wake_at, id) "
+    "WHERE status = 'paused' AND wake_at IS NOT NULL",
+)
 
 _CREATE_VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS fevex_schema_migrations (
@@ -160,12 +289,42 @@ CREATE TABLE IF NOT EXISTS fevex_schema_migrations (
 """
 
 
+@dataclass(frozen=True, slots=True)
+class SchemaUpgrade:
+    """What :func:`prepare_database` did: the version it found (0 for a new file), the one
+    the file has now, and the migrations it applied."""
+
+    previous_version: int
+    version: int
+    applied: tuple[int, ...]
+
+
 def prepare_database(
-    path: Path, *, busy_timeout: float, migrations: Sequence[Migration] = MIGRATIONS
+    path: Path,
+    *,
+    busy_timeout: float,
+    migrations: Sequence[Migration] = MIGRATIONS,
+    create: bool = True,
 ) -> int:
-    """Create the file and its directory if needed, switch it to WAL and bring its schema
-    to the last of ``migrations``; returns the file's schema version."""
+    """Create the file and its directory if needed (unless ``create`` is false: then a
+    missing file is ``STORE_NOT_FOUND``), switch it to WAL and bring its schema to the
+    last of ``migrations``; returns the file's schema version."""
+    return upgrade_database(
+        path, busy_timeout=busy_timeout, migrations=migrations, create=create
+    ).version
+
+
+def upgrade_database(
+    path: Path,
+    *,
+    busy_timeout: float,
+    migrations: Sequence[Migration] = MIGRATIONS,
+    create: bool = True,
+) -> SchemaUpgrade:
+    """:func:`prepare_database`, telling what it did."""
     _check_sequence(migrations)
+    if not create and not path.exists():
+        raise store_not_found(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -175,12 +334,12 @@ def prepare_database(
             _use_wal(connection, busy_timeout)
             connection.execute("BEGIN IMMEDIATE")
             try:
-                version = _migrate(connection, path, migrations)
+                done = _migrate(connection, path, migrations)
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
-            return version
+            return done
     except sqlite3.OperationalError as error:
         if is_busy(error):
             raise store_busy(path, busy_timeout) from error
@@ -211,11 +370,17 @@ def _use_wal(connection: sqlite3.Connection, busy_timeout: float) -> None:
 
 
 def schema_version(path: Path) -> int:
-    """The schema version recorded in an existing file (0 when it has none)."""
-    with closing(sqlite3.connect(path, isolation_level=None)) as connection:
-        if not _has_version_table(connection):
-            return 0
-        return _current_version(connection)
+    """The schema version recorded in an existing file (0 when it has none); a missing
+    file is ``STORE_NOT_FOUND`` and is not created."""
+    if not path.exists():
+        raise store_not_found(path)
+    try:
+        with closing(sqlite3.connect(path, isolation_level=None)) as connection:
+            if not _has_version_table(connection):
+                return 0
+            return _current_version(connection)
+    except sqlite3.DatabaseError as error:
+        raise unusable_file(path, str(error)) from error
 
 
 def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
@@ -225,20 +390,35 @@ def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     return connection
 
 
-def _migrate(connection: sqlite3.Connection, path: Path, migrations: Sequence[Migration]) -> int:
+def _migrate(
+    connection: sqlite3.Connection, path: Path, migrations: Sequence[Migration]
+) -> SchemaUpgrade:
     connection.execute(_CREATE_VERSION_TABLE)
     current = _current_version(connection)
     latest = migrations[-1].version
     if current > latest:
         raise schema_too_new(path, current, latest)
-    for migration in migrations[current:]:
+    pending = migrations[current:]
+    if current == 0 and tuple(migrations[:LATEST_VERSION]) == MIGRATIONS:
+        # A new file: the current schema at once, recorded as the migrations it stands for.
+        for statement in CURRENT_SCHEMA:
+            connection.execute(statement)
+        for migration in MIGRATIONS:
+            _record(connection, migration)
+        pending = migrations[LATEST_VERSION:]
+    for migration in pending:
         for statement in migration.statements:
             connection.execute(statement)
-        connection.execute(
-            "INSERT INTO fevex_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-            (migration.version, migration.name, datetime.now(UTC).isoformat()),
-        )
-    return latest
+        _record(connection, migration)
+    applied = tuple(migration.version for migration in migrations[current:])
+    return SchemaUpgrade(current, latest, applied)
+
+
+def _record(connection: sqlite3.Connection, migration: Migration) -> None:
+    connection.execute(
+        "INSERT INTO fevex_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+        (migration.version, migration.name, datetime.now(UTC).isoformat()),
+    )
 
 
 def _current_version(connection: sqlite3.Connection) -> int:

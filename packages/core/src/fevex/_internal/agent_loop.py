@@ -5,12 +5,19 @@ It starts from a :class:`RunState` (new, resumed or recovered alike), and each s
 commits its events together with the checkpoint that lets another process continue after
 it. Leases, cancellation, the deadline and the final commits belong to the
 :class:`~fevex._internal.execution.Execution` that drives it.
+
+A failed tool call either fails the run or, when the tool opted in (or raised
+``ToolRetry``) and the run has retries left (``Limits.max_tool_retries``), goes back to the
+model as an error result: the call is journalled ``failed`` with ``retry: true``, so it is
+never run again, and the retries a run used are counted from its journal. Logs go to the
+``fevex`` logger with the run id in ``extra`` and never hold inputs, outputs or text.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from typing import Any
@@ -28,6 +35,8 @@ from fevex.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolRe
 from fevex.models import ModelInput, ModelResult, ModelStreamReader, ToolCall, Usage
 from fevex.policies.policy import Policy
 from fevex.schemas.schema import ensure_json
+
+logger = logging.getLogger("fevex")
 
 
 def _fail(code: str, message: str, **details: Any) -> FevexRunError:
@@ -113,6 +122,10 @@ class AgentLoop:
                 limit=limits.max_steps,
             )
         step = state.step + 1
+        run_id = sink.run.id
+        logger.debug(
+            "Run %s: model step %d started", run_id, step, extra={"run_id": run_id, "step": step}
+        )
         yield await sink.emit("model.started", {"step": step})
         model_input = ModelInput(
             (*self.prefix, *state.transcript),
@@ -131,6 +144,13 @@ class AgentLoop:
         state.step = step
         state.usage = state.usage + result.usage
         self._provider_state = result.provider_state
+        logger.debug(
+            "Run %s: model step %d completed with %d tool calls",
+            run_id,
+            step,
+            len(result.tool_calls),
+            extra={"run_id": run_id, "step": step, "tool_calls": len(result.tool_calls)},
+        )
         completed_payload = {
             "step": step,
             "output": result.output,
@@ -308,12 +328,47 @@ class AgentLoop:
                 durable=True,
                 checkpoint=state.checkpoint,
             )
+            where = {"run_id": runner.run_id, "step": pending.step, **base}
+            logger.debug(
+                "Run %s: tool %s started (call %s)", runner.run_id, call.name, call.id, extra=where
+            )
             try:
                 output = await runner.execute()
             except FevexError as error:
-                state.journal.failed(step_id, error.to_json())
-                yield await sink.emit("tool.failed", {**base, "error": error.to_json()})
-                raise
+                message = runner.retry_message(error)
+                retries_left = self._retries_left(error) if message is not None else 0
+                if message is None or retries_left == 0:
+                    state.journal.failed(step_id, error.to_json())
+                    yield await sink.emit("tool.failed", {**base, "error": error.to_json()})
+                    raise
+                left = None if retries_left is None else retries_left - 1
+                result = {"code": error.code, "message": message}
+                pending.results.append(ToolResultPart(call.id, call.name, result, True))
+                # Failed, not started: recovery must never run this call again.
+                state.journal.failed(step_id, {**error.to_json(), "retry": True})
+                logger.warning(
+                    "Run %s: tool %s failed with %s; the error goes back to the model "
+                    "(%s tool retries left)",
+                    runner.run_id,
+                    call.name,
+                    error.code,
+                    "unlimited" if left is None else left,
+                    extra={**where, "code": error.code, "retries_left": left},
+                )
+                yield await sink.emit(
+                    "tool.failed",
+                    {**base, "error": result, "retry": True, "retries_left": left},
+                    durable=True,
+                    checkpoint=state.checkpoint,
+                )
+                continue
+            logger.debug(
+                "Run %s: tool %s completed (call %s)",
+                runner.run_id,
+                call.name,
+                call.id,
+                extra=where,
+            )
             pending.results.append(ToolResultPart(call.id, call.name, output))
             state.journal.completed(step_id, output)
             # Durable as soon as the effect ended: a crash now must not make it look in flight.
@@ -325,6 +380,27 @@ class AgentLoop:
             )
         state.add(Message("tool", tuple(pending.results)))
         state.pending = None
+
+    def _retries_left(self, error: FevexError) -> int | None:
+        """Retries the run has left before this one (``None``: unlimited); with none left,
+        ``error`` says so, keeping its code."""
+        limit = self.agent.definition.limits.max_tool_retries
+        if limit is None:
+            return None
+        used = sum(
+            1
+            for entry in self.state.journal.entries.values()
+            if entry.status == "failed" and (entry.error or {}).get("retry") is True
+        )
+        left = max(limit - used, 0)
+        if left == 0:
+            error.message = (
+                f"{error.message} (not handed back to the model: the run has used its "
+                f"{limit} tool retries, Limits.max_tool_retries)"
+            )
+            error.args = (error.message,)
+            error.details["max_tool_retries"] = limit
+        return left
 
     def _runner(self, tool: PreparedTool, call: ToolCall) -> ToolCallRun:
         run = self.execution.sink.run

@@ -1,17 +1,20 @@
 """Checking what ``create_fevex`` receives and freezing it into a composition.
 
 Every registered entity is checked here, including values built without ``define_*`` or
-changed after definition, and each problem raises ``FevexConfigurationError`` with the
-code of its entity. The app keeps shallow copies, so the caller's containers can change
-afterwards without reconfiguring it.
+changed after definition. Every problem found is reported at once, each with the code of
+its entity, in one ``FevexConfigurationError`` (its ``problems``). The app keeps shallow
+copies, so the caller's containers can change afterwards without reconfiguring it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from fevex._internal.names import did_you_mean
+from fevex._internal.schema_check import schema_problem
 from fevex.agents import AgentDefinition
 from fevex.errors import FevexConfigurationError
 from fevex.models import ToolSpec
@@ -36,7 +39,7 @@ class PreparedTool:
 
 @dataclass(slots=True)
 class PreparedAgent:
-    definition: AgentDefinition
+    definition: AgentDefinition[Any]
     model: Any
     tools: dict[str, PreparedTool]
     output_schema: CompiledSchema | None
@@ -72,6 +75,29 @@ def _config_error(message: str) -> FevexConfigurationError:
     return FevexConfigurationError("INVALID_CONFIG", message)
 
 
+class Problems:
+    """Every problem a composition has, so that one error reports them all."""
+
+    def __init__(self) -> None:
+        self.found: list[FevexConfigurationError] = []
+
+    def add(self, error: FevexConfigurationError) -> None:
+        # An error that already reports several problems adds each of them.
+        self.found.extend(error.problems)
+
+    @contextmanager
+    def collect(self) -> Iterator[None]:
+        """Record the configuration error the block raises, and go on after it."""
+        try:
+            yield
+        except FevexConfigurationError as error:
+            self.add(error)
+
+    def raise_if_any(self) -> None:
+        if self.found:
+            raise FevexConfigurationError.of(self.found)
+
+
 def _as_sequence(value: Any, what: str) -> Sequence[Any]:
     if value is None:
         return ()
@@ -84,7 +110,7 @@ def _compile(source: Any, code: str, owner: str) -> CompiledSchema:
     try:
         return compile_schema(source)
     except Exception as error:
-        raise FevexConfigurationError(code, f"{owner}: invalid schema: {error}") from error
+        raise FevexConfigurationError(code, f"{owner}: {schema_problem(source, error)}") from error
 
 
 def compose(
@@ -96,120 +122,215 @@ def compose(
     policies: Any = (),
     credentials: Any = None,
     connections: Any = (),
+    problems: Problems | None = None,
 ) -> Composition:
-    if models is None:
-        models = {}
-    if not isinstance(models, Mapping):
-        raise _config_error(f"models must be a mapping of names to models, not {models!r}.")
-    model_table: dict[str, Any] = {}
-    for key, model in models.items():
-        if not isinstance(key, str) or not key:
-            raise FevexConfigurationError("INVALID_MODEL", f"Model key {key!r} must be a string.")
-        if not callable(getattr(model, "stream", None)):
-            raise FevexConfigurationError(
-                "INVALID_MODEL", f"Model {key!r} has no stream(input) method."
-            )
-        model_table[key] = model
+    """Check everything and freeze it; every problem found is raised at once, in one
+    ``FevexConfigurationError`` (see ``problems``), or added to ``problems`` when given."""
+    own = problems is None
+    found = Problems() if problems is None else problems
+    model_table = _models(models, found)
+    tool_table = _tools(tools, found)
+    connection_table = _connections(connections, tool_table, found)
+    agent_table = _agents(agents, model_table, tool_table, connection_table, found)
 
-    tool_table: dict[str, PreparedTool] = {}
-    for tool in _as_sequence(tools, "tools"):
-        if not isinstance(tool, ToolDefinition):
-            raise FevexConfigurationError(
-                "INVALID_TOOL", f"{tool!r} is not a tool; define it with define_tool."
-            )
-        tool.check()
-        if tool.name in tool_table:
-            raise FevexConfigurationError("DUPLICATE_TOOL", f"Tool {tool.name!r} is defined twice.")
-        tool_table[tool.name] = PreparedTool(
-            tool,
-            _compile(tool.input_schema, "INVALID_TOOL", f"Tool {tool.name}"),
-            None
-            if tool.output_schema is None
-            else _compile(tool.output_schema, "INVALID_TOOL", f"Tool {tool.name}"),
-        )
-
-    connection_table: dict[str, ConnectionDefinition] = {}
-    for connection in _as_sequence(connections, "connections"):
-        if not isinstance(connection, ConnectionDefinition):
-            raise FevexConfigurationError(
-                "INVALID_CONNECTION",
-                f"{connection!r} is not a connection; define it with define_connection.",
-            )
-        connection.check()
-        if connection.name in connection_table:
-            # Two connections of one name expose colliding <connection>__<tool> names.
-            raise FevexConfigurationError(
-                "DUPLICATE_TOOL", f"Connection {connection.name!r} is defined twice."
-            )
-        for remote_name in connection.allowlist or ():
-            if connection.tool_name(remote_name) in tool_table:
-                raise FevexConfigurationError(
-                    "DUPLICATE_TOOL",
-                    f"Tool {connection.tool_name(remote_name)!r} is both defined and exposed "
-                    f"by connection {connection.name}.",
-                )
-        connection_table[connection.name] = connection
-
-    agent_table: dict[str, PreparedAgent] = {}
-    for agent in _as_sequence(agents, "agents"):
-        if not isinstance(agent, AgentDefinition):
-            raise FevexConfigurationError(
-                "INVALID_AGENT", f"{agent!r} is not an agent; define it with define_agent."
-            )
-        agent.check()
-        if agent.name in agent_table:
-            raise FevexConfigurationError(
-                "DUPLICATE_AGENT", f"Agent {agent.name!r} is defined twice."
-            )
-        agent_tools = {}
-        remote: dict[str, list[str]] = {}
-        for name in agent.tools:
-            if name in tool_table:
-                agent_tools[name] = tool_table[name]
-                continue
-            connection_name, separator, remote_name = name.partition(SEPARATOR)
-            connection = connection_table.get(connection_name)
-            if not separator or connection is None or not connection.exposes(remote_name):
-                raise FevexConfigurationError(
-                    "MISSING_TOOL", f"Agent {agent.name} uses tool {name!r}, which is not defined."
-                )
-            remote.setdefault(connection_name, []).append(remote_name)
-        agent_table[agent.name] = PreparedAgent(
-            agent,
-            _model_for(agent, model_table),
-            agent_tools,
-            None
-            if agent.output_schema is None
-            else _compile(agent.output_schema, "INVALID_AGENT", f"Agent {agent.name}"),
-            {name: tuple(names) for name, names in remote.items()},
-            None
-            if agent.input_schema is None
-            else _compile(agent.input_schema, "INVALID_AGENT", f"Agent {agent.name}"),
-        )
-
-    if on_event is None:
-        observers: tuple[Callable[..., Any], ...] = ()
-    elif callable(on_event):
-        observers = (on_event,)
-    else:
-        observers = tuple(_as_sequence(on_event, "on_event"))
-        if not all(callable(observer) for observer in observers):
-            raise _config_error("on_event must be a callable or a list of callables.")
-    policy_list = tuple(_as_sequence(policies, "policies"))
+    observers: tuple[Callable[..., Any], ...] = ()
+    with found.collect():
+        if callable(on_event):
+            observers = (on_event,)
+        elif on_event is not None:
+            observers = tuple(_as_sequence(on_event, "on_event"))
+            if not all(callable(observer) for observer in observers):
+                raise _config_error("on_event must be a callable or a list of callables.")
+    policy_list: tuple[Any, ...] = ()
+    with found.collect():
+        policy_list = tuple(_as_sequence(policies, "policies"))
     for policy in policy_list:
         if not callable(policy):
-            raise FevexConfigurationError(
-                "INVALID_POLICY", f"Policy {policy!r} is not callable; a policy is a function."
+            found.add(
+                FevexConfigurationError(
+                    "INVALID_POLICY", f"Policy {policy!r} is not callable; a policy is a function."
+                )
             )
     if credentials is not None and not (isinstance(credentials, Mapping) or callable(credentials)):
-        raise _config_error("credentials must be a mapping or a function (name, context) -> str.")
+        found.add(
+            _config_error("credentials must be a mapping or a function (name, context) -> str.")
+        )
+    if own:
+        found.raise_if_any()
     if isinstance(credentials, Mapping):
         credentials = dict(credentials)
-    owned = tuple(model for key, model in model_table.items() if key not in models)
+    given = models if isinstance(models, Mapping) else {}
+    owned = tuple(model for key, model in model_table.items() if key not in given)
     return Composition(agent_table, observers, policy_list, credentials, connection_table, owned)
 
 
-def _model_for(agent: AgentDefinition, models: dict[str, Any]) -> Any:
+def _models(models: Any, found: Problems) -> dict[str, Any]:
+    if models is None:
+        return {}
+    if not isinstance(models, Mapping):
+        found.add(_config_error(f"models must be a mapping of names to models, not {models!r}."))
+        return {}
+    model_table: dict[str, Any] = {}
+    for key, model in models.items():
+        if not isinstance(key, str) or not key:
+            found.add(
+                FevexConfigurationError("INVALID_MODEL", f"Model key {key!r} must be a string.")
+            )
+        elif not callable(getattr(model, "stream", None)):
+            found.add(
+                FevexConfigurationError(
+                    "INVALID_MODEL", f"Model {key!r} has no stream(input) method."
+                )
+            )
+        else:
+            model_table[key] = model
+    return model_table
+
+
+def _tools(tools: Any, found: Problems) -> dict[str, PreparedTool]:
+    tool_table: dict[str, PreparedTool] = {}
+    listed: Sequence[Any] = ()
+    with found.collect():
+        listed = _as_sequence(tools, "tools")
+    for tool in listed:
+        with found.collect():
+            if not isinstance(tool, ToolDefinition):
+                raise FevexConfigurationError(
+                    "INVALID_TOOL", f"{tool!r} is not a tool; define it with define_tool."
+                )
+            tool.check()
+            if tool.name in tool_table:
+                raise FevexConfigurationError(
+                    "DUPLICATE_TOOL", f"Tool {tool.name!r} is defined twice."
+                )
+            tool_table[tool.name] = PreparedTool(
+                tool,
+                _compile(tool.input_schema, "INVALID_TOOL", f"Tool {tool.name}: input_schema"),
+                None
+                if tool.output_schema is None
+                else _compile(
+                    tool.output_schema, "INVALID_TOOL", f"Tool {tool.name}: output_schema"
+                ),
+            )
+    return tool_table
+
+
+def _connections(
+    connections: Any, tool_table: Mapping[str, PreparedTool], found: Problems
+) -> dict[str, ConnectionDefinition]:
+    connection_table: dict[str, ConnectionDefinition] = {}
+    listed: Sequence[Any] = ()
+    with found.collect():
+        listed = _as_sequence(connections, "connections")
+    for connection in listed:
+        with found.collect():
+            if not isinstance(connection, ConnectionDefinition):
+                raise FevexConfigurationError(
+                    "INVALID_CONNECTION",
+                    f"{connection!r} is not a connection; define it with define_connection.",
+                )
+            connection.check()
+            if connection.name in connection_table:
+                # Two connections of one name expose colliding <connection>__<tool> names.
+                raise FevexConfigurationError(
+                    "DUPLICATE_TOOL", f"Connection {connection.name!r} is defined twice."
+                )
+            for remote_name in connection.allowlist or ():
+                if connection.tool_name(remote_name) in tool_table:
+                    raise FevexConfigurationError(
+                        "DUPLICATE_TOOL",
+                        f"Tool {connection.tool_name(remote_name)!r} is both defined and "
+                        f"exposed by connection {connection.name}.",
+                    )
+            connection_table[connection.name] = connection
+    return connection_table
+
+
+def _agents(
+    agents: Any,
+    model_table: dict[str, Any],
+    tool_table: Mapping[str, PreparedTool],
+    connection_table: Mapping[str, ConnectionDefinition],
+    found: Problems,
+) -> dict[str, PreparedAgent]:
+    agent_table: dict[str, PreparedAgent] = {}
+    listed: Sequence[Any] = ()
+    with found.collect():
+        listed = _as_sequence(agents, "agents")
+    names: set[str] = set()
+    for agent in listed:
+        with found.collect():
+            if not isinstance(agent, AgentDefinition):
+                raise FevexConfigurationError(
+                    "INVALID_AGENT", f"{agent!r} is not an agent; define it with define_agent."
+                )
+            agent.check()
+            if agent.name in names:
+                raise FevexConfigurationError(
+                    "DUPLICATE_AGENT", f"Agent {agent.name!r} is defined twice."
+                )
+            names.add(agent.name)
+            prepared = _agent(agent, model_table, tool_table, connection_table, found)
+            if prepared is not None:
+                agent_table[agent.name] = prepared
+    return agent_table
+
+
+def _agent(
+    agent: AgentDefinition[Any],
+    model_table: dict[str, Any],
+    tool_table: Mapping[str, PreparedTool],
+    connection_table: Mapping[str, ConnectionDefinition],
+    found: Problems,
+) -> PreparedAgent | None:
+    """The agent prepared, or ``None`` after adding each of its problems to ``found``."""
+    before = len(found.found)
+    agent_tools: dict[str, PreparedTool] = {}
+    remote: dict[str, list[str]] = {}
+    for name in agent.tools:
+        if name in tool_table:
+            agent_tools[name] = tool_table[name]
+            continue
+        connection_name, separator, remote_name = name.partition(SEPARATOR)
+        connection = connection_table.get(connection_name)
+        if not separator or connection is None or not connection.exposes(remote_name):
+            found.add(
+                FevexConfigurationError(
+                    "MISSING_TOOL",
+                    f"Agent {agent.name} uses tool {name!r}, which is not defined."
+                    + did_you_mean(name, tool_table),
+                )
+            )
+            continue
+        remote.setdefault(connection_name, []).append(remote_name)
+    model: Any = None
+    output_schema: CompiledSchema | None = None
+    input_schema: CompiledSchema | None = None
+    with found.collect():
+        model = _model_for(agent, model_table)
+    with found.collect():
+        if agent.output_schema is not None:
+            output_schema = _compile(
+                agent.output_schema, "INVALID_AGENT", f"Agent {agent.name}: output_schema"
+            )
+    with found.collect():
+        if agent.input_schema is not None:
+            input_schema = _compile(
+                agent.input_schema, "INVALID_AGENT", f"Agent {agent.name}: input_schema"
+            )
+    if len(found.found) > before:
+        return None
+    return PreparedAgent(
+        agent,
+        model,
+        agent_tools,
+        output_schema,
+        {name: tuple(names) for name, names in remote.items()},
+        input_schema,
+    )
+
+
+def _model_for(agent: AgentDefinition[Any], models: dict[str, Any]) -> Any:
     reference = agent.model or DEFAULT_MODEL_KEY
     if reference in models:
         return models[reference]
@@ -227,5 +348,6 @@ def _model_for(agent: AgentDefinition, models: dict[str, Any]) -> Any:
     raise FevexConfigurationError(
         "MISSING_MODEL",
         f"Agent {agent.name} uses model {reference!r}, which is not in models "
-        "(pass models={...} or name a plugin model as 'provider:model').",
+        "(pass models={...} or name a plugin model as 'provider:model')."
+        + did_you_mean(reference, models),
     )

@@ -20,8 +20,8 @@ from typing import Any
 from fevex._internal.composition import PreparedTool
 from fevex._internal.tool_runner import CredentialResolver, resolve_credential_value
 from fevex.errors import FevexError, FevexRunError
-from fevex.schemas.json_schema import JsonSchema, schema_patterns
-from fevex.schemas.pattern import linear_pattern
+from fevex.schemas.json_schema import JsonSchema
+from fevex.schemas.json_schema_engine import JsonSchemaError
 from fevex.schemas.schema import compile_schema, ensure_json
 from fevex.tools.connection import ConnectionContext, ConnectionDefinition, RemoteTool
 from fevex.tools.context import ToolContext
@@ -173,17 +173,16 @@ class ConnectionResolver:
             if override is not None and override.input_schema is not None
             else remote_schema
         )
-        for pattern in schema_patterns(schema):
-            try:
-                linear_pattern(pattern)
-            except ValueError:
-                raise FevexRunError(
-                    "CONNECTION_TOOL_INVALID",
-                    f"Connection {connection.name} describes tool {remote.name!r} with a "
-                    "pattern that cannot be checked in linear time (look-around or "
-                    "back-references); override its input_schema to use the tool.",
-                    category="tool",
-                ) from None
+        try:
+            input_schema = JsonSchema(schema)
+        except JsonSchemaError as error:
+            raise FevexRunError(
+                "CONNECTION_TOOL_INVALID",
+                f"Connection {connection.name} describes tool {remote.name!r} with an input "
+                f"schema fevex refuses: {error}; override its input_schema to use the tool.",
+                category="tool",
+                details={"tool_name": name, "location": error.location},
+            ) from None
         description = (
             override.description
             if override is not None and override.description is not None
@@ -220,7 +219,7 @@ class ConnectionResolver:
             name=name,
             description=description,
             function=call,
-            input_schema=JsonSchema(schema),
+            input_schema=input_schema,
             takes_context=True,
             is_async=True,
             risk=(override.risk if override and override.risk else connection.risk),

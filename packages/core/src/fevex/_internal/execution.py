@@ -12,6 +12,11 @@ commits itself.
 An execution is an async generator of committed events, so a consumer that stops asking
 stops the run (backpressure). Closing it early, cancelling it or timing out persists
 ``run.cancelled``; losing the lease stops it without writing anything more.
+
+Every error a run raises carries its ``run_id``; each step of a run's life (started,
+resumed, recovered, paused, completed, failed, cancelled) is logged at INFO on the
+``fevex`` logger with ``run_id`` and ``agent`` in the record's ``extra``: names, ids,
+statuses and codes only, never input, output or messages (which can hold user data).
 """
 
 from __future__ import annotations
@@ -28,12 +33,30 @@ from fevex._internal.lease_keeper import LeaseKeeper
 from fevex._internal.waits import paused_until
 from fevex.errors import FevexError, FevexRunError, RunCancelledError
 from fevex.events import RunEvent
+from fevex.runtime.records import AgentRun
 from fevex.tools.context import _Cancellation
 
 logger = logging.getLogger("fevex")
 
 T = TypeVar("T")
 CancelReason = Literal["aborted", "timeout"]
+
+
+def log_run(run: AgentRun, what: str, **fields: str | None) -> None:
+    """Log a step of ``run``'s life at INFO: ``what`` (``started``, ``completed``, ...) and
+    ``fields`` (a reason, a code) must never hold user content."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    told = "".join(f" {key}={value}" for key, value in fields.items() if value is not None)
+    logger.info(
+        "run %s of %s %s %s%s",
+        run.id,
+        run.kind,
+        run.name,
+        what,
+        told,
+        extra={"run_id": run.id, "agent": run.name, "run_kind": run.kind, "lifecycle": what},
+    )
 
 
 class StepDriver(Protocol):
@@ -112,7 +135,7 @@ class Execution:
         """The run's final commit: its output, and the messages its session keeps."""
         self.finished = True
         self.output = output
-        return await self.sink.emit(
+        completed = await self.sink.emit(
             "run.completed",
             {"output": output_json, "usage": usage},
             status="completed",
@@ -121,6 +144,8 @@ class Execution:
             release_session=True,
             release_lease=True,
         )
+        log_run(self.sink.run, "completed")
+        return completed
 
     async def suspend(self, pause: dict[str, Any], checkpoint: Any) -> RunEvent:
         """Pause the run for what ``pause`` names (see :mod:`fevex._internal.waits`): the
@@ -132,7 +157,7 @@ class Execution:
         wake: dict[str, Any] = {}
         if pause.get("reason") != "children":
             wake["wake_at"] = paused_until(pause)
-        return await self.sink.emit(
+        paused = await self.sink.emit(
             "run.paused",
             pause,
             status="paused",
@@ -141,6 +166,9 @@ class Execution:
             release_lease=True,
             **wake,
         )
+        reason = pause.get("reason")
+        log_run(self.sink.run, "paused", reason=reason if isinstance(reason, str) else None)
+        return paused
 
     # -- cancellation and lease loss ------------------------------------------------
 
@@ -195,9 +223,11 @@ class Execution:
         self.finished = True
         self.cancellation.cancelled = True
         try:
-            return await self.sink.emit_cancelled(reason)
+            cancelled = await self.sink.emit_cancelled(reason)
         finally:
             self.settled.set()
+        log_run(self.sink.run, "cancelled", reason=reason)
+        return cancelled
 
     async def _persist_failed(self, error: FevexError) -> RunEvent | None:
         if self._lease_error is not None or (
@@ -216,7 +246,9 @@ class Execution:
         self.finished = True
         if refused:
             self.sink.discard_pending()
-        return await self.sink.emit_failed(error)
+        failed = await self.sink.emit_failed(error)
+        log_run(self.sink.run, "failed", code=error.code)
+        return failed
 
     def _observe(self, event: RunEvent | None) -> None:
         """Show observers an event no consumer will receive."""
@@ -248,6 +280,14 @@ class Execution:
                     self.sink.delivered(event)
                     if self._cancel_reason is not None and self.finished:
                         raise RunCancelledError(self.run_id, self._cancel_reason)
+        except FevexError as error:
+            error.for_run(self.run_id)
+            raise
+        except Exception as error:
+            # Not fevex's own (a bug, or a tool's exception the runner let through): the
+            # run id still reaches whoever reads the traceback.
+            error.add_note(f"(raised from fevex run {self.run_id})")
+            raise
         finally:
             await keeper.stop()
             await self._cancelled_on_request()

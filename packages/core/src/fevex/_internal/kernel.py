@@ -23,14 +23,14 @@ from typing import Any, Literal, Protocol
 
 from fevex._internal.clock import new_id
 from fevex._internal.event_sink import EventObserver, EventSink
-from fevex._internal.execution import Execution, StepDriver
+from fevex._internal.execution import Execution, StepDriver, log_run
 from fevex._internal.waits import (
     paused_until,
     receive_event,
     resolve_wake_up,
     waits_for_event,
 )
-from fevex.errors import FevexRunError, RunCancelledError
+from fevex.errors import FevexError, FevexRunError, RunCancelledError
 from fevex.events import RunEvent
 from fevex.models import Usage
 from fevex.runtime.context import ExecutionContext
@@ -125,6 +125,7 @@ class Kernel:
             observers=self.observers,
             batching=batching,
         )
+        log_run(sink.run, "started")
         return self._execution(sink, driver, deadline, (started,))
 
     def _execution(
@@ -184,7 +185,32 @@ class Kernel:
         ``decide`` is applied to the checkpoint once before the lease is taken (to refuse
         early, writing nothing) and again on what is stored once it is. The takeover is
         bounded by ``timeout`` too: a store that waits (a row still locked by a frozen
-        worker) ends in ``RUN_TIMEOUT`` with nothing written."""
+        worker) ends in ``RUN_TIMEOUT`` with nothing written. Its errors carry ``run_id``."""
+        try:
+            return await self._take_over(
+                run_id,
+                status=status,
+                opening_type=opening_type,
+                opening_payload=opening_payload,
+                decide=decide,
+                timeout=timeout,
+                lease=lease,
+            )
+        except FevexError as error:
+            error.for_run(run_id)
+            raise
+
+    async def _take_over(
+        self,
+        run_id: str,
+        *,
+        status: Literal["running", "paused"],
+        opening_type: str,
+        opening_payload: dict[str, Any],
+        decide: Decide | None,
+        timeout: float | None,
+        lease: RunLease | None,
+    ) -> Execution:
         deadline = deadline_of(timeout)
         store = self.store
         try:
@@ -206,6 +232,7 @@ class Kernel:
                     # Asked to cancel while its owner could not obey (it died, or the run
                     # paused first): whoever takes it next cancels it, never continues it.
                     sink.observe(await sink.emit_cancelled("aborted"))
+                    log_run(sink.run, "cancelled", reason="aborted")
                     raise RunCancelledError(run_id, "aborted")
                 try:
                     checkpoint = await _read_checkpoint(store, run_id)
@@ -238,6 +265,12 @@ class Kernel:
             pause=None,
             wake_at=None,
             checkpoint=driver.checkpoint,
+        )
+        reason = opening_payload.get("reason")
+        log_run(
+            sink.run,
+            opening_type.removeprefix("run."),
+            reason=reason if isinstance(reason, str) else None,
         )
         return self._execution(sink, driver, deadline, (opening,))
 
@@ -412,6 +445,7 @@ class Kernel:
         # Read after acquiring: the previous holder may have committed until its lease ended.
         sink = await EventSink.resume(self.store, await self.get_run(run.id), lease, self.observers)
         sink.observe(await sink.emit_cancelled("aborted"))
+        log_run(sink.run, "cancelled", reason="aborted")
         return await self.get_run(run.id)
 
 

@@ -4,6 +4,12 @@ and output validation.
 Credentials are resolved inside the call, only for names the tool declared, and kept
 nowhere but in this call's memory: an output that contains one is rejected, and error
 messages are scrubbed of them before they reach events, stores or logs.
+
+A function that raises fails the call with ``TOOL_FAILED``, which keeps the exception as
+its ``__cause__`` (in memory only: what is stored is the scrubbed message) and logs its
+traceback at WARNING on the ``fevex`` logger. Whether a failure goes back to the model
+instead of failing the run is decided by :meth:`ToolCallRun.retry_message` and the
+agent loop.
 """
 
 from __future__ import annotations
@@ -11,19 +17,25 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
+import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fevex._internal.composition import PreparedTool
 from fevex._internal.deadline import DeadlineReached
+from fevex._internal.storable_text import UNSTORABLE_TEXT
 from fevex.errors import FevexError, FevexRunError
 from fevex.models import ToolCall
 from fevex.policies.policy import Policy, PolicyRequest, enforce_policies
 from fevex.schemas.schema import ensure_json
 from fevex.tools.context import ToolContext, _Cancellation
 from fevex.tools.redaction import redact_secrets, secret_spellings
+from fevex.tools.retry import ToolRetry
 
 CredentialResolver = Mapping[str, str] | Callable[[str, ToolContext], str | Awaitable[str]] | None
+
+logger = logging.getLogger("fevex")
 
 
 class ToolCallRun:
@@ -35,6 +47,7 @@ class ToolCallRun:
         "cancellation",
         "credentials",
         "guard",
+        "input_rejected",
         "policies",
         "run_id",
         "secrets",
@@ -65,6 +78,8 @@ class ToolCallRun:
         self.cancellation = cancellation
         self.guard = guard
         self.secrets: set[str] = set()
+        # The model's arguments failed the input schema: the function never ran.
+        self.input_rejected = False
 
     @property
     def idempotency_key(self) -> str | None:
@@ -99,6 +114,7 @@ class ToolCallRun:
         try:
             value = self.tool.input_schema.validate(self.call.input)
         except Exception as error:
+            self.input_rejected = True
             raise FevexRunError(
                 "TOOL_INPUT_INVALID",
                 f"Input for tool {definition.name} is invalid: {summarize(error)}",
@@ -113,7 +129,11 @@ class ToolCallRun:
                 raw = await self._call(value, attempt)
                 break
             except FevexRunError as error:
-                if error.code != "TOOL_FAILED" or attempt >= retry.max_attempts:
+                if (
+                    error.code != "TOOL_FAILED"
+                    or attempt >= retry.max_attempts
+                    or isinstance(error.__cause__, ToolRetry)
+                ):
                     raise
             attempt += 1
             await self.guard(asyncio.sleep(retry.delay(attempt)))
@@ -136,14 +156,54 @@ class ToolCallRun:
             raise
         except (asyncio.CancelledError, DeadlineReached):
             raise
+        except ToolRetry as retry:
+            # The tool decided: it asks the model for another call and applied no effect.
+            raise FevexRunError(
+                "TOOL_FAILED",
+                self.scrub(f"Tool {definition.name} asked the model to try again: {retry.message}"),
+                category="tool",
+                details={"tool_name": definition.name},
+            ) from retry
         except Exception as error:
+            self._log_failure(error, attempt)
             raise FevexRunError(
                 "TOOL_FAILED",
                 self.scrub(f"Tool {definition.name} failed: {type(error).__name__}: {error}"),
                 category="tool",
                 recoverable=True,
                 details={"tool_name": definition.name},
-            ) from None
+            ) from error
+
+    def _log_failure(self, error: Exception, attempt: int) -> None:
+        extra = {
+            "run_id": self.run_id,
+            "tool_name": self.tool.definition.name,
+            "tool_call_id": self.call.id,
+            "attempt": attempt,
+        }
+        if not self.secrets:
+            logger.warning(
+                "Tool %s failed (run %s, call %s, attempt %d)",
+                self.tool.definition.name,
+                self.run_id,
+                self.call.id,
+                attempt,
+                exc_info=error,
+                extra=extra,
+            )
+            return
+        # A resolved credential can sit in any message of the chain: log the traceback as
+        # scrubbed text rather than the exception objects a handler would print as they are.
+        text = "".join(traceback.format_exception(error))
+        logger.warning(
+            "Tool %s failed (run %s, call %s, attempt %d)\n%s",
+            self.tool.definition.name,
+            self.run_id,
+            self.call.id,
+            attempt,
+            self.scrub(text).rstrip(),
+            extra=extra,
+        )
 
     def _context(self, attempt: int) -> ToolContext:
         context = ToolContext(
@@ -179,6 +239,28 @@ class ToolCallRun:
         self.secrets.add(value)
         return value
 
+    def retry_message(self, error: FevexError) -> str | None:
+        """What the model reads when ``error`` may go back to it, or ``None`` when the
+        error fails the run.
+
+        A function that raised :class:`ToolRetry` decided so itself; invalid arguments go
+        back for ``errors_to_model="input"`` or ``"always"`` (the function never ran); any
+        other failure of the function only for ``"always"``, which definitions allow for
+        keyed tools alone. Policy denials, credentials, invalid output and provider errors
+        never go back.
+        """
+        cause = error.__cause__
+        mode = self.tool.definition.errors_to_model
+        if error.code == "TOOL_FAILED" and isinstance(cause, ToolRetry):
+            text = self.scrub(cause.message)
+        elif (self.input_rejected and mode != "never") or (
+            error.code == "TOOL_FAILED" and mode == "always"
+        ):
+            text = error.message
+        else:
+            return None
+        return UNSTORABLE_TEXT.sub("\ufffd", text)
+
     def scrub(self, text: str) -> str:
         return redact_secrets(text, self.secrets) if self.secrets else text
 
@@ -188,7 +270,7 @@ class ToolCallRun:
             output = (
                 tool.output_schema.to_json(tool.output_schema.validate(raw))
                 if tool.output_schema is not None
-                else raw
+                else jsonable(raw)
             )
             # Also after a schema's dump: text can still hold what no store keeps (NUL).
             ensure_json(output)
@@ -212,6 +294,35 @@ class ToolCallRun:
                     details={"tool_name": tool.definition.name},
                 )
         return output
+
+
+def jsonable(value: Any) -> Any:
+    """An untyped tool output as JSON, the way pydantic dumps values: ``datetime``,
+    ``date`` and ``time`` as ISO 8601 strings, ``UUID`` as a string, enums as their value,
+    sets, frozensets and tuples as lists, models and dataclasses as their JSON; ``Decimal``
+    as a number (an integer when it has no fraction). Anything else raises."""
+    if value is None or type(value) in (str, bool, int, float):  # not enums of them
+        return value
+    from pydantic_core import to_jsonable_python
+
+    return to_jsonable_python(_decimals_as_numbers(value))
+
+
+def _decimals_as_numbers(value: Any) -> Any:
+    """Decimals, also inside plain containers, as numbers: pydantic would write them as
+    strings, which a model reads as text. A model's or dataclass's own fields follow its
+    own serialization."""
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return float(value)  # refused later, like any NaN or infinity
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {key: _decimals_as_numbers(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_decimals_as_numbers(item) for item in value]
+    return value
 
 
 async def resolve_credential_value(

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
-from fevex._internal.names import is_valid_name
+from fevex._internal.names import did_you_mean, is_valid_name
+from fevex._internal.schema_check import check_schema
 from fevex.errors import FevexConfigurationError
 
 __all__ = ["AgentDefinition", "Limits", "define_agent"]
+
+OutputT = TypeVar("OutputT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,34 +21,67 @@ class Limits:
 
     Token budgets are cumulative over the run and checked from the usage models report;
     the remaining output budget is also sent to the model as a preventive cap.
+    ``max_tool_retries`` is how many failed tool calls the run may hand back to the model
+    for another try (a tool raising ``ToolRetry``, or one defined with
+    ``errors_to_model``); 0 hands none back.
     """
 
     max_steps: int | None = 8
     max_tool_calls: int | None = 16
     max_input_tokens: int | None = None
     max_output_tokens: int | None = None
+    max_tool_retries: int | None = 3
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], *, agent: str | None = None) -> Limits:
+        """Limits from a mapping such as ``{"max_steps": 4}``; ``INVALID_AGENT`` for a key
+        that is not a limit (the message names the valid ones) or a value out of range.
+        ``agent`` names the agent they are for in the message."""
+        where = "" if agent is None else f"Agent {agent!r}: "
+        for key in values:
+            if key not in Limits.__slots__:
+                hint = did_you_mean(key, Limits.__slots__) if isinstance(key, str) else ""
+                raise FevexConfigurationError(
+                    "INVALID_AGENT",
+                    f"{where}{key!r} is not a limit.{hint} The limits are {_LIMIT_NAMES}.",
+                )
+        limits = cls(**values)
+        try:
+            limits.check()
+        except FevexConfigurationError as error:
+            raise FevexConfigurationError(error.code, f"{where}{error.message}") from None
+        return limits
 
     def check(self) -> None:
         for name in Limits.__slots__:
             value = getattr(self, name)
+            lowest = 0 if name == "max_tool_retries" else 1
             if value is not None and (
-                not isinstance(value, int) or isinstance(value, bool) or value < 1
+                not isinstance(value, int) or isinstance(value, bool) or value < lowest
             ):
+                kind = "a positive integer" if lowest else "an integer of 0 or more"
                 raise FevexConfigurationError(
-                    "INVALID_AGENT", f"Limit {name} must be a positive integer or None."
+                    "INVALID_AGENT",
+                    f"Limit {name} must be {kind} or None, not {value!r}. "
+                    f"The limits are {_LIMIT_NAMES}.",
                 )
 
 
+_LIMIT_NAMES = ", ".join(Limits.__slots__)
 DEFAULT_LIMITS = Limits()
 
 
 @dataclass(frozen=True, slots=True)
-class AgentDefinition:
+class AgentDefinition(Generic[OutputT]):
     """An agent: its name, instructions, model reference, tool names, input and output
     schemas, limits and model options. ``model`` is a key of the app's ``models`` mapping
     or a ``provider:model`` string resolved through plugins; ``None`` means ``"default"``.
     With an ``input_schema``, a run's input is a value of that schema (validated and made
-    JSON before the run is created) and reaches the model as JSON text."""
+    JSON before the run is created) and reaches the model as JSON text.
+
+    ``OutputT`` is the type of a run's validated output: the ``output_schema`` type, or
+    ``str`` without one; ``app.run_agent(definition, ...)`` returns a
+    ``RunResult[OutputT]``."""
 
     name: str
     instructions: str
@@ -78,6 +114,37 @@ def _invalid(message: str) -> FevexConfigurationError:
     return FevexConfigurationError("INVALID_AGENT", message)
 
 
+@overload
+def define_agent(
+    *,
+    name: str,
+    instructions: str,
+    model: str | None = None,
+    tools: Iterable[str] = (),
+    output_schema: type[OutputT],
+    limits: Limits | Mapping[str, int | None] | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    description: str | None = None,
+    input_schema: Any = None,
+) -> AgentDefinition[OutputT]: ...
+
+
+@overload
+def define_agent(
+    *,
+    name: str,
+    instructions: str,
+    model: str | None = None,
+    tools: Iterable[str] = (),
+    output_schema: None = None,
+    limits: Limits | Mapping[str, int | None] | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    description: str | None = None,
+    input_schema: Any = None,
+) -> AgentDefinition[str]: ...
+
+
+@overload
 def define_agent(
     *,
     name: str,
@@ -89,9 +156,27 @@ def define_agent(
     model_options: Mapping[str, Any] | None = None,
     description: str | None = None,
     input_schema: Any = None,
-) -> AgentDefinition:
+) -> AgentDefinition[Any]: ...
+
+
+def define_agent(
+    *,
+    name: str,
+    instructions: str,
+    model: str | None = None,
+    tools: Iterable[str] = (),
+    output_schema: Any = None,
+    limits: Limits | Mapping[str, int | None] | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    description: str | None = None,
+    input_schema: Any = None,
+) -> AgentDefinition[Any]:
     """Define an agent. Lists and mappings are copied, so later changes by the caller do
-    not change the definition."""
+    not change the definition. ``output_schema`` and ``input_schema`` are compiled here:
+    one fevex cannot validate with is refused at once with ``INVALID_AGENT``.
+
+    The definition is typed by its output: ``define_agent(..., output_schema=Answer)`` is an
+    ``AgentDefinition[Answer]``, one without an output schema an ``AgentDefinition[str]``."""
     if isinstance(tools, str):
         raise _invalid(f"Agent {name!r}: tools must be a list of tool names, not a string.")
     if limits is None:
@@ -99,17 +184,14 @@ def define_agent(
     elif isinstance(limits, Limits):
         resolved_limits = limits
     elif isinstance(limits, Mapping):
-        try:
-            resolved_limits = Limits(**limits)
-        except TypeError as error:
-            raise _invalid(f"Agent {name!r}: {error}") from None
+        resolved_limits = Limits.from_mapping(limits, agent=name)
     else:
         raise _invalid(f"Agent {name!r}: limits must be Limits or a mapping.")
     try:
         tool_names = tuple(tools)
     except TypeError:
         raise _invalid(f"Agent {name!r}: tools must be a list of tool names.") from None
-    definition = AgentDefinition(
+    definition: AgentDefinition[Any] = AgentDefinition(
         name=name,
         instructions=instructions,
         model=model,
@@ -121,4 +203,8 @@ def define_agent(
         input_schema=input_schema,
     )
     definition.check()
+    if output_schema is not None:
+        check_schema(output_schema, "INVALID_AGENT", f"Agent {name}: output_schema")
+    if input_schema is not None:
+        check_schema(input_schema, "INVALID_AGENT", f"Agent {name}: input_schema")
     return definition

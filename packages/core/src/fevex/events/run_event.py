@@ -3,6 +3,10 @@
 Every event has a unique ``id``, the ``run_id`` it belongs to, a run-local ``sequence``
 starting at 1, a ``type``, an ISO 8601 UTC ``occurred_at`` and a JSON ``payload``.
 Events are serializable snapshots: treat them as read-only.
+
+``tool.failed`` does not always end the run: a rejected approval, and a failure handed back
+to the model (``retry: true``, with ``retries_left``), put the ``error`` in front of the
+model as the call's result, and the run goes on.
 """
 
 from __future__ import annotations

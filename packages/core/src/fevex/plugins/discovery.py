@@ -1,8 +1,10 @@
 """Plugin discovery and the typed wrappers that hide ``pm.hook``.
 
 Entry points of the ``fevex`` group load once, on first use. ``FEVEX_PLUGINS=a,b`` loads
-only the named entry points; ``FEVEX_DISABLE_PLUGIN_AUTOLOAD=1`` loads none. The core's own
-registrations (the ``memory://`` store) are always present.
+only the named entry points (a name no installed plugin has is an error);
+``FEVEX_DISABLE_PLUGIN_AUTOLOAD=1`` loads none. The core's own registrations (the
+``memory://`` store) are always present. Plugins are called through pluggy's hook callers,
+so ``specname=``, wrappers and ordering work as pluggy documents them.
 """
 
 from __future__ import annotations
@@ -10,21 +12,32 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from fevex.__about__ import __version__
 from fevex.errors import FevexConfigurationError
 from fevex.plugins import builtin, hookspecs
+from fevex.plugins.install_hints import (
+    ENTRY_POINT_GROUP,
+    KIND_WORDS,
+    SELECTION_SWITCH,
+    PluginKind,
+    autoload_disabled,
+    installed_entry_points,
+    missing_plugin,
+    unknown_selected_plugins,
+)
 
 if TYPE_CHECKING:
     from fevex.runtime.run_store import RunStore
 
 __all__ = [
     "PluginKind",
+    "add_plugin_commands",
     "get_plugin_manager",
     "list_plugins",
     "open_run_store",
@@ -36,27 +49,7 @@ __all__ = [
     "resolve_model",
 ]
 
-PluginKind = Literal["models", "run_stores", "tool_providers", "trace_exporters"]
 KINDS: tuple[PluginKind, ...] = ("models", "run_stores", "tool_providers", "trace_exporters")
-ENTRY_POINT_GROUP = "fevex"
-
-_KIND_WORDS = {
-    "models": "model provider",
-    "run_stores": "run store for scheme",
-    "tool_providers": "tool provider",
-    "trace_exporters": "trace exporter",
-}
-# The extra that brings the official plugin for a name, for the install hint.
-_EXTRAS = {
-    "openai": "openai",
-    "deepseek": "deepseek",
-    "mcp": "mcp",
-    "openapi": "openapi",
-    "sqlite": "sqlite",
-    "postgresql": "postgres",
-    "postgres": "postgres",
-    "opentelemetry": "opentelemetry",
-}
 
 
 @dataclass
@@ -79,77 +72,117 @@ _lock = threading.Lock()
 _loaded: _Plugins | None = None
 
 
-def _autoload_disabled() -> bool:
-    return os.environ.get("FEVEX_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() not in (
-        "",
-        "0",
-        "false",
-        "no",
-    )
+def _selected_entry_points() -> list[importlib.metadata.EntryPoint]:
+    """The entry points to load: all, those ``FEVEX_PLUGINS`` names (each of which must be
+    installed), or none when autoload is off."""
+    if autoload_disabled():
+        return []
+    installed = installed_entry_points()
+    selected = os.environ.get(SELECTION_SWITCH)
+    if selected is None:
+        return installed
+    wanted = {name.strip() for name in selected.split(",") if name.strip()}
+    # "fevex" is the core's own registrations, which always load.
+    unknown = wanted - {entry_point.name for entry_point in installed} - {"fevex"}
+    if unknown:
+        raise unknown_selected_plugins(unknown, {entry_point.name for entry_point in installed})
+    return [entry_point for entry_point in installed if entry_point.name in wanted]
 
 
 def _load() -> _Plugins:
     manager = pluggy.PluginManager(ENTRY_POINT_GROUP)
     manager.add_hookspecs(hookspecs)
-    infos = {"fevex": _PluginInfo("fevex", "fevex", __version__)}
-    manager.register(builtin, name="fevex")
-    if not _autoload_disabled():
-        selected = os.environ.get("FEVEX_PLUGINS")
-        wanted = None if selected is None else {n.strip() for n in selected.split(",") if n.strip()}
-        for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            if (wanted is not None and entry_point.name not in wanted) or manager.has_plugin(
-                entry_point.name
-            ):
-                continue
-            try:
-                plugin = entry_point.load()
-            except Exception as error:
-                raise FevexConfigurationError(
-                    "PLUGIN_LOAD_FAILED",
-                    f"The fevex plugin {entry_point.name!r} could not be imported: "
-                    f"{type(error).__name__}: {error}. Fix or uninstall it, or leave it out "
-                    "with FEVEX_PLUGINS.",
-                    category="plugin",
-                ) from error
-            manager.register(plugin, name=entry_point.name)
-            dist = entry_point.dist
-            infos[entry_point.name] = _PluginInfo(
-                entry_point.name,
-                dist.name if dist else "unknown",
-                dist.version if dist else "unknown",
-            )
-    manager.check_pending()
-    plugins = _Plugins(manager, infos, {kind: {} for kind in KINDS})
-    for name, plugin in manager.list_name_plugin():
-        _collect(plugins, name, plugin)
+    plugins = _Plugins(manager, {}, {kind: {} for kind in KINDS})
+    _add(plugins, builtin, "fevex", "fevex", __version__)
+    for entry_point in _selected_entry_points():
+        if manager.has_plugin(entry_point.name):
+            continue
+        try:
+            plugin = entry_point.load()
+        except Exception as error:
+            raise FevexConfigurationError(
+                "PLUGIN_LOAD_FAILED",
+                f"The fevex plugin {entry_point.name!r} could not be imported: "
+                f"{type(error).__name__}: {error}. Fix or uninstall it, or leave it out "
+                f"with {SELECTION_SWITCH}.",
+                category="plugin",
+            ) from error
+        dist = entry_point.dist
+        _add(
+            plugins,
+            plugin,
+            entry_point.name,
+            dist.name if dist else "unknown",
+            dist.version if dist else "unknown",
+        )
     return plugins
 
 
-def _collect(plugins: _Plugins, plugin_name: str, plugin: object) -> None:
-    info = plugins.infos.setdefault(plugin_name, _PluginInfo(plugin_name, "unknown", "unknown"))
-    for kind in KINDS:
-        hook = getattr(plugin, f"fevex_register_{kind}", None)
-        if hook is None:
-            continue
+def _add(
+    plugins: _Plugins, plugin: object, name: str | None, distribution: str, version: str
+) -> None:
+    """Register ``plugin`` and call its registration hooks through pluggy's hook callers.
 
-        def register(name: str, factory: Callable[..., Any], kind: str = kind) -> None:
-            if not isinstance(name, str) or not name or not callable(factory):
-                raise FevexConfigurationError(
-                    "INVALID_PLUGIN",
-                    f"Plugin {plugin_name} registered an invalid {_KIND_WORDS[kind]} {name!r}.",
-                    category="plugin",
-                )
-            if name in plugins.factories[kind]:
-                raise FevexConfigurationError(
-                    "PLUGIN_CONFLICT",
-                    f"Plugin {plugin_name} registered {_KIND_WORDS[kind]} {name!r}, which "
-                    "another plugin already registered.",
-                    category="plugin",
-                )
-            plugins.factories[kind][name] = factory
-            info.registered[kind].append(name)
+    All or nothing: a plugin whose hooks are unknown or whose registrations are invalid or
+    taken is unregistered again and leaves no registration behind.
+    """
+    manager = plugins.manager
+    if not isinstance(plugin, Hashable):
+        # pluggy keeps plugins in sets to call one plugin's hooks alone.
+        raise FevexConfigurationError(
+            "INVALID_PLUGIN",
+            f"Plugin {name or plugin!r} is a {type(plugin).__name__}, which cannot be hashed; "
+            "register a module, a class or an instance of a class.",
+            category="plugin",
+        )
+    registered = manager.register(plugin, name=name)
+    if registered is None:
+        return
+    info = _PluginInfo(registered, distribution, version)
+    try:
+        manager.check_pending()
+        added = {kind: _call_registration_hook(plugins, plugin, info, kind) for kind in KINDS}
+    except BaseException:
+        manager.unregister(plugin)
+        raise
+    for kind, factories in added.items():
+        plugins.factories[kind].update(factories)
+        info.registered[kind].extend(factories)
+    plugins.infos[registered] = info
 
-        hook(register=register)
+
+def _only(manager: pluggy.PluginManager, hook_name: str, plugin: object) -> pluggy.HookCaller:
+    """``hook_name``'s caller for ``plugin`` alone. pluggy still matches ``specname=``, runs
+    wrappers and orders implementations; what the hook registers is known to be this
+    plugin's."""
+    others = [other for _, other in manager.list_name_plugin() if other is not plugin]
+    return manager.subset_hook_caller(hook_name, remove_plugins=others)
+
+
+def _call_registration_hook(
+    plugins: _Plugins, plugin: object, info: _PluginInfo, kind: PluginKind
+) -> dict[str, Callable[..., Any]]:
+    taken = plugins.factories[kind]
+    added: dict[str, Callable[..., Any]] = {}
+
+    def register(name: str, factory: Callable[..., Any]) -> None:
+        if not isinstance(name, str) or not name or not callable(factory):
+            raise FevexConfigurationError(
+                "INVALID_PLUGIN",
+                f"Plugin {info.name} registered an invalid {KIND_WORDS[kind]} {name!r}.",
+                category="plugin",
+            )
+        if name in taken or name in added:
+            raise FevexConfigurationError(
+                "PLUGIN_CONFLICT",
+                f"Plugin {info.name} registered {KIND_WORDS[kind]} {name!r}, which "
+                "another registration already claimed.",
+                category="plugin",
+            )
+        added[name] = factory
+
+    _only(plugins.manager, f"fevex_register_{kind}", plugin)(register=register)
+    return added
 
 
 def _plugins() -> _Plugins:
@@ -172,11 +205,17 @@ def register_plugin(plugin: object, name: str | None = None) -> None:
     """Register a plugin object (a module or instance with hook implementations) by hand."""
     plugins = _plugins()
     with _lock:
-        registered = plugins.manager.register(plugin, name=name)
-        if registered is None:
-            return
-        plugins.manager.check_pending()
-        _collect(plugins, registered, plugin)
+        _add(plugins, plugin, name, "unknown", "unknown")
+
+
+def add_plugin_commands(cli: Any) -> None:
+    """Call every plugin's ``fevex_register_commands(cli)`` hook, setting
+    ``cli.plugin_name`` to the plugin whose hook runs (``cli`` is a
+    :class:`fevex.cli.CommandRegistry`)."""
+    manager = get_plugin_manager()
+    for name, plugin in manager.list_name_plugin():
+        cli.plugin_name = name
+        _only(manager, "fevex_register_commands", plugin)(cli=cli)
 
 
 def reset_plugins() -> None:
@@ -187,22 +226,16 @@ def reset_plugins() -> None:
 
 
 def plugin_factory(kind: PluginKind, name: str) -> Callable[..., Any]:
-    """The factory a plugin registered, or the install hint as a configuration error."""
-    factory = _plugins().factories[kind].get(name)
+    """The factory a plugin registered, or what to install as a configuration error."""
+    plugins = _plugins()
+    factory = plugins.factories[kind].get(name)
     if factory is None:
-        raise missing_plugin(kind, name)
+        raise _missing(plugins, kind, name)
     return factory
 
 
-def missing_plugin(kind: PluginKind, name: str) -> FevexConfigurationError:
-    extra = _EXTRAS.get(name)
-    hint = f'pip install "fevex[{extra}]"' if extra else "pip install the plugin that provides it"
-    return FevexConfigurationError(
-        "MISSING_PLUGIN",
-        f"No {_KIND_WORDS[kind]} {name!r}; install it with: {hint}",
-        category="plugin",
-        details={"kind": kind, "name": name},
-    )
+def _missing(plugins: _Plugins, kind: PluginKind, name: str) -> FevexConfigurationError:
+    return missing_plugin(kind, name, plugins.factories[kind], set(plugins.infos))
 
 
 def resolve_model(reference: str, **options: Any) -> Any:
@@ -226,11 +259,12 @@ def open_run_store(url: str, **options: Any) -> RunStore:
         raise FevexConfigurationError(
             "INVALID_CONFIG", "A run store URL needs a scheme, like 'memory://' or 'sqlite:///'."
         )
-    factories = _plugins().factories["run_stores"]
+    plugins = _plugins()
+    factories = plugins.factories["run_stores"]
     base = scheme.partition("+")[0]
     factory = factories.get(scheme) or factories.get(base)
     if factory is None:
-        raise missing_plugin("run_stores", base)
+        raise _missing(plugins, "run_stores", base)
     store: RunStore = factory(url, **options)
     return store
 

@@ -260,3 +260,10 @@ class InMemoryRunStore:
 
     async def close(self) -> None:
         return None
+
+    async def __aenter__(self) -> InMemoryRunStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """``async with`` closes the store on exit."""
+        await self.close()

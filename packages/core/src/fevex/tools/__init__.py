@@ -9,17 +9,20 @@ from fevex.tools.connection import (
 from fevex.tools.context import ToolContext
 from fevex.tools.definition import (
     Approval,
+    ErrorsToModel,
     Idempotency,
     RetryPolicy,
     Risk,
     ToolDefinition,
     define_tool,
 )
+from fevex.tools.retry import ToolRetry
 
 __all__ = [
     "Approval",
     "ConnectionContext",
     "ConnectionDefinition",
+    "ErrorsToModel",
     "Idempotency",
     "RemoteTool",
     "RetryPolicy",
@@ -28,6 +31,7 @@ __all__ = [
     "ToolDefinition",
     "ToolOverride",
     "ToolProvider",
+    "ToolRetry",
     "define_connection",
     "define_tool",
 ]

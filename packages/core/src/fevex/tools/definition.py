@@ -9,16 +9,30 @@ from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from fevex._internal.names import is_valid_name
+from fevex._internal.schema_check import check_schema
 from fevex.errors import FevexConfigurationError
 from fevex.tools.context import ToolContext
 
-__all__ = ["Approval", "Idempotency", "RetryPolicy", "Risk", "ToolDefinition", "define_tool"]
+__all__ = [
+    "Approval",
+    "ErrorsToModel",
+    "Idempotency",
+    "RetryPolicy",
+    "Risk",
+    "ToolDefinition",
+    "define_tool",
+]
 
 _EMPTY = inspect.Parameter.empty
+# The input parameter of a function that has no annotation: refused, since the model would
+# be offered a schema that says nothing ({}) and the tool any value at all.
+_UNTYPED: Any = object()
 
 Risk = Literal["low", "medium", "high", "sensitive"]
 Approval = Literal["never", "required"]
 Idempotency = Literal["none", "keyed"]
+# Which failures of a call go back to the model as an error result instead of failing the run.
+ErrorsToModel = Literal["never", "input", "always"]
 _RISKS = ("low", "medium", "high", "sensitive")
 
 
@@ -53,6 +67,13 @@ class ToolDefinition:
     ``idempotency="keyed"`` gives each call a stable ``context.idempotency_key`` and lets
     recovery retry a call whose outcome was lost. ``credentials`` names the secrets the
     function may ask for with ``context.get_credential``.
+
+    ``errors_to_model`` hands failures back to the model, within the run's
+    ``Limits.max_tool_retries``, instead of failing the run: ``"input"`` when the model's
+    arguments fail the input schema (the function never ran), ``"always"`` also when the
+    function fails after its ``retry`` policy; ``"always"`` needs ``idempotency="keyed"``,
+    since a failed call may have applied its effect and the model will call again. A
+    function may raise :class:`~fevex.tools.ToolRetry` whatever this says.
     """
 
     name: str
@@ -67,6 +88,7 @@ class ToolDefinition:
     idempotency: Idempotency = "none"
     credentials: tuple[str, ...] = ()
     retry: RetryPolicy = NO_RETRY
+    errors_to_model: ErrorsToModel = "never"
 
     def check(self) -> None:
         if not is_valid_name(self.name):
@@ -96,6 +118,21 @@ class ToolDefinition:
             and retry.max_backoff >= 0
         ):
             raise _invalid(f"Tool {self.name}: retry needs max_attempts >= 1 and delays >= 0.")
+        self._check_errors_to_model()
+
+    def _check_errors_to_model(self) -> None:
+        if self.errors_to_model not in ("never", "input", "always"):
+            raise _invalid(
+                f"Tool {self.name}: errors_to_model must be 'never', 'input' or 'always' "
+                "(or True for 'always')."
+            )
+        if self.errors_to_model == "always" and self.idempotency != "keyed":
+            raise _invalid(
+                f"Tool {self.name}: errors_to_model='always' needs idempotency='keyed': a "
+                "call that failed may have applied its effect, and the model would call the "
+                "tool again. Use errors_to_model='input' to hand back invalid arguments only, "
+                "or raise fevex.ToolRetry where the tool knows no effect was applied."
+            )
 
 
 def _invalid(message: str) -> FevexConfigurationError:
@@ -118,6 +155,7 @@ def define_tool(
     idempotency: Idempotency = "none",
     credentials: Iterable[str] = (),
     retry: RetryPolicy | Mapping[str, Any] | None = None,
+    errors_to_model: ErrorsToModel | bool = "never",
 ) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
 
 
@@ -134,11 +172,14 @@ def define_tool(
     idempotency: Idempotency = "none",
     credentials: Iterable[str] = (),
     retry: RetryPolicy | Mapping[str, Any] | None = None,
+    errors_to_model: ErrorsToModel | bool = "never",
 ) -> ToolDefinition | Callable[[Callable[..., Any]], ToolDefinition]:
     """Define a tool from a function, as ``@define_tool`` or ``@define_tool(name=...)``.
 
     The input schema comes from the annotation of the function's first parameter and the
-    output schema from its return annotation, unless given explicitly. A parameter
+    output schema from its return annotation, unless given explicitly; an input parameter
+    without an annotation, or a schema fevex cannot validate with, is refused with
+    ``INVALID_TOOL``. A parameter
     annotated ``ToolContext`` (or named ``context``) receives the call's context. The name
     defaults to the function's name and the description to its docstring.
     """
@@ -156,12 +197,23 @@ def define_tool(
             raise _invalid(f"retry: {error}") from None
     else:
         raise _invalid("retry must be a RetryPolicy or a mapping.")
+    if errors_to_model is True:
+        errors_to_model = "always"
+    elif errors_to_model is False:
+        errors_to_model = "never"
 
     def build(target: Callable[..., Any]) -> ToolDefinition:
         if not callable(target):
             raise _invalid("define_tool needs a function.")
         input_hint, output_hint, takes_context = _read_signature(target)
         tool_name = name if name is not None else getattr(target, "__name__", "")
+        if input_schema is None and input_hint is _UNTYPED:
+            raise _invalid(
+                f"Tool {tool_name}: the input parameter of {target.__name__} has no type "
+                "annotation, so the model would be offered no schema; annotate it (for "
+                "example `query: AccountQuery`, or `value: Any` to accept any JSON) or "
+                "pass input_schema=."
+            )
         tool_description = description
         if tool_description is None:
             tool_description = inspect.cleandoc(target.__doc__ or "")
@@ -178,8 +230,14 @@ def define_tool(
             idempotency=idempotency,
             credentials=tuple(credentials),
             retry=retry_policy,
+            errors_to_model=errors_to_model,
         )
         definition.check()
+        check_schema(definition.input_schema, "INVALID_TOOL", f"Tool {tool_name}: input_schema")
+        if definition.output_schema is not None:
+            check_schema(
+                definition.output_schema, "INVALID_TOOL", f"Tool {tool_name}: output_schema"
+            )
         return definition
 
     return build if function is None else build(function)
@@ -203,7 +261,7 @@ def _read_signature(target: Callable[..., Any]) -> tuple[Any, Any, bool]:
         if hint is ToolContext or (parameter.name == "context" and index > 0):
             takes_context = True
         elif input_hint is None and index == 0:
-            input_hint = Any if hint is _EMPTY else hint
+            input_hint = _UNTYPED if hint is _EMPTY else hint
         else:
             raise _invalid(
                 f"Tool function {target.__name__} takes one input and an optional "

@@ -1,0 +1,142 @@
+"""What a user should do when a name no loaded plugin provides is asked for.
+
+fevex's own plugins are known by name, so the error can name the distribution and the
+extra that installs it; an installed plugin that the environment switches left out is
+named with the switch, since installing it again would not help.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Collection, Iterable
+from typing import Literal
+
+from fevex._internal.names import did_you_mean
+from fevex.errors import FevexConfigurationError
+
+# The module's constants (the entry-point group, the two switches) are imported by name.
+__all__ = [
+    "PluginKind",
+    "autoload_disabled",
+    "installed_entry_points",
+    "missing_plugin",
+    "unknown_selected_plugins",
+]
+
+PluginKind = Literal["models", "run_stores", "tool_providers", "trace_exporters"]
+
+ENTRY_POINT_GROUP = "fevex"
+AUTOLOAD_SWITCH = "FEVEX_DISABLE_PLUGIN_AUTOLOAD"
+SELECTION_SWITCH = "FEVEX_PLUGINS"
+
+KIND_WORDS: dict[PluginKind, str] = {
+    "models": "model provider",
+    "run_stores": "run store for scheme",
+    "tool_providers": "tool provider",
+    "trace_exporters": "trace exporter",
+}
+
+# The names fevex's own plugins register, and the extra of the core that installs each:
+# extra ``x`` brings the distribution ``fevex-x``, whose entry point is also named ``x``.
+OFFICIAL_EXTRAS: dict[PluginKind, dict[str, str]] = {
+    "models": {"openai": "openai", "deepseek": "deepseek"},
+    "run_stores": {"sqlite": "sqlite", "postgresql": "postgres", "postgres": "postgres"},
+    "tool_providers": {"mcp": "mcp", "openapi": "openapi"},
+    "trace_exporters": {},
+}
+
+
+def autoload_disabled() -> bool:
+    return os.environ.get(AUTOLOAD_SWITCH, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def installed_entry_points() -> list[importlib.metadata.EntryPoint]:
+    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _install_line(extra: str) -> str:
+    return f'pip install "fevex[{extra}]"'
+
+
+def _installed_but_left_out(
+    kind: PluginKind, name: str, loaded: Collection[str]
+) -> importlib.metadata.EntryPoint | None:
+    """The installed, unloaded entry point that would provide ``name``: one named after it,
+    or the entry point of the fevex plugin that registers it."""
+    extra = OFFICIAL_EXTRAS[kind].get(name)
+    for entry_point in installed_entry_points():
+        if entry_point.name in loaded:
+            continue
+        distribution = entry_point.dist.name if entry_point.dist else None
+        if entry_point.name == name or (extra is not None and distribution == f"fevex-{extra}"):
+            return entry_point
+    return None
+
+
+def missing_plugin(
+    kind: PluginKind, name: str, registered: Iterable[str], loaded: Collection[str]
+) -> FevexConfigurationError:
+    """The ``MISSING_PLUGIN`` error for ``name``, which no loaded plugin registered as a
+    ``kind``; ``registered`` are the names that are, ``loaded`` the loaded plugins."""
+    registered = sorted(registered)
+    words = KIND_WORDS[kind]
+    left_out = _installed_but_left_out(kind, name, loaded)
+    extra = OFFICIAL_EXTRAS[kind].get(name)
+    if left_out is not None:
+        distribution = left_out.dist.name if left_out.dist else left_out.value
+        if autoload_disabled():
+            module, attribute = left_out.module, left_out.attr
+            target = f"{module}.{attribute}" if attribute else f"the module {module}"
+            hint = (
+                f"the {distribution} plugin is installed, but {AUTOLOAD_SWITCH} turns plugin "
+                f"autoload off. Unset it, or pass {target} to fevex.plugins.register_plugin"
+            )
+        else:
+            selected = os.environ.get(SELECTION_SWITCH, "")
+            hint = (
+                f"the {distribution} plugin is installed, but {SELECTION_SWITCH}={selected!r} "
+                f"leaves it out; add {left_out.name!r} to {SELECTION_SWITCH}"
+            )
+        message = f"No {words} {name!r}: {hint}."
+    elif extra is not None:
+        message = f"No {words} {name!r}; install the fevex-{extra} plugin: {_install_line(extra)}"
+    else:
+        known = set(registered) | set(OFFICIAL_EXTRAS[kind])
+        suggestion = did_you_mean(name, known)
+        message = f"No {words} {name!r}.{suggestion}"
+        if not suggestion:
+            available = ", ".join(repr(n) for n in registered) or "none"
+            message += (
+                f" Loaded plugins provide: {available}. Install the plugin distribution that "
+                "provides it; `fevex plugins` lists what is loaded."
+            )
+    return FevexConfigurationError(
+        "MISSING_PLUGIN",
+        message,
+        category="plugin",
+        details={"kind": kind, "name": name},
+    )
+
+
+def unknown_selected_plugins(
+    unknown: Iterable[str], installed: Iterable[str]
+) -> FevexConfigurationError:
+    """The ``UNKNOWN_PLUGIN`` error for ``FEVEX_PLUGINS`` entries no installed plugin has."""
+    installed = sorted(installed)
+    official = {extra for extras in OFFICIAL_EXTRAS.values() for extra in extras.values()}
+    problems = []
+    for name in sorted(unknown):
+        if name in official:
+            problems.append(f"{name!r} is not installed; install it with: {_install_line(name)}.")
+        else:
+            suggestion = did_you_mean(name, set(installed) | official)
+            problems.append(f"{name!r} is no installed plugin.{suggestion}")
+    available = ", ".join(repr(n) for n in installed) or "none"
+    return FevexConfigurationError(
+        "UNKNOWN_PLUGIN",
+        f"{SELECTION_SWITCH} names plugins that cannot be loaded: {' '.join(problems)} "
+        f"Installed plugins: {available}.",
+        category="plugin",
+        details={"unknown": sorted(unknown), "installed": installed},
+    )

@@ -1,0 +1,137 @@
+"""The install instructions of every README work as written.
+
+Each plugin README gives two lines: ``pip install "fevex[extra]"`` for an index and
+``pip install ./packages/core ... ./packages/<plugin>`` for a checkout. The first must name an
+extra of the core that brings the plugin; the second must name every workspace distribution
+the plugin needs, since pip looks for any it is not given on the index. One checkout line is
+run for real in a fresh venv, and the core README's first agent is run as a program.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = sorted(path.parent for path in (ROOT / "packages").glob("*/pyproject.toml"))
+PLUGINS = [path for path in PACKAGES if path.name != "core"]
+
+
+def _name(requirement: str) -> str:
+    """The normalized distribution name a requirement such as ``fevex-openai>=0.1`` names."""
+    match = re.match(r"[A-Za-z0-9._-]+", requirement.strip())
+    assert match is not None, requirement
+    return re.sub(r"[-_.]+", "-", match.group()).lower()
+
+
+def _project(package: Path) -> dict[str, object]:
+    project: dict[str, object] = tomllib.loads((package / "pyproject.toml").read_text())["project"]
+    return project
+
+
+def _distribution(package: Path) -> str:
+    return _name(str(_project(package)["name"]))
+
+
+FOLDERS = {_distribution(package): package for package in PACKAGES}
+
+
+def _workspace_needs(package: Path) -> set[str]:
+    """The workspace distributions ``package`` needs installed, itself included."""
+    needs = {_distribution(package)}
+    dependencies = _project(package).get("dependencies", [])
+    assert isinstance(dependencies, list)
+    for text in dependencies:
+        name = _name(text)
+        if name in FOLDERS and name not in needs:
+            needs |= _workspace_needs(FOLDERS[name])
+    return needs
+
+
+def _install_lines(readme: Path) -> list[str]:
+    return [
+        line.partition("#")[0].strip()
+        for line in readme.read_text().splitlines()
+        if line.startswith("pip install ")
+    ]
+
+
+def _checkout_line(readme: Path) -> str:
+    (line,) = [line for line in _install_lines(readme) if "./packages/" in line]
+    return line
+
+
+@pytest.mark.parametrize("plugin", PLUGINS, ids=lambda package: package.name)
+def test_a_plugin_readme_installs_from_an_index_with_an_extra_that_brings_it(
+    plugin: Path,
+) -> None:
+    extras = _project(ROOT / "packages" / "core")["optional-dependencies"]
+    assert isinstance(extras, dict)
+    named = [
+        match
+        for line in _install_lines(plugin / "README.md")
+        for match in re.findall(r'^pip install "fevex\[([a-z]+)\]"$', line)
+    ]
+    assert len(named) == 1, _install_lines(plugin / "README.md")
+    brought = {_name(text) for text in extras[named[0]]}
+    assert _distribution(plugin) in brought
+
+
+@pytest.mark.parametrize("plugin", PLUGINS, ids=lambda package: package.name)
+def test_a_plugin_readme_installs_from_a_checkout_with_every_folder_it_needs(
+    plugin: Path,
+) -> None:
+    words = _checkout_line(plugin / "README.md").split()
+    assert words[:2] == ["pip", "install"]
+    folders = words[2:]
+    assert all(folder.startswith("./packages/") for folder in folders), folders
+    installed = {_distribution(ROOT / folder) for folder in folders}
+    assert _workspace_needs(plugin) | {"fevex"} <= installed
+
+
+def test_the_checkout_install_of_a_plugin_runs_as_written(tmp_path: Path) -> None:
+    command = _checkout_line(ROOT / "packages" / "sqlite" / "README.md").split()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    bin_dir = venv / ("Scripts" if sys.platform == "win32" else "bin")
+    install = subprocess.run(
+        [str(bin_dir / "python"), "-m", *command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+
+    listed = subprocess.run(
+        [str(bin_dir / "fevex"), "plugins"], capture_output=True, text=True, check=True
+    )
+
+    plugins = {plugin["name"]: plugin for plugin in json.loads(listed.stdout)}
+    assert plugins["sqlite"]["distribution"] == "fevex-sqlite"
+    assert plugins["sqlite"]["run_stores"] == ["sqlite"]
+
+
+def test_the_core_readme_first_agent_runs_as_written(tmp_path: Path) -> None:
+    readme = (ROOT / "packages" / "core" / "README.md").read_text()
+    (program,) = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    (tmp_path / "first_agent.py").write_text(program)
+
+    completed = subprocess.run(
+        [sys.executable, "first_agent.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "Account 42 is active.\n"
