@@ -18,11 +18,11 @@ receives nothing unless its server ended it (the server's last message, or the e
 stream), so a socket with something to read is discarded (:func:`_discard_if_dropped`).
 ``pool_pre_ping`` (off by default) adds SQLAlchemy's ``SELECT 1`` to every checkout.
 
-The one-statement operations (:meth:`ConnectionPools.driver`: every run's writes, the
-claims, the schema check) run on psycopg connections in autocommit mode from a second pool
-per event loop, the store's own (:mod:`fevex_postgres.autocommit_pool`), sized by the same
-options: each statement is its own transaction, one round trip, and nothing of SQLAlchemy
-runs on the way.
+The one-statement operations (:meth:`ConnectionPools.driver`: the claims, the schema
+check; :meth:`ConnectionPools.on_driver`: every run's writes) run on psycopg connections in
+autocommit mode from a second pool per event loop, the store's own
+(:mod:`fevex_postgres.autocommit_pool`), sized by the same options: each statement is its
+own transaction, one round trip, and nothing of SQLAlchemy runs on the way.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ the clock that judged the lease, only when the commit is accepted.
 
 Values travel as one JSON document per row kind (the run's new fields, the events), read on
 the server with ``jsonb_populate_record``: the statement's text never changes with what a
-commit changes, so psycopg prepares it once per connection, and a run column added to
+commit changes, so it is prepared once per connection and sent through libpq itself
+(:mod:`fevex_postgres.libpq_statements`), and a run column added to
 :data:`~fevex.runtime.run_store.RUN_FIELDS_A_COMMIT_CHANGES` and to the table (``wake_at``,
 say) needs no change here.
 """
