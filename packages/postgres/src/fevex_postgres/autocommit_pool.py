@@ -94,7 +94,7 @@ class AutocommitPool:
     async def give_back(self, connection: psycopg.AsyncConnection[Any]) -> None:
         """Return a connection :meth:`take` lent; one that broke, or that a cancelled
         operation left mid-statement, is closed instead."""
-        if connection.closed or connection.broken or connection.info.transaction_status != _IDLE:
+        if connection.closed or connection.pgconn.transaction_status != _IDLE:
             await self._discard(connection)
             return
         while self._waiters:

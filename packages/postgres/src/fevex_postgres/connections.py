@@ -18,20 +18,20 @@ receives nothing unless its server ended it (the server's last message, or the e
 stream), so a socket with something to read is discarded (:func:`_discard_if_dropped`).
 ``pool_pre_ping`` (off by default) adds SQLAlchemy's ``SELECT 1`` to every checkout.
 
-The one-statement operations (:meth:`ConnectionPools.driver`: every run's writes, the
-claims, the schema check) run on psycopg connections in autocommit mode from a second pool
-per event loop, the store's own (:mod:`fevex_postgres.autocommit_pool`), sized by the same
-options: each statement is its own transaction, one round trip, and nothing of SQLAlchemy
-runs on the way.
+The one-statement operations (:meth:`ConnectionPools.driver`: the claims, the schema
+check; :meth:`ConnectionPools.on_driver`: every run's writes) run on psycopg connections in
+autocommit mode from a second pool per event loop, the store's own
+(:mod:`fevex_postgres.autocommit_pool`), sized by the same options: each statement is its
+own transaction, one round trip, and nothing of SQLAlchemy runs on the way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from sqlalchemy import event
@@ -47,6 +47,9 @@ from fevex.runtime.store_rules import invalid_argument
 from fevex_postgres.autocommit_pool import AutocommitPool, PoolExhausted, dropped
 
 __all__ = ["ConnectionPools", "json_text", "store_failure", "store_unavailable"]
+
+_Argument = TypeVar("_Argument")
+_Result = TypeVar("_Result")
 
 # SQLSTATEs with a code of their own; the others are STORE_ERROR, or STORE_UNAVAILABLE when
 # the connection itself failed.
@@ -135,18 +138,41 @@ class ConnectionPools:
         The caller sends its own SQL, which psycopg prepares on the connection after a few
         uses."""
         pool = await self._autocommit_pool()
-        try:
-            connection = await pool.take()
-        except psycopg.Error as error:
-            raise store_failure(operation, self._display_url, error) from error
-        except PoolExhausted as error:
-            raise self._pool_exhausted() from error
+        connection = await self._take(pool, operation)
         try:
             yield connection
         except psycopg.Error as error:
             raise store_failure(operation, self._display_url, error) from error
         finally:
             await pool.give_back(connection)
+
+    async def on_driver(
+        self,
+        operation: str,
+        write: Callable[[psycopg.AsyncConnection[Any], _Argument], Awaitable[_Result]],
+        argument: _Argument,
+    ) -> _Result:
+        """``write(connection, argument)`` on a connection of :meth:`driver`, with the same
+        error reporting: what every run's writes use, which spares them a context
+        manager's generators on each call."""
+        pool = self._autocommit.get(asyncio.get_running_loop())
+        if pool is None:
+            pool = await self._autocommit_pool()
+        connection = await self._take(pool, operation)
+        try:
+            return await write(connection, argument)
+        except psycopg.Error as error:
+            raise store_failure(operation, self._display_url, error) from error
+        finally:
+            await pool.give_back(connection)
+
+    async def _take(self, pool: AutocommitPool, operation: str) -> psycopg.AsyncConnection[Any]:
+        try:
+            return await pool.take()
+        except psycopg.Error as error:
+            raise store_failure(operation, self._display_url, error) from error
+        except PoolExhausted as error:
+            raise self._pool_exhausted() from error
 
     async def _autocommit_pool(self) -> AutocommitPool:
         loop = asyncio.get_running_loop()

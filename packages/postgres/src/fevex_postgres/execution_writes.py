@@ -21,7 +21,8 @@ the clock that judged the lease, only when the commit is accepted.
 
 Values travel as one JSON document per row kind (the run's new fields, the events), read on
 the server with ``jsonb_populate_record``: the statement's text never changes with what a
-commit changes, so psycopg prepares it once per connection, and a run column added to
+commit changes, so it is prepared once per connection and sent through libpq itself
+(:mod:`fevex_postgres.libpq_statements`), and a run column added to
 :data:`~fevex.runtime.run_store.RUN_FIELDS_A_COMMIT_CHANGES` and to the table (``wake_at``,
 say) needs no change here.
 """
@@ -46,6 +47,14 @@ from fevex.runtime.run_store import (
     store_error,
 )
 from fevex_postgres.connections import json_text
+from fevex_postgres.libpq_statements import (
+    Parameter,
+    Statement,
+    as_bool,
+    as_float,
+    as_int,
+    as_text,
+)
 from fevex_postgres.notifications import CHANNEL
 from fevex_postgres.tables import NOW_SQL, events, runs, sessions
 
@@ -80,7 +89,9 @@ _INSERT_EVENTS = f"""
 
 # The run row is locked first; the other parts read it through "accepted", which holds a
 # row only when the store rules accept the commit.
-_COMMIT = f"""
+_COMMIT = Statement(
+    "commit_execution",
+    f"""
 WITH stored AS (
     SELECT revision, session_id, parent_run_id, last_sequence, lease_owner, lease_generation,
            lease_expires_at, {NOW_SQL} AS now
@@ -122,12 +133,15 @@ WITH stored AS (
 SELECT revision, last_sequence, lease_owner, lease_generation, lease_expires_at, now,
        (SELECT count(*) FROM changed_run) AS written
 FROM stored
-"""
+""",
+)
 
 # The session is locked (when it exists) before anything is judged; a session that does
 # not exist yet is inserted, and a concurrent creator's insert makes the primary key refuse
 # one of the two statements (retried once: the session then exists, and is locked).
-_CREATE = f"""
+_CREATE = Statement(
+    "create_execution",
+    f"""
 WITH stored_session AS (
     SELECT active_run_id, revision FROM {sessions.name} WHERE id = %(session_id)s FOR UPDATE
 ), state AS (
@@ -160,7 +174,8 @@ WITH stored_session AS (
 SELECT run_exists, session_found, active_run_id, revision,
        (SELECT lease_expires_at FROM new_run) AS lease_expires_at
 FROM state
-"""
+""",
+)
 
 _SESSIONS_KEY = f"{sessions.name}_pkey"
 _RUNS_KEY = f"{runs.name}_pkey"
@@ -176,7 +191,7 @@ async def create_execution(db: psycopg.AsyncConnection[Any], create: ExecutionCr
         last_sequence = 0
     else:
         sequence_error = None
-    parameters = {
+    parameters: dict[str, Parameter] = {
         "run_id": run.id,
         "session_id": run.session_id,
         "session_revision": create.session_revision,
@@ -198,7 +213,7 @@ async def create_execution(db: psycopg.AsyncConnection[Any], create: ExecutionCr
     # fails on the session's key, wrote nothing, and the second try finds the session.
     for attempt in (1, 2):
         try:
-            cursor = await db.execute(_CREATE, parameters)
+            state = await _CREATE.fetch_row(db, parameters)
         except psycopg.errors.UniqueViolation as error:
             constraint = error.diag.constraint_name
             if constraint == _SESSIONS_KEY and attempt == 1:
@@ -212,13 +227,15 @@ async def create_execution(db: psycopg.AsyncConnection[Any], create: ExecutionCr
                 ) from error
             raise rules.event_id_taken(run.id) from error
         break
-    state = await cursor.fetchone()
     assert state is not None  # the statement always returns its one "state" row
     run_exists, session_found, active_run_id, session_revision, lease_expires_at = state
-    rules.check_run_is_new(run.id, run_exists)
-    if session_found:
+    rules.check_run_is_new(run.id, as_bool(run_exists))
+    if as_bool(session_found):
         rules.check_session_reservable(
-            run.session_id, active_run_id, session_revision, create.session_revision
+            run.session_id,
+            None if active_run_id is None else as_text(active_run_id),
+            as_int(session_revision),
+            create.session_revision,
         )
     else:
         rules.check_new_session(run.session_id, create.session_revision)
@@ -226,7 +243,7 @@ async def create_execution(db: psycopg.AsyncConnection[Any], create: ExecutionCr
         raise sequence_error
     if lease_expires_at is None:
         raise _disagreement("create_execution")
-    return RunLease(create.lease_owner, 1, float(lease_expires_at))
+    return RunLease(create.lease_owner, 1, as_float(lease_expires_at))
 
 
 async def commit_execution(db: psycopg.AsyncConnection[Any], commit: ExecutionCommit) -> None:
@@ -244,7 +261,7 @@ async def commit_execution(db: psycopg.AsyncConnection[Any], commit: ExecutionCo
         # Expired, not forgotten: owner and generation stay, so the next acquisition
         # advances the generation past this one.
         changes["lease_expires_at"] = 0.0
-    parameters = {
+    parameters: dict[str, Parameter] = {
         "run_id": commit.run_id,
         "lease_owner": commit.lease.owner,
         "lease_generation": commit.lease.generation,
@@ -260,16 +277,16 @@ async def commit_execution(db: psycopg.AsyncConnection[Any], commit: ExecutionCo
         "wakes_parent": rules.ends_run(commit.changes),
     }
     try:
-        cursor = await db.execute(_COMMIT, parameters)
+        stored = await _COMMIT.fetch_row(db, parameters)
     except psycopg.errors.UniqueViolation as error:
         raise rules.event_id_taken(commit.run_id) from error
-    stored = await cursor.fetchone()
     if stored is None:
         raise rules.run_not_found(commit.run_id)
     revision, last_sequence, owner, generation, expires_at, now, written = stored
-    state = rules.StoredRun(revision, RunLease(owner, generation, expires_at), last_sequence)
-    rules.check_commit(commit, state, now)
-    if not written:
+    lease = RunLease(as_text(owner), as_int(generation), as_float(expires_at))
+    state = rules.StoredRun(as_int(revision), lease, as_int(last_sequence))
+    rules.check_commit(commit, state, as_float(now))
+    if written == b"0":
         raise _disagreement("commit_execution")
 
 

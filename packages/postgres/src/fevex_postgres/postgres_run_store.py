@@ -244,13 +244,17 @@ class PostgresRunStore:
 
     async def create_execution(self, create: ExecutionCreate) -> RunLease:
         rules.check_create_arguments(create)
-        async with self._driver("create_execution") as db:
-            return await execution_writes.create_execution(db, create)
+        if not self._schema_ready:
+            await self.check_schema()
+        return await self._pools.on_driver(
+            "create_execution", execution_writes.create_execution, create
+        )
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
         rules.check_commit_arguments(commit)
-        async with self._driver("commit_execution") as db:
-            await execution_writes.commit_execution(db, commit)
+        if not self._schema_ready:
+            await self.check_schema()
+        await self._pools.on_driver("commit_execution", execution_writes.commit_execution, commit)
 
     async def request_cancel(self, run_id: str) -> AgentRun:
         async with self._transaction("request_cancel") as db:
