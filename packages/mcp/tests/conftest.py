@@ -10,13 +10,14 @@ import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import pytest
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
 
 from fevex.plugins import reset_plugins
 
@@ -129,6 +130,10 @@ class Recorder:
         return {authorization for _, authorization in self.requests}
 
 
+class Tally(BaseModel):
+    word: Annotated[str, Field(pattern=r"^(a+)+$")]
+
+
 def build_server(recorder: Recorder) -> MCPServer:
     server = MCPServer("docs", log_level="WARNING")
 
@@ -139,6 +144,13 @@ def build_server(recorder: Recorder) -> MCPServer:
     def search(query: str, ctx: Context) -> dict[str, list[str]]:
         recorder.saw_call("search", {"query": query}, ctx)
         return {"hits": [f"{query}: a lease is renewed by its holder's heartbeat"]}
+
+    @server.tool(description="Counts, and promises an output its result breaks.")
+    def tally(ctx: Context) -> Tally:
+        recorder.saw_call("tally", {}, ctx)
+        # Checked against the promised pattern with a backtracking engine, this would take
+        # about 2**30 steps.
+        return Tally.model_construct(word="a" * 30 + "!")
 
     @server.tool(description="Look a term up.", structured_output=False)
     def lookup(term: str, ctx: Context) -> str:

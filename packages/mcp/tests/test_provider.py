@@ -3,6 +3,8 @@ binds to one identity and how results and failures come back."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -241,3 +243,21 @@ async def test_the_guard_keeps_tests_on_loopback(network_guard: Any) -> None:
     assert type(caught.value).__name__ == "OffLoopbackConnection"
     assert network_guard.attempts == [("192.0.2.1", 80)]
     network_guard.attempts.clear()
+
+
+async def test_a_hostile_output_schema_cannot_stall_a_call(mcp_server: Any) -> None:
+    """The server promises an output pattern that backtracks for minutes on what it
+    returns; the call answers at once, its output untrusted data as any other."""
+    provider = create_mcp_tool_provider(mcp_server.url)
+    outcome: list[Any] = []
+
+    def call_elsewhere() -> None:
+        # On its own thread and loop: a stalled check would block this thread, not the
+        # test's loop (which serves the MCP server).
+        outcome.append(asyncio.run(provider.call_tool("tally", {}, call("tally"))))
+
+    worker = threading.Thread(target=call_elsewhere, daemon=True)
+    worker.start()
+    await asyncio.to_thread(worker.join, 60)
+    assert not worker.is_alive(), "the call stalled on the server's output schema"
+    assert outcome == [{"word": "a" * 30 + "!"}]

@@ -80,9 +80,18 @@ async def call_tool(
     endpoint: Endpoint, headers: Mapping[str, str], name: str, arguments: dict[str, Any]
 ) -> CallToolResult:
     async def call(client: Client) -> CallToolResult:
+        # The SDK would check a result's structured content against the server's own
+        # outputSchema with Python's backtracking `re` (a hostile pattern could stall the
+        # run), after listing the tools again to find that schema. A remote tool's output
+        # is untrusted data whatever the server promises, so that check is skipped.
+        client.session.validate_tool_result = _output_schema_unchecked  # type: ignore[method-assign]
         return await client.call_tool(name, arguments)
 
     return await _with_session(endpoint, headers, call)
+
+
+async def _output_schema_unchecked(name: str, result: CallToolResult) -> None:
+    return None
 
 
 async def _with_session(
