@@ -129,8 +129,9 @@ async def wake_due_runs(app: Fevex, limit: int | None) -> WakeSweep:
         except FevexError as error:
             if error.code == "LEASE_LOST":
                 continue
+            # Ended or paused again, the run's outcome is in the store; otherwise it was left.
             run = await _settled_run(app, run_id)
-            if run is None or (run.status not in TERMINAL_STATUSES and run.status != "paused"):
+            if run is None or run.status == "running":
                 skipped.append(_skipped(run_id, error))
                 continue
         except Exception as error:
