@@ -121,3 +121,69 @@ def bench_durable_report(session: nox.Session) -> None:
 
     if report.main(["--results", str(DURABLE_RESULTS)]) != 0:
         session.error(f"No durable benchmark results in {DURABLE_RESULTS}")
+
+
+# -- the workflow benchmark: fevex, DBOS Transact, LangGraph's functional API -------------
+
+WORKFLOW_RESULTS = RESULTS / "workflows"
+WORKFLOW_REQUIREMENTS = {
+    "fevex": "fevex-workflows.txt",
+    "dbos": "dbos.txt",
+    "langgraph": "langgraph-workflows.txt",
+}
+
+
+@nox.session(venv_backend="none", default=False)
+def bench_workflows(session: nox.Session) -> None:
+    """Five-step workflows: fevex, DBOS and LangGraph on SQLite and PostgreSQL, side by side.
+
+    See benchmarks/workflows/README.md."""
+    shutil.rmtree(WORKFLOW_RESULTS, ignore_errors=True)
+    for side in WORKFLOW_REQUIREMENTS:
+        session.notify(f"bench_workflows_env(side='{side}')")
+    session.notify("bench_workflows_rounds")
+    session.notify("bench_workflows_report")
+
+
+@nox.session(python="3.11", default=False)
+@nox.parametrize("side", list(WORKFLOW_REQUIREMENTS))
+def bench_workflows_env(session: nox.Session, side: str) -> None:
+    """Install one side's environment and note its interpreter for the rounds."""
+    session.chdir(ROOT)
+    editable: list[str] = []
+    if side == "fevex":
+        for name in ("core", "sqlite", "postgres"):
+            editable += ["-e", str(ROOT / "packages" / name)]
+    session.install("-r", str(REQUIREMENTS / WORKFLOW_REQUIREMENTS[side]), *editable)
+    python = session.run("python", "-c", "import sys; print(sys.executable)", silent=True)
+    WORKFLOW_RESULTS.mkdir(parents=True, exist_ok=True)
+    (WORKFLOW_RESULTS / f"{side}-python.txt").write_text(str(python).strip(), encoding="utf-8")
+
+
+@nox.session(venv_backend="none", default=False)
+def bench_workflows_rounds(session: nox.Session) -> None:
+    """Every side in alternating rounds, against one throwaway PostgreSQL server.
+
+    The rounds run in fevex's environment, which has fevex-postgres to start the server."""
+    pythons = {
+        side: (WORKFLOW_RESULTS / f"{side}-python.txt").read_text("utf-8")
+        for side in WORKFLOW_REQUIREMENTS
+        if (WORKFLOW_RESULTS / f"{side}-python.txt").is_file()
+    }
+    if "fevex" not in pythons:
+        session.error("Run bench_workflows_env(side='fevex') first.")
+    arguments = [f"--python={side}={python}" for side, python in pythons.items()]
+    out = WORKFLOW_RESULTS / "workflows.json"
+    session.run(
+        pythons["fevex"], "-m", "benchmarks.workflows.rounds", *arguments, "--out", str(out),
+        *session.posargs, external=True, env=OFFLINE_ENVIRONMENT,
+    )  # fmt: skip
+
+
+@nox.session(venv_backend="none", default=False)
+def bench_workflows_report(session: nox.Session) -> None:
+    """Print the workflow tables from .nox/bench-results/workflows/workflows.json."""
+    from benchmarks.workflows import report
+
+    if report.main(["--results", str(WORKFLOW_RESULTS / "workflows.json")]) != 0:
+        session.error(f"No workflow benchmark results in {WORKFLOW_RESULTS}")

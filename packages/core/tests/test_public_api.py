@@ -9,16 +9,19 @@ import fevex.plugins
 import fevex.runtime
 import fevex.testing
 import fevex.tools
+import fevex.workflows
 
 
 def test_top_level_exports() -> None:
     assert set(fevex.__all__) == {
         "AgentDefinition",
         "AgentRun",
+        "AgentStepResult",
         "ApprovalDecision",
         "Fevex",
         "FevexConfigurationError",
         "FevexError",
+        "EventDelivery",
         "FevexRunError",
         "InMemoryRunStore",
         "Limits",
@@ -33,11 +36,14 @@ def test_top_level_exports() -> None:
         "ToolContext",
         "ToolDefinition",
         "ToolRetry",
+        "WorkflowDefinition",
+        "WorkflowStep",
         "__version__",
         "create_fevex",
         "define_agent",
         "define_connection",
         "define_tool",
+        "define_workflow",
     }
 
 
@@ -52,12 +58,20 @@ def test_every_exported_name_exists() -> None:
         fevex.runtime,
         fevex.testing,
         fevex.tools,
+        fevex.workflows,
     ):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
 
 
 def test_area_exports() -> None:
+    assert set(fevex.workflows.__all__) == {
+        "AgentStepResult",
+        "EventDelivery",
+        "WorkflowDefinition",
+        "WorkflowStep",
+        "define_workflow",
+    }
     assert {"define_agent", "AgentDefinition", "Limits"} <= set(fevex.agents.__all__)
     assert {"define_tool", "ToolContext"} <= set(fevex.tools.__all__)
     assert {

@@ -16,9 +16,17 @@ from fevex.models import ModelGateway
 from fevex.runtime import AgentRun, ApprovalDecision, InMemoryRunStore, Session
 from fevex.schemas import Schema
 from fevex.tools import ToolContext, ToolDefinition, ToolRetry, define_connection, define_tool
+from fevex.workflows import (
+    AgentStepResult,
+    EventDelivery,
+    WorkflowDefinition,
+    WorkflowStep,
+    define_workflow,
+)
 
 __all__ = [
     "AgentDefinition",
+    "AgentStepResult",
     "AgentRun",
     "ApprovalDecision",
     "Fevex",
@@ -27,6 +35,7 @@ __all__ = [
     "FevexRunError",
     "InMemoryRunStore",
     "Limits",
+    "EventDelivery",
     "Message",
     "ModelGateway",
     "RunCancelledError",
@@ -38,9 +47,12 @@ __all__ = [
     "ToolContext",
     "ToolDefinition",
     "ToolRetry",
+    "WorkflowDefinition",
+    "WorkflowStep",
     "__version__",
     "create_fevex",
     "define_agent",
     "define_connection",
     "define_tool",
+    "define_workflow",
 ]

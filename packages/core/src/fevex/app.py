@@ -22,7 +22,8 @@ from fevex._internal.names import did_you_mean
 from fevex._internal.recovery_sweep import sweep_expired_runs, wake_due_runs
 from fevex._internal.sync import iterate_sync, run_sync
 from fevex._internal.tool_runner import CredentialResolver
-from fevex.agents import AgentDefinition
+from fevex._internal.workflow_kind import WorkflowKind
+from fevex.agents import AgentDefinition, Limits
 from fevex.errors import (
     FevexConfigurationError,
     FevexRunError,
@@ -46,6 +47,7 @@ from fevex.runtime.store_rules import check_event_page
 from fevex.schemas.schema import ensure_json
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
+from fevex.workflows import WorkflowDefinition
 
 __all__ = ["AgentInput", "Fevex", "RunResult", "create_fevex"]
 
@@ -56,6 +58,8 @@ RunContext = ExecutionContext | Mapping[str, Any] | None
 AgentInput = str | Message | Sequence[ContentPart] | Mapping[str, Any]
 # An agent of the app: its name, or its definition (which types the run's output).
 AgentReference = str | AgentDefinition[Any]
+# A workflow of the app: its name (the version registered last), or its definition.
+WorkflowReference = str | WorkflowDefinition
 logger = logging.getLogger("fevex")
 
 
@@ -81,6 +85,7 @@ def create_fevex(
     credentials: CredentialResolver = None,
     policies: Iterable[Policy] = (),
     connections: Iterable[ConnectionDefinition] = (),
+    workflows: Iterable[WorkflowDefinition] = (),
     lease_seconds: float = 30.0,
 ) -> Fevex:
     """Validate the whole composition and return the app.
@@ -90,7 +95,8 @@ def create_fevex(
     failures never affect a run. ``credentials`` is a mapping or a function
     ``(name, context) -> str`` (may be async) that tools reach through
     ``context.get_credential``. ``policies`` may deny tool calls. ``connections`` expose
-    remote tools as ``<connection>__<tool>``. A running run holds a lease of
+    remote tools as ``<connection>__<tool>``. ``workflows`` are durable workflows
+    (several versions of one name may be given). A running run holds a lease of
     ``lease_seconds``, renewed while it runs.
 
     Every problem of the composition is reported at once: the ``FevexConfigurationError``
@@ -107,6 +113,7 @@ def create_fevex(
         policies=policies,
         credentials=credentials,
         connections=connections,
+        workflows=workflows,
         problems=problems,
     )
     if (
@@ -163,6 +170,8 @@ class Fevex:
             composition.observers,
             lease_seconds=lease_seconds,
         )
+        self._workflow_kind = WorkflowKind(composition, self._kernel, self._agent_kind)
+        self._kernel.kinds = {**self._kernel.kinds, "workflow": self._workflow_kind}
         self._background: set[asyncio.Task[None]] = set()
 
     @property
@@ -340,6 +349,107 @@ class Fevex:
                 pass
         except (Exception, asyncio.CancelledError):
             pass
+
+    # -- workflows ------------------------------------------------------------------
+
+    async def _begin_workflow(
+        self,
+        workflow: WorkflowReference,
+        input: Any,
+        *,
+        context: RunContext,
+        timeout: float | None,
+        limits: Limits | None,
+        batching: bool,
+    ) -> Execution:
+        if isinstance(workflow, WorkflowDefinition):
+            prepared = self._workflow_kind.workflow(workflow.name, workflow.version)
+            if prepared.definition is not workflow and prepared.definition != workflow:
+                raise FevexRunError(
+                    "WORKFLOW_NOT_FOUND",
+                    f"The workflow definition {workflow.name!r} is not one this app was "
+                    "created with; pass it in create_fevex(workflows=[...]).",
+                )
+        elif isinstance(workflow, str):
+            prepared = self._workflow_kind.workflow(workflow, None)
+        else:
+            raise FevexRunError(
+                "WORKFLOW_NOT_FOUND", f"{workflow!r} is not a workflow name or definition."
+            )
+        context_json = None if context is None else ExecutionContext.of(context).to_json()
+        deadline = deadline_of(timeout)
+        run, driver = self._workflow_kind.new_run(prepared, input, context_json, limits)
+        return await self._kernel.start(
+            run,
+            driver,
+            session_revision=None,
+            opening={
+                "workflow_name": run.name,
+                "version": run.version,
+                "session_id": run.session_id,
+                "input": run.input,
+            },
+            deadline=deadline,
+            batching=batching,
+        )
+
+    async def run_workflow(
+        self,
+        workflow: WorkflowReference,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> RunResult[Any]:
+        """Run a workflow to its end and return its validated output.
+
+        ``workflow`` is its name (the version registered last) or its definition (that
+        version). ``limits`` narrows the definition's limits for this run; the effective
+        limits are checkpointed. Raises ``RunPausedError`` when it waits (an event, a
+        timer, a child run that paused), and the run's error after persisting it."""
+        return await self._result(
+            await self._begin_workflow(
+                workflow, input, context=context, timeout=timeout, limits=limits, batching=True
+            )
+        )
+
+    async def stream_workflow(
+        self,
+        workflow: WorkflowReference,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> AsyncGenerator[RunEvent, None]:
+        """Yield the committed events of the workflow and of its child runs (each
+        ``RunEvent.run_id`` says whose), until it ends or pauses (``run.paused``). A
+        workflow's events are yielded as each of its passes ends or pauses."""
+        execution = await self._begin_workflow(
+            workflow, input, context=context, timeout=timeout, limits=limits, batching=False
+        )
+        async with aclosing(self._kernel.events(execution)) as stream:
+            async for event in stream:
+                yield event
+
+    async def start_workflow(
+        self,
+        workflow: WorkflowReference,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> AgentRun:
+        """Start a workflow in the background and return its first snapshot."""
+        execution = await self._begin_workflow(
+            workflow, input, context=context, timeout=timeout, limits=limits, batching=True
+        )
+        task = asyncio.create_task(self._drain(execution))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return execution.sink.run
 
     # -- durable continuation -------------------------------------------------------
 
@@ -537,7 +647,11 @@ class Fevex:
         the run itself if its owner's lease lapses first (the owner died) or the run
         paused meanwhile. When ``timeout`` passes first, the run is returned still
         ``running`` with the request recorded: its owner, or whoever takes it over next
-        (a recovery), cancels it."""
+        (a recovery), cancels it. A workflow's running or paused child runs are cancelled
+        first."""
+        for child in await self.list_runs(parent_run_id=run_id, limit=1000):
+            if child.status in ("running", "paused"):
+                await self.cancel_run(child.id, timeout=timeout)
         return await self._kernel.cancel(
             run_id, seconds_of(self.lease_seconds if timeout is None else timeout)
         )
@@ -640,6 +754,45 @@ class Fevex:
         still running."""
         return run_sync(
             self.start_agent(agent, input, session_id=session_id, timeout=timeout, context=context)
+        )
+
+    def run_workflow_sync(
+        self,
+        workflow: WorkflowReference,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> RunResult[Any]:
+        return run_sync(
+            self.run_workflow(workflow, input, context=context, timeout=timeout, limits=limits)
+        )
+
+    def stream_workflow_sync(
+        self,
+        workflow: WorkflowReference,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> Iterator[RunEvent]:
+        return iterate_sync(
+            self.stream_workflow(workflow, input, context=context, timeout=timeout, limits=limits)
+        )
+
+    def start_workflow_sync(
+        self,
+        workflow: WorkflowReference,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> AgentRun:
+        return run_sync(
+            self.start_workflow(workflow, input, context=context, timeout=timeout, limits=limits)
         )
 
     def resume_run_sync(

@@ -21,6 +21,7 @@ from fevex.models import ToolSpec
 from fevex.schemas.schema import CompiledSchema, compile_schema
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import SEPARATOR, ConnectionDefinition
+from fevex.workflows.definition import WorkflowDefinition
 
 DEFAULT_MODEL_KEY = "default"
 
@@ -60,6 +61,14 @@ class PreparedAgent:
         return self._specs, self._output_json_schema
 
 
+@dataclass(slots=True)
+class PreparedWorkflow:
+    definition: WorkflowDefinition
+    input_schema: CompiledSchema | None
+    output_schema: CompiledSchema | None
+    events: dict[str, CompiledSchema | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Composition:
     agents: Mapping[str, PreparedAgent]
@@ -69,6 +78,9 @@ class Composition:
     connections: Mapping[str, ConnectionDefinition] = field(default_factory=dict)
     # Models built from provider:model references: the app owns and closes them.
     owned_models: tuple[Any, ...] = ()
+    tools: Mapping[str, PreparedTool] = field(default_factory=dict)
+    # (name, version) -> workflow; several versions of one name may be registered.
+    workflows: Mapping[tuple[str, str], PreparedWorkflow] = field(default_factory=dict)
 
 
 def _config_error(message: str) -> FevexConfigurationError:
@@ -122,6 +134,7 @@ def compose(
     policies: Any = (),
     credentials: Any = None,
     connections: Any = (),
+    workflows: Any = (),
     problems: Problems | None = None,
 ) -> Composition:
     """Check everything and freeze it; every problem found is raised at once, in one
@@ -132,6 +145,7 @@ def compose(
     tool_table = _tools(tools, found)
     connection_table = _connections(connections, tool_table, found)
     agent_table = _agents(agents, model_table, tool_table, connection_table, found)
+    workflow_table = _workflows(workflows, found)
 
     observers: tuple[Callable[..., Any], ...] = ()
     with found.collect():
@@ -161,7 +175,51 @@ def compose(
         credentials = dict(credentials)
     given = models if isinstance(models, Mapping) else {}
     owned = tuple(model for key, model in model_table.items() if key not in given)
-    return Composition(agent_table, observers, policy_list, credentials, connection_table, owned)
+    return Composition(
+        agent_table,
+        observers,
+        policy_list,
+        credentials,
+        connection_table,
+        owned,
+        tool_table,
+        workflow_table,
+    )
+
+
+def _workflows(workflows: Any, found: Problems) -> dict[tuple[str, str], PreparedWorkflow]:
+    table: dict[tuple[str, str], PreparedWorkflow] = {}
+    listed: Sequence[Any] = ()
+    with found.collect():
+        listed = _as_sequence(workflows, "workflows")
+    for workflow in listed:
+        with found.collect():
+            if not isinstance(workflow, WorkflowDefinition):
+                raise FevexConfigurationError(
+                    "INVALID_WORKFLOW",
+                    f"{workflow!r} is not a workflow; define it with define_workflow.",
+                )
+            workflow.check()
+            if workflow.key in table:
+                raise FevexConfigurationError(
+                    "DUPLICATE_WORKFLOW",
+                    f"Workflow {workflow.name!r} version {workflow.version!r} is defined twice.",
+                )
+            owner = f"Workflow {workflow.name}"
+            table[workflow.key] = PreparedWorkflow(
+                workflow,
+                _optional_schema(workflow.input_schema, owner, "input_schema"),
+                _optional_schema(workflow.output_schema, owner, "output_schema"),
+                {
+                    name: _optional_schema(source, owner, f"event {name!r}")
+                    for name, source in workflow.events.items()
+                },
+            )
+    return table
+
+
+def _optional_schema(source: Any, owner: str, what: str) -> CompiledSchema | None:
+    return None if source is None else _compile(source, "INVALID_WORKFLOW", f"{owner}: {what}")
 
 
 def _models(models: Any, found: Problems) -> dict[str, Any]:

@@ -228,8 +228,9 @@ class EventSink:
 
     def delivered(self, event: RunEvent) -> None:
         """The consumer has the event; observers see it now, unless the sink batches (it
-        then shows observers each event once it is committed)."""
-        if not self.batching:
+        then shows observers each event once it is committed). A child run's events
+        relayed in its parent's stream were shown by the child's own sink."""
+        if not self.batching and event.run_id == self.run.id:
             self.observe(event)
 
     def observe(self, event: RunEvent) -> None:

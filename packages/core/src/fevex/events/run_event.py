@@ -30,6 +30,11 @@ RunEventType = Literal[
     "run.completed",
     "run.failed",
     "run.cancelled",
+    "workflow.step.started",
+    "workflow.step.completed",
+    "workflow.step.failed",
+    "workflow.waiting",
+    "workflow.event.received",
 ]
 
 EVENT_TYPES: tuple[str, ...] = RunEventType.__args__  # type: ignore[attr-defined]

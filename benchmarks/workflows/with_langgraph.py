@@ -1,0 +1,128 @@
+"""LangGraph's side of the workflow benchmark: its functional API, five async ``@task``
+functions called from an ``@entrypoint``, checkpointed by ``AsyncSqliteSaver`` (a file) or
+``AsyncPostgresSaver``.
+
+Each workflow is a new ``thread_id``. The resume scenario's step 4 is ``interrupt("go")``:
+the invocation returns with the workflow checkpointed, and the benchmark resumes it with
+``ainvoke(Command(resume=payload), config)``, which replays the entrypoint (tasks 1-3
+return their checkpointed results) and runs step 5. The variant is LangGraph's
+``durability`` (``async``, its default: a step's checkpoint is written while the next step
+runs; ``sync``: before the next step starts).
+
+Needs ``benchmarks/requirements/langgraph-workflows.txt``. Run with ``python -m
+benchmarks.workflows.with_langgraph --store sqlite --directory /tmp/langgraph``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from importlib import metadata
+from typing import Any
+
+from benchmarks.workflows import scenario
+
+DURABILITY = ("async", "sync")
+
+
+def main(argv: list[str] | None = None) -> None:
+    arguments = scenario.arguments(__doc__.splitlines()[0], argv)
+    durability = "async" if arguments.variant == "default" else arguments.variant
+    if durability not in DURABILITY:
+        raise SystemExit(f"unknown durability {arguments.variant!r}; choose from {DURABILITY}")
+    commits = None
+    if arguments.mode == "count" and arguments.store == "sqlite":
+        commits = scenario.SqliteCommits().install()
+    body = asyncio.run(run(arguments, durability, commits))
+    names = [
+        "langgraph",
+        "langgraph-checkpoint",
+        "langgraph-checkpoint-sqlite",
+        "langgraph-checkpoint-postgres",
+        "aiosqlite",
+        "psycopg",
+    ]
+    scenario.emit("langgraph", arguments, {name: metadata.version(name) for name in names}, body)
+
+
+@contextlib.asynccontextmanager
+async def open_saver(arguments: Any) -> AsyncIterator[Any]:
+    if arguments.store == "sqlite":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        path = scenario.sqlite_path(arguments, "langgraph")
+        async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+            await saver.setup()
+            yield saver
+    else:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        url = scenario.libpq_url(arguments.postgres_url)
+        async with AsyncPostgresSaver.from_conn_string(url) as saver:
+            await saver.setup()
+            yield saver
+
+
+async def run(arguments: Any, durability: Any, commits: Any) -> dict[str, Any]:
+    from langgraph.func import entrypoint, task
+    from langgraph.types import Command, interrupt
+
+    @task
+    async def s1() -> dict[str, int]:
+        return scenario.step_value(1)
+
+    @task
+    async def s2() -> dict[str, int]:
+        return scenario.step_value(2)
+
+    @task
+    async def s3() -> dict[str, int]:
+        return scenario.step_value(3)
+
+    @task
+    async def s4() -> dict[str, int]:
+        return scenario.step_value(4)
+
+    @task
+    async def s5() -> dict[str, int]:
+        return scenario.step_value(5)
+
+    async with open_saver(arguments) as saver:
+
+        @entrypoint(checkpointer=saver)
+        async def five(_input: dict[str, Any]) -> dict[str, int]:
+            return scenario.total(await s1(), await s2(), await s3(), await s4(), await s5())
+
+        @entrypoint(checkpointer=saver)
+        async def five_waiting(_input: dict[str, Any]) -> dict[str, int]:
+            a, b, c = await s1(), await s2(), await s3()
+            event = interrupt(scenario.EVENT)
+            return scenario.total(a, b, c, scenario.resumed_value(event), await s5())
+
+        def config() -> Any:
+            return {"configurable": {"thread_id": str(uuid.uuid4())}}
+
+        async def run_one() -> Any:
+            return await five.ainvoke({}, config(), durability=durability)
+
+        async def start_paused() -> Any:
+            thread = config()
+            paused = await five_waiting.ainvoke({}, thread, durability=durability)
+            if "__interrupt__" not in paused:
+                raise RuntimeError(f"the workflow did not pause at step 4: {paused!r}")
+            return thread
+
+        async def resume(thread: Any) -> Any:
+            command = Command(resume=scenario.EVENT_PAYLOAD)
+            return await five_waiting.ainvoke(command, thread, durability=durability)
+
+        workflows = scenario.Workflows(run=run_one, start_paused=start_paused, resume=resume)
+        if arguments.mode == "count":
+            return await scenario.count(workflows, commits, arguments.workflows)
+        return await scenario.measure(workflows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,558 @@
+"""The step driver of workflow runs: the workflow function, replayed from the start on
+every takeover, its steps answered from the journal when they ran already.
+
+Each step is a journal entry under its ``step_id``. A new step is journalled ``started``
+and committed with ``workflow.step.started`` (before the effect for tool and agent steps,
+whose effect must not run twice; with the completion for ``run`` steps, which are
+at-least-once: one interrupted mid-call runs again), then ``completed`` or ``failed``. A
+wait (an event, a timer, a paused child run) raises :class:`Suspended` out of the
+function; the driver turns it into the run's pause, and whatever ends the wait settles the
+entry in the checkpoint (see :mod:`fevex._internal.waits`) for the next replay to find.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import time
+from collections.abc import AsyncGenerator, Callable
+from typing import TYPE_CHECKING, Any
+
+from fevex._internal.clock import new_id
+from fevex._internal.deadline import DeadlineReached
+from fevex._internal.execution import Execution
+from fevex._internal.journal import JournalEntry, StepJournal
+from fevex._internal.kernel import child_run
+from fevex._internal.tool_runner import ToolCallRun, summarize
+from fevex._internal.waits import children_pause, event_pause, timer_pause
+from fevex.agents import AgentDefinition, Limits
+from fevex.errors import FevexError, FevexRunError
+from fevex.events import RunEvent
+from fevex.models import ToolCall, Usage
+from fevex.schemas.schema import ensure_json
+from fevex.tools import ToolDefinition
+from fevex.workflows.step import AgentStepResult, EventDelivery
+
+if TYPE_CHECKING:
+    from fevex._internal.composition import PreparedWorkflow
+    from fevex._internal.workflow_kind import WorkflowKind
+
+__all__ = ["Suspended", "WorkflowDriver", "WorkflowState"]
+
+CHECKPOINT_VERSION = 1
+
+
+class Suspended(BaseException):
+    """Raised out of the workflow function to pause the run; a ``BaseException`` so that
+    the function's own ``except Exception`` cannot swallow a pause."""
+
+    def __init__(self, pause: dict[str, Any]) -> None:
+        super().__init__(pause.get("reason"))
+        self.pause = pause
+
+
+@dataclasses.dataclass(slots=True)
+class WorkflowState:
+    """Everything a workflow run needs to continue, as its checkpoint keeps it."""
+
+    input: Any
+    limits: dict[str, int | None]
+    journal: StepJournal
+    # step id -> the child run of an agent step (known before the child is created).
+    children: dict[str, str] = dataclasses.field(default_factory=dict)
+    # step id -> when its timer fires (seconds since the epoch).
+    timers: dict[str, float] = dataclasses.field(default_factory=dict)
+    # Steps whose end has an event already (a wait settled by a takeover has none yet).
+    announced: set[str] = dataclasses.field(default_factory=set)
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {
+            "version": CHECKPOINT_VERSION,
+            "input": self.input,
+            "limits": self.limits,
+            "journal": self.journal.to_json(),
+            "children": self.children,
+            "timers": self.timers,
+            "announced": sorted(self.announced),
+        }
+
+    @classmethod
+    def from_checkpoint(cls, run_id: str, checkpoint: Any) -> WorkflowState:
+        try:
+            if checkpoint.get("version") != CHECKPOINT_VERSION:
+                raise ValueError("unknown checkpoint version")
+            return cls(
+                checkpoint["input"],
+                dict(checkpoint["limits"]),
+                StepJournal.from_json(checkpoint["journal"]),
+                {str(k): str(v) for k, v in checkpoint["children"].items()},
+                {str(k): float(v) for k, v in checkpoint["timers"].items()},
+                {str(step) for step in checkpoint["announced"]},
+            )
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise FevexRunError(
+                "CHECKPOINT_UNSUPPORTED",
+                f"The checkpoint of workflow run {run_id} cannot be read by this fevex.",
+                details={"run_id": run_id, "reason": "malformed"},
+            ) from None
+
+
+def limits_json(limits: Limits) -> dict[str, int | None]:
+    return {
+        "max_steps": limits.max_steps,
+        "max_tool_calls": limits.max_tool_calls,
+        "max_input_tokens": limits.max_input_tokens,
+        "max_output_tokens": limits.max_output_tokens,
+    }
+
+
+def narrowest(first: Limits, second: Limits | None) -> Limits:
+    """Each bound the smaller of the two (``None``: unbounded)."""
+    if second is None:
+        return first
+    values = {}
+    for name in Limits.__slots__:
+        mine, theirs = getattr(first, name), getattr(second, name)
+        values[name] = theirs if mine is None else mine if theirs is None else min(mine, theirs)
+    return Limits(**values)
+
+
+def error_from_json(error: dict[str, Any] | None) -> FevexRunError:
+    """The stored failure of a step, raised again as it was on every replay."""
+    error = error or {}
+    return FevexRunError(
+        str(error.get("code", "WORKFLOW_STEP_FAILED")),
+        str(error.get("message", "The step failed.")),
+        recoverable=bool(error.get("recoverable", False)),
+        details=dict(error.get("details") or {}),
+    )
+
+
+class WorkflowDriver:
+    """The steps of one workflow run in this process: the function's replay and the
+    :class:`~fevex.workflows.WorkflowStep` it is handed."""
+
+    execution: Execution
+
+    def __init__(self, kind: WorkflowKind, prepared: PreparedWorkflow, state: WorkflowState):
+        self.kind = kind
+        self.prepared = prepared
+        self.state = state
+        self._events: list[RunEvent] = []
+        self._replayed: set[str] = set()
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for entry in self.state.journal.entries.values():
+            if entry.kind == "agent" and entry.status == "completed":
+                output = entry.output if isinstance(entry.output, dict) else {}
+                total = total + Usage.from_json(output.get("usage") or {})
+        return total
+
+    def checkpoint(self) -> dict[str, Any]:
+        return self.state.checkpoint()
+
+    # -- the run --------------------------------------------------------------------
+
+    async def steps(self, execution: Execution) -> AsyncGenerator[RunEvent, None]:
+        self.execution = execution
+        definition = self.prepared.definition
+        try:
+            schema = self.prepared.input_schema
+            value = self.state.input if schema is None else schema.validate(self.state.input)
+            output = await definition.run(WorkflowSteps(self), value)
+        except Suspended as suspended:
+            for event in self._drain():
+                yield event
+            yield await execution.suspend(suspended.pause, self.checkpoint)
+            return
+        except (FevexError, DeadlineReached):
+            for event in self._drain():
+                yield event
+            raise
+        except Exception as error:
+            for event in self._drain():
+                yield event
+            raise FevexRunError(
+                "WORKFLOW_FAILED",
+                f"Workflow {definition.name} raised {type(error).__name__}: {error}",
+            ) from error
+        for event in self._drain():
+            yield event
+        output_json = self._output_json(output)
+        yield await execution.complete(output, output_json, self.usage.to_json(), ())
+
+    def _drain(self) -> list[RunEvent]:
+        events, self._events = self._events, []
+        return events
+
+    def _output_json(self, output: Any) -> Any:
+        schema = self.prepared.output_schema
+        try:
+            output_json = output if schema is None else schema.to_json(schema.validate(output))
+            ensure_json(output_json)
+        except Exception as error:
+            raise FevexRunError(
+                "OUTPUT_INVALID",
+                f"The output of workflow {self.prepared.definition.name} is invalid: "
+                f"{summarize(error)}",
+                category="validation",
+            ) from None
+        return output_json
+
+    # -- the journal ----------------------------------------------------------------
+
+    async def emit(self, type: str, payload: dict[str, Any], *, durable: bool = True) -> None:
+        event = await self.execution.sink.emit(
+            type, payload, durable=durable, checkpoint=self.checkpoint
+        )
+        self._events.append(event)
+
+    def lookup(self, step_id: str, kind: str, identity: Any) -> JournalEntry | None:
+        if not isinstance(step_id, str) or not step_id:
+            raise _invalid_step(f"A step id must be a non-empty string, not {step_id!r}.")
+        if step_id in self._replayed:
+            raise FevexRunError(
+                "STEP_MISMATCH",
+                f"Step id {step_id!r} is used twice in one run; each step needs its own id.",
+                details={"step_id": step_id},
+            )
+        self._replayed.add(step_id)
+        try:
+            ensure_json(identity)
+        except TypeError as error:
+            raise _invalid_step(f"Step {step_id!r}: its input is not JSON: {error}.") from None
+        return self.state.journal.lookup(step_id, kind, identity)
+
+    async def start(self, step_id: str, kind: str, identity: Any, *, durable: bool) -> None:
+        journal = self.state.journal
+        limit = self.state.limits.get("max_steps")
+        if limit is not None and len(journal.entries) >= limit:
+            raise FevexRunError(
+                "MAX_STEPS_EXCEEDED",
+                f"The workflow needed more than {limit} steps.",
+                details={"limit": limit},
+            )
+        if kind == "tool":
+            tool_limit = self.state.limits.get("max_tool_calls")
+            used = sum(1 for entry in journal.entries.values() if entry.kind == "tool")
+            if tool_limit is not None and used >= tool_limit:
+                raise FevexRunError(
+                    "MAX_TOOL_CALLS_EXCEEDED",
+                    f"The workflow needed more than {tool_limit} tool steps.",
+                    details={"limit": tool_limit},
+                )
+        journal.started(step_id, kind, identity)
+        await self.emit(
+            "workflow.step.started", {"step_id": step_id, "kind": kind}, durable=durable
+        )
+
+    async def complete(self, step_id: str, output: Any, **announced: Any) -> Any:
+        entry = self.state.journal.entries[step_id]
+        entry.status, entry.output, entry.error = "completed", output, None
+        self.state.announced.add(step_id)
+        await self.emit(
+            "workflow.step.completed",
+            {"step_id": step_id, "kind": entry.kind, "output": output, **announced},
+        )
+        return output
+
+    async def fail(self, step_id: str, error: FevexError) -> FevexError:
+        """Journal the step ``failed`` (a replay raises the same error) and return the
+        error to raise."""
+        entry = self.state.journal.entries[step_id]
+        entry.status, entry.output, entry.error = "failed", None, error.to_json()
+        self.state.announced.add(step_id)
+        await self.emit(
+            "workflow.step.failed",
+            {"step_id": step_id, "kind": entry.kind, "error": error.to_json()},
+        )
+        return error
+
+    async def replayed(self, step_id: str, entry: JournalEntry, event: str = "") -> Any:
+        """A step the journal holds as ended: its stored result, or its failure raised.
+        The end of a wait a takeover settled is announced now, once."""
+        announce = step_id not in self.state.announced
+        if entry.status == "failed":
+            error = error_from_json(entry.error)
+            if announce:
+                await self.fail(step_id, error)
+            raise error
+        if announce:
+            if entry.kind == "event":
+                self.state.announced.add(step_id)
+                output = entry.output if isinstance(entry.output, dict) else {}
+                await self.emit(
+                    "workflow.event.received",
+                    {
+                        "step_id": step_id,
+                        "event": event,
+                        "actor": output.get("actor"),
+                        "received_at": output.get("received_at"),
+                    },
+                )
+            else:
+                await self.complete(step_id, entry.output)
+        return entry.output
+
+    async def wait(self, step_id: str, pause: dict[str, Any]) -> None:
+        await self.emit(
+            "workflow.waiting",
+            {key: value for key, value in pause.items() if value is not None},
+            durable=False,
+        )
+        raise Suspended(pause)
+
+
+class WorkflowSteps:
+    """The :class:`~fevex.workflows.WorkflowStep` a workflow function receives."""
+
+    __slots__ = ("_driver",)
+
+    def __init__(self, driver: WorkflowDriver) -> None:
+        self._driver = driver
+
+    async def run(self, step_id: str, function: Callable[..., Any], /, *args: Any) -> Any:
+        driver = self._driver
+        if not callable(function):
+            raise _invalid_step(f"Step {step_id!r}: {function!r} is not callable.")
+        identity = {"function": _function_name(function), "args": list(args)}
+        entry = driver.lookup(step_id, "run", identity)
+        if entry is not None and entry.status != "started":
+            return await driver.replayed(step_id, entry)
+        if entry is None:
+            await driver.start(step_id, "run", identity, durable=False)
+        guard = driver.execution.guard
+        try:
+            if inspect.iscoroutinefunction(function):
+                result = await guard(function(*args))
+            else:
+                result = await guard(asyncio.to_thread(function, *args))
+                if inspect.isawaitable(result):
+                    result = await guard(result)
+        except (asyncio.CancelledError, DeadlineReached):
+            raise
+        except FevexError as error:
+            raise await driver.fail(step_id, error) from None
+        except Exception as error:
+            failure = FevexRunError(
+                "WORKFLOW_STEP_FAILED",
+                f"Step {step_id!r} failed: {type(error).__name__}: {error}",
+                details={"step_id": step_id},
+            )
+            raise await driver.fail(step_id, failure) from error
+        try:
+            ensure_json(result)
+        except TypeError as error:
+            raise await driver.fail(
+                step_id,
+                FevexRunError(
+                    "WORKFLOW_STEP_OUTPUT_INVALID",
+                    f"Step {step_id!r} returned what is not JSON: {error}.",
+                    details={"step_id": step_id},
+                ),
+            ) from None
+        return await driver.complete(step_id, result)
+
+    async def tool(self, step_id: str, tool: str | ToolDefinition, input: Any) -> Any:
+        driver = self._driver
+        name = tool.name if isinstance(tool, ToolDefinition) else tool
+        prepared = driver.kind.composition.tools.get(name) if isinstance(name, str) else None
+        if prepared is None or (
+            isinstance(tool, ToolDefinition) and prepared.definition is not tool
+        ):
+            raise FevexRunError(
+                "TOOL_NOT_AVAILABLE",
+                f"Step {step_id!r}: the app has no tool {name!r}; pass it in "
+                "create_fevex(tools=[...]).",
+                details={"tool_name": str(name)},
+            )
+        if prepared.definition.approval == "required":
+            raise _invalid_step(
+                f"Step {step_id!r}: tool {name} needs an approval; run it in an agent step."
+            )
+        identity = {"tool": name, "input": input}
+        entry = driver.lookup(step_id, "tool", identity)
+        if entry is not None and entry.status != "started":
+            return await driver.replayed(step_id, entry)
+        if entry is not None and prepared.definition.idempotency != "keyed":
+            raise await driver.fail(
+                step_id,
+                FevexRunError(
+                    "TOOL_EFFECT_UNCERTAIN",
+                    f"The run stopped while tool {name} (step {step_id}) was running, and the "
+                    "tool is not idempotent, so fevex will not repeat it.",
+                    category="tool",
+                    details={"tool_name": name, "step_id": step_id},
+                ),
+            )
+        if entry is None:
+            await driver.start(step_id, "tool", identity, durable=True)
+        execution = driver.execution
+        run = execution.sink.run
+        runner = ToolCallRun(
+            prepared,
+            ToolCall(step_id, name, input),
+            run_id=run.id,
+            session_id=run.session_id,
+            agent_name=run.name,
+            policies=driver.kind.composition.policies,
+            credentials=driver.kind.composition.credentials,
+            cancellation=execution.cancellation,
+            guard=execution.guard,
+        )
+        try:
+            output = await runner.execute()
+        except FevexError as error:
+            raise await driver.fail(step_id, error) from None
+        return await driver.complete(step_id, output)
+
+    async def agent(
+        self,
+        step_id: str,
+        agent: str | AgentDefinition[Any],
+        *,
+        input: Any,
+        session_id: str | None = None,
+    ) -> AgentStepResult:
+        driver = self._driver
+        kind = driver.kind
+        name = agent.name if isinstance(agent, AgentDefinition) else agent
+        kind.agents.agent(name)
+        if session_id is not None and (not isinstance(session_id, str) or not session_id):
+            raise _invalid_step(f"Step {step_id!r}: session_id must be a non-empty string.")
+        store = kind.kernel.store
+        session = None if session_id is None else await store.get_session(session_id)
+        parent = driver.execution.sink.run
+        child, loop = kind.agents.new_run(name, input, session_id or new_id("ses"), None, session)
+        identity = {"agent": name, "input": child.input, "session_id": session_id}
+        entry = driver.lookup(step_id, "agent", identity)
+        state = driver.state
+        if entry is not None and entry.status != "started" and step_id not in state.children:
+            output = await driver.replayed(step_id, entry)
+            return _agent_result(output)
+        if entry is None:
+            state.children[step_id] = new_id("run")
+            # Durable before the child exists: a recovery finds its id, never a second child.
+            await driver.start(step_id, "agent", identity, durable=True)
+        child_id = state.children[step_id]
+        existing = await store.get_run(child_id)
+        if existing is None:
+            child = child_run(parent, dataclasses.replace(child, id=child_id))
+            execution = await kind.kernel.start(
+                child,
+                loop,
+                session_revision=None if session is None else session.revision,
+                opening={
+                    "agent_name": name,
+                    "session_id": child.session_id,
+                    "input": child.input,
+                    "parent_run_id": parent.id,
+                },
+                deadline=driver.execution.deadline,
+                batching=driver.execution.sink.batching,
+            )
+            try:
+                # Guarded: cancelling the workflow cancels its child first.
+                await driver.execution.guard(_drain(kind, execution, driver._events))
+            except FevexError as child_error:
+                if child_error.run_id != child_id:
+                    raise  # the workflow's own (its lease was lost)
+                # The child's failure is in the store: read below.
+            existing = await store.get_run(child_id)
+            assert existing is not None
+        if existing.status in ("running", "paused"):
+            await driver.wait(step_id, children_pause(step_id, [child_id]))
+        del state.children[step_id]
+        if existing.status != "completed":
+            error = error_from_json(existing.error)
+            if existing.status == "cancelled" and existing.error is None:
+                error = FevexRunError("RUN_CANCELLED", f"Child run {child_id} was cancelled.")
+            error.details.setdefault("child_run_id", child_id)
+            raise await driver.fail(step_id, error)
+        output = {
+            "run_id": child_id,
+            "session_id": existing.session_id,
+            "output": existing.output,
+            "usage": existing.usage,
+        }
+        await driver.complete(step_id, output, child_run_id=child_id)
+        _check_tokens(driver)
+        return _agent_result(output)
+
+    async def wait_for_event(self, step_id: str, name: str) -> EventDelivery:
+        driver = self._driver
+        if name not in driver.prepared.events:
+            raise FevexRunError(
+                "EVENT_NOT_DECLARED",
+                f"Workflow {driver.prepared.definition.name} waits for the event {name!r}, "
+                "which it does not declare in events={...}.",
+                details={"event": name},
+            )
+        identity = {"event": name}
+        entry = driver.lookup(step_id, "event", identity)
+        if entry is not None and entry.status != "started":
+            output = await driver.replayed(step_id, entry, name)
+            schema = driver.prepared.events[name]
+            payload = output.get("payload")
+            return EventDelivery(
+                payload if schema is None else schema.validate(payload),
+                output.get("actor"),
+                str(output.get("received_at")),
+            )
+        if entry is None:
+            await driver.start(step_id, "event", identity, durable=False)
+        await driver.wait(step_id, event_pause(step_id, name))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def sleep(self, step_id: str, seconds: float) -> None:
+        driver = self._driver
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+            raise _invalid_step(f"Step {step_id!r}: seconds must be a number of 0 or more.")
+        identity = {"seconds": seconds}
+        entry = driver.lookup(step_id, "sleep", identity)
+        if entry is not None and entry.status != "started":
+            await driver.replayed(step_id, entry)
+            return
+        if entry is None:
+            await driver.start(step_id, "sleep", identity, durable=False)
+            driver.state.timers[step_id] = time.time() + float(seconds)
+        await driver.wait(step_id, timer_pause(step_id, driver.state.timers[step_id]))
+
+
+async def _drain(kind: WorkflowKind, execution: Execution, into: list[RunEvent]) -> None:
+    """Run a child to its end or its pause; its events join the workflow's stream."""
+    async for event in kind.kernel.events(execution):
+        into.append(event)
+
+
+def _agent_result(output: Any) -> AgentStepResult:
+    return AgentStepResult(
+        str(output["run_id"]),
+        str(output["session_id"]),
+        output.get("output"),
+        Usage.from_json(output.get("usage") or {}),
+    )
+
+
+def _check_tokens(driver: WorkflowDriver) -> None:
+    usage = driver.usage
+    for name, used in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+        limit = driver.state.limits.get(f"max_{name}_tokens")
+        if limit is not None and used is not None and used > limit:
+            raise FevexRunError(
+                f"MAX_{name.upper()}_TOKENS_EXCEEDED",
+                f"The workflow's agent steps used {used} {name} tokens, over its budget of "
+                f"{limit}.",
+                details={"limit": limit, "used": used},
+            )
+
+
+def _function_name(function: Callable[..., Any]) -> str:
+    return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
+
+
+def _invalid_step(message: str) -> FevexRunError:
+    return FevexRunError("WORKFLOW_STEP_INVALID", message)

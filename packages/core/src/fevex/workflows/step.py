@@ -1,0 +1,75 @@
+"""What a workflow function receives: its steps, each a durable, journalled identity."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from fevex.agents import AgentDefinition
+from fevex.models import Usage
+from fevex.tools import ToolDefinition
+
+__all__ = ["AgentStepResult", "EventDelivery", "WorkflowStep"]
+
+
+@dataclass(frozen=True, slots=True)
+class EventDelivery:
+    """An external event a workflow waited for: its ``payload`` (a value of the declared
+    schema), the ``actor`` who sent it (``None`` when none was given) and ``received_at``
+    (ISO 8601 UTC)."""
+
+    payload: Any
+    actor: dict[str, Any] | None
+    received_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStepResult:
+    """The end of an agent step's child run: its id, its session, its ``output`` (JSON, as
+    stored: the same on the first run and on a replay) and its ``usage``."""
+
+    run_id: str
+    session_id: str
+    output: Any
+    usage: Usage
+
+
+class WorkflowStep(Protocol):
+    """The steps of one workflow run. Each ``step_id`` is the step's durable identity:
+    on a resume or a recovery the function runs again from the start, and a step whose id
+    the journal holds as completed returns its stored result without running."""
+
+    async def run(self, step_id: str, function: Callable[..., Any], /, *args: Any) -> Any:
+        """Call ``function(*args)`` (sync, run in a thread, or async) once; its result must
+        be JSON. ``args`` must be JSON too: they are part of the step's identity."""
+        ...
+
+    async def tool(self, step_id: str, tool: str | ToolDefinition, input: Any) -> Any:
+        """Run a tool of the app with ``input``, as an agent's call runs it (validation,
+        policies, credentials, retries), and return its JSON output."""
+        ...
+
+    async def agent(
+        self,
+        step_id: str,
+        agent: str | AgentDefinition[Any],
+        *,
+        input: Any,
+        session_id: str | None = None,
+    ) -> AgentStepResult:
+        """Run an agent of the app as a child run of the workflow; a child that pauses
+        (an approval) pauses the workflow until it ends."""
+        ...
+
+    async def wait_for_event(self, step_id: str, name: str) -> EventDelivery:
+        """Pause until ``send_event`` delivers the declared event ``name``."""
+        ...
+
+    async def sleep(self, step_id: str, seconds: float) -> None:
+        """Pause for ``seconds``: a durable timer a worker (``fevex worker``,
+        ``wake_due_runs``) fires once it is due."""
+        ...
+
+
+StepFunction = Callable[[WorkflowStep, Any], Awaitable[Any]]
