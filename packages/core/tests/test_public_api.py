@@ -33,6 +33,10 @@ def test_top_level_exports() -> None:
         "RunResult",
         "Schema",
         "Session",
+        "TeamDefinition",
+        "TeamLimits",
+        "TeamMember",
+        "TeamStep",
         "ToolContext",
         "ToolDefinition",
         "ToolRetry",
@@ -42,6 +46,7 @@ def test_top_level_exports() -> None:
         "create_fevex",
         "define_agent",
         "define_connection",
+        "define_team",
         "define_tool",
         "define_workflow",
     }
@@ -57,6 +62,7 @@ def test_every_exported_name_exists() -> None:
         fevex.plugins,
         fevex.runtime,
         fevex.testing,
+        fevex.teams,
         fevex.tools,
         fevex.workflows,
     ):

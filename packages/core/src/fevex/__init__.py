@@ -15,6 +15,7 @@ from fevex.messages import Message
 from fevex.models import ModelGateway
 from fevex.runtime import AgentRun, ApprovalDecision, InMemoryRunStore, Session
 from fevex.schemas import Schema
+from fevex.teams import TeamDefinition, TeamLimits, TeamMember, TeamStep, define_team
 from fevex.tools import ToolContext, ToolDefinition, ToolRetry, define_connection, define_tool
 from fevex.workflows import (
     AgentStepResult,
@@ -44,6 +45,10 @@ __all__ = [
     "RunResult",
     "Schema",
     "Session",
+    "TeamDefinition",
+    "TeamLimits",
+    "TeamMember",
+    "TeamStep",
     "ToolContext",
     "ToolDefinition",
     "ToolRetry",
@@ -53,6 +58,7 @@ __all__ = [
     "create_fevex",
     "define_agent",
     "define_connection",
+    "define_team",
     "define_tool",
     "define_workflow",
 ]

@@ -21,6 +21,7 @@ from fevex._internal.kernel import Kernel, deadline_of, seconds_of
 from fevex._internal.names import did_you_mean
 from fevex._internal.recovery_sweep import sweep_expired_runs, wake_due_runs
 from fevex._internal.sync import iterate_sync, run_sync
+from fevex._internal.team_kind import TeamKind
 from fevex._internal.tool_runner import CredentialResolver
 from fevex._internal.workflow_kind import WorkflowKind
 from fevex.agents import AgentDefinition, Limits
@@ -45,6 +46,7 @@ from fevex.runtime.run_store import (
 )
 from fevex.runtime.store_rules import check_event_page
 from fevex.schemas.schema import ensure_json
+from fevex.teams import TeamDefinition, TeamLimits
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
 from fevex.workflows import WorkflowDefinition
@@ -60,6 +62,8 @@ AgentInput = str | Message | Sequence[ContentPart] | Mapping[str, Any]
 AgentReference = str | AgentDefinition[Any]
 # A workflow of the app: its name (the version registered last), or its definition.
 WorkflowReference = str | WorkflowDefinition
+# A team of the app: its name (the version registered last), or its definition.
+TeamReference = str | TeamDefinition
 logger = logging.getLogger("fevex")
 
 
@@ -86,6 +90,7 @@ def create_fevex(
     policies: Iterable[Policy] = (),
     connections: Iterable[ConnectionDefinition] = (),
     workflows: Iterable[WorkflowDefinition] = (),
+    teams: Iterable[TeamDefinition] = (),
     lease_seconds: float = 30.0,
 ) -> Fevex:
     """Validate the whole composition and return the app.
@@ -96,7 +101,8 @@ def create_fevex(
     ``(name, context) -> str`` (may be async) that tools reach through
     ``context.get_credential``. ``policies`` may deny tool calls. ``connections`` expose
     remote tools as ``<connection>__<tool>``. ``workflows`` are durable workflows
-    (several versions of one name may be given). A running run holds a lease of
+    (several versions of one name may be given); ``teams`` delegate to registered agents
+    (``INVALID_TEAM`` when a supervisor or member is not one). A running run holds a lease of
     ``lease_seconds``, renewed while it runs.
 
     Every problem of the composition is reported at once: the ``FevexConfigurationError``
@@ -114,6 +120,7 @@ def create_fevex(
         credentials=credentials,
         connections=connections,
         workflows=workflows,
+        teams=teams,
         problems=problems,
     )
     if (
@@ -172,6 +179,8 @@ class Fevex:
         )
         self._workflow_kind = WorkflowKind(composition, self._kernel, self._agent_kind)
         self._kernel.kinds = {**self._kernel.kinds, "workflow": self._workflow_kind}
+        self._team_kind = TeamKind(composition, self._kernel, self._agent_kind)
+        self._kernel.kinds = {**self._kernel.kinds, "team": self._team_kind}
         self._background: set[asyncio.Task[None]] = set()
 
     @property
@@ -445,6 +454,104 @@ class Fevex:
         """Start a workflow in the background and return its first snapshot."""
         execution = await self._begin_workflow(
             workflow, input, context=context, timeout=timeout, limits=limits, batching=True
+        )
+        task = asyncio.create_task(self._drain(execution))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return execution.sink.run
+
+    # -- teams ----------------------------------------------------------------------
+
+    async def _begin_team(
+        self,
+        team: TeamReference,
+        input: Any,
+        *,
+        context: RunContext,
+        timeout: float | None,
+        limits: TeamLimits | None,
+        batching: bool,
+    ) -> Execution:
+        if isinstance(team, TeamDefinition):
+            prepared, _ = self._team_kind.team(team.name, team.version)
+            if prepared.definition is not team and prepared.definition != team:
+                raise FevexRunError(
+                    "TEAM_NOT_FOUND",
+                    f"The team definition {team.name!r} is not one this app was created "
+                    "with; pass it in create_fevex(teams=[...]).",
+                )
+        elif isinstance(team, str):
+            prepared, _ = self._team_kind.team(team, None)
+        else:
+            raise FevexRunError("TEAM_NOT_FOUND", f"{team!r} is not a team name or definition.")
+        context_json = None if context is None else ExecutionContext.of(context).to_json()
+        deadline = deadline_of(timeout)
+        run, driver = self._team_kind.new_team_run(prepared.definition, input, context_json, limits)
+        return await self._kernel.start(
+            run,
+            driver,
+            session_revision=None,
+            opening={
+                "team_name": run.name,
+                "version": run.version,
+                "session_id": run.session_id,
+                "input": run.input,
+            },
+            deadline=deadline,
+            batching=batching,
+        )
+
+    async def run_team(
+        self,
+        team: TeamReference,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: TeamLimits | None = None,
+    ) -> RunResult[Any]:
+        """Run a team to its end and return its validated output.
+
+        ``team`` is its name (the version registered last) or its definition. ``limits``
+        narrows the definition's ``TeamLimits`` for this run; the effective limits are
+        checkpointed. Raises ``RunPausedError`` when a delegation's child run pauses (an
+        approval), and the run's error after persisting it."""
+        return await self._result(
+            await self._begin_team(
+                team, input, context=context, timeout=timeout, limits=limits, batching=True
+            )
+        )
+
+    async def stream_team(
+        self,
+        team: TeamReference,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: TeamLimits | None = None,
+    ) -> AsyncGenerator[RunEvent, None]:
+        """Yield the committed events of the team and of its delegations' child runs
+        (each ``RunEvent.run_id`` says whose), until it ends or pauses."""
+        execution = await self._begin_team(
+            team, input, context=context, timeout=timeout, limits=limits, batching=False
+        )
+        async with aclosing(self._kernel.events(execution)) as stream:
+            async for event in stream:
+                yield event
+
+    async def start_team(
+        self,
+        team: TeamReference,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: TeamLimits | None = None,
+    ) -> AgentRun:
+        """Start a team in the background and return its first snapshot."""
+        execution = await self._begin_team(
+            team, input, context=context, timeout=timeout, limits=limits, batching=True
         )
         task = asyncio.create_task(self._drain(execution))
         self._background.add(task)
@@ -793,6 +900,43 @@ class Fevex:
     ) -> AgentRun:
         return run_sync(
             self.start_workflow(workflow, input, context=context, timeout=timeout, limits=limits)
+        )
+
+    def run_team_sync(
+        self,
+        team: TeamReference,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: TeamLimits | None = None,
+    ) -> RunResult[Any]:
+        return run_sync(self.run_team(team, input, context=context, timeout=timeout, limits=limits))
+
+    def stream_team_sync(
+        self,
+        team: TeamReference,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: TeamLimits | None = None,
+    ) -> Iterator[RunEvent]:
+        return iterate_sync(
+            self.stream_team(team, input, context=context, timeout=timeout, limits=limits)
+        )
+
+    def start_team_sync(
+        self,
+        team: TeamReference,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: TeamLimits | None = None,
+    ) -> AgentRun:
+        return run_sync(
+            self.start_team(team, input, context=context, timeout=timeout, limits=limits)
         )
 
     def resume_run_sync(

@@ -19,6 +19,7 @@ from fevex.agents import AgentDefinition
 from fevex.errors import FevexConfigurationError
 from fevex.models import ToolSpec
 from fevex.schemas.schema import CompiledSchema, compile_schema
+from fevex.teams.definition import TeamDefinition
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import SEPARATOR, ConnectionDefinition
 from fevex.workflows.definition import WorkflowDefinition
@@ -69,6 +70,13 @@ class PreparedWorkflow:
     events: dict[str, CompiledSchema | None]
 
 
+@dataclass(slots=True)
+class PreparedTeam:
+    definition: TeamDefinition
+    input_schema: CompiledSchema | None
+    output_schema: CompiledSchema | None
+
+
 @dataclass(frozen=True, slots=True)
 class Composition:
     agents: Mapping[str, PreparedAgent]
@@ -81,6 +89,8 @@ class Composition:
     tools: Mapping[str, PreparedTool] = field(default_factory=dict)
     # (name, version) -> workflow; several versions of one name may be registered.
     workflows: Mapping[tuple[str, str], PreparedWorkflow] = field(default_factory=dict)
+    # (name, version) -> team; its supervisor and members are registered agents.
+    teams: Mapping[tuple[str, str], PreparedTeam] = field(default_factory=dict)
 
 
 def _config_error(message: str) -> FevexConfigurationError:
@@ -135,6 +145,7 @@ def compose(
     credentials: Any = None,
     connections: Any = (),
     workflows: Any = (),
+    teams: Any = (),
     problems: Problems | None = None,
 ) -> Composition:
     """Check everything and freeze it; every problem found is raised at once, in one
@@ -146,6 +157,7 @@ def compose(
     connection_table = _connections(connections, tool_table, found)
     agent_table = _agents(agents, model_table, tool_table, connection_table, found)
     workflow_table = _workflows(workflows, found)
+    team_table = _teams(teams, agent_table, found)
 
     observers: tuple[Callable[..., Any], ...] = ()
     with found.collect():
@@ -184,6 +196,7 @@ def compose(
         owned,
         tool_table,
         workflow_table,
+        team_table,
     )
 
 
@@ -216,6 +229,45 @@ def _workflows(workflows: Any, found: Problems) -> dict[tuple[str, str], Prepare
                 },
             )
     return table
+
+
+def _teams(
+    teams: Any, agents: Mapping[str, PreparedAgent], found: Problems
+) -> dict[tuple[str, str], PreparedTeam]:
+    table: dict[tuple[str, str], PreparedTeam] = {}
+    listed: Sequence[Any] = ()
+    with found.collect():
+        listed = _as_sequence(teams, "teams")
+    for team in listed:
+        with found.collect():
+            if not isinstance(team, TeamDefinition):
+                raise FevexConfigurationError(
+                    "INVALID_TEAM", f"{team!r} is not a team; define it with define_team."
+                )
+            team.check()
+            unknown = sorted(name for name in team.agents if name not in agents)
+            if unknown:
+                raise FevexConfigurationError(
+                    "INVALID_TEAM",
+                    f"Team {team.name}: not registered agents: {', '.join(unknown)}; pass "
+                    "its supervisor and every member in create_fevex(agents=[...]).",
+                )
+            if team.key in table:
+                raise FevexConfigurationError(
+                    "DUPLICATE_TEAM",
+                    f"Team {team.name!r} version {team.version!r} is defined twice.",
+                )
+            owner = f"Team {team.name}"
+            table[team.key] = PreparedTeam(
+                team,
+                _team_schema(team.input_schema, owner, "input_schema"),
+                _team_schema(team.output_schema, owner, "output_schema"),
+            )
+    return table
+
+
+def _team_schema(source: Any, owner: str, what: str) -> CompiledSchema | None:
+    return None if source is None else _compile(source, "INVALID_TEAM", f"{owner}: {what}")
 
 
 def _optional_schema(source: Any, owner: str, what: str) -> CompiledSchema | None:

@@ -8,6 +8,17 @@ at-least-once: one interrupted mid-call runs again), then ``completed`` or ``fai
 wait (an event, a timer, a paused child run) raises :class:`Suspended` out of the
 function; the driver turns it into the run's pause, and whatever ends the wait settles the
 entry in the checkpoint (see :mod:`fevex._internal.waits`) for the next replay to find.
+
+``parallel`` runs its branches as tasks and settles every one before it ends; its own
+entry only checks its identity and announces its end: on a replay the branches run again
+and their steps answer from the journal. Several branches that pause pause the run on
+the first, in declaration order; the replay after that wait re-pauses on the next.
+
+A step given ``compensate=`` is remembered, in completed order, in the checkpoint. When
+the function fails, the compensations of those steps run in reverse order, each
+journalled in a journal of its own (``completed`` ones never run again, so a crash
+mid-chain resumes it); their callables come from the replay, which reaches every
+completed step again before it reaches the failure.
 """
 
 from __future__ import annotations
@@ -16,7 +27,7 @@ import asyncio
 import dataclasses
 import inspect
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from fevex._internal.clock import new_id
@@ -41,6 +52,9 @@ if TYPE_CHECKING:
 __all__ = ["Suspended", "WorkflowDriver", "WorkflowState"]
 
 CHECKPOINT_VERSION = 1
+# Failures that are not the workflow's: its code changed under the run, or another
+# process holds it. Nothing is undone for them.
+NOT_COMPENSATED = frozenset({"STEP_MISMATCH", "LEASE_LOST", "WORKFLOW_VERSION_MISMATCH"})
 
 
 class Suspended(BaseException):
@@ -65,6 +79,12 @@ class WorkflowState:
     timers: dict[str, float] = dataclasses.field(default_factory=dict)
     # Steps whose end has an event already (a wait settled by a takeover has none yet).
     announced: set[str] = dataclasses.field(default_factory=set)
+    # Completed steps that have a compensation, in the order they completed.
+    compensable: list[str] = dataclasses.field(default_factory=list)
+    # The compensations run so far, by the id of the step they undo.
+    compensations: StepJournal = dataclasses.field(default_factory=StepJournal)
+    # The failure that started the compensations: the run's error once they are done.
+    failure: dict[str, Any] | None = None
 
     def checkpoint(self) -> dict[str, Any]:
         return {
@@ -75,6 +95,9 @@ class WorkflowState:
             "children": self.children,
             "timers": self.timers,
             "announced": sorted(self.announced),
+            "compensable": self.compensable,
+            "compensations": self.compensations.to_json(),
+            "failure": self.failure,
         }
 
     @classmethod
@@ -89,6 +112,9 @@ class WorkflowState:
                 {str(k): str(v) for k, v in checkpoint["children"].items()},
                 {str(k): float(v) for k, v in checkpoint["timers"].items()},
                 {str(step) for step in checkpoint["announced"]},
+                [str(step) for step in checkpoint.get("compensable", ())],
+                StepJournal.from_json(checkpoint.get("compensations", {})),
+                checkpoint.get("failure"),
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             raise FevexRunError(
@@ -141,6 +167,10 @@ class WorkflowDriver:
         self.state = state
         self._events: list[RunEvent] = []
         self._replayed: set[str] = set()
+        # Parallel branches emit concurrently; the sink commits one event at a time.
+        self._emitting = asyncio.Lock()
+        # step id -> its compensation and the result it is called with (this replay's).
+        self._compensations: dict[str, tuple[Callable[[Any], Any], Any]] = {}
 
     @property
     def usage(self) -> Usage:
@@ -164,21 +194,36 @@ class WorkflowDriver:
             value = self.state.input if schema is None else schema.validate(self.state.input)
             output = await definition.run(WorkflowSteps(self), value)
         except Suspended as suspended:
+            pause = suspended.pause
+            await self.emit(
+                "workflow.waiting",
+                {key: value for key, value in pause.items() if value is not None},
+                durable=False,
+            )
             for event in self._drain():
                 yield event
-            yield await execution.suspend(suspended.pause, self.checkpoint)
+            yield await execution.suspend(pause, self.checkpoint)
             return
-        except (FevexError, DeadlineReached):
+        except DeadlineReached:
             for event in self._drain():
                 yield event
             raise
         except Exception as error:
+            failure = (
+                error
+                if isinstance(error, FevexError)
+                else FevexRunError(
+                    "WORKFLOW_FAILED",
+                    f"Workflow {definition.name} raised {type(error).__name__}: {error}",
+                )
+            )
+            if failure.code not in NOT_COMPENSATED:
+                failure = await self._compensate(failure)
             for event in self._drain():
                 yield event
-            raise FevexRunError(
-                "WORKFLOW_FAILED",
-                f"Workflow {definition.name} raised {type(error).__name__}: {error}",
-            ) from error
+            if failure is error:
+                raise
+            raise failure from error
         for event in self._drain():
             yield event
         output_json = self._output_json(output)
@@ -205,10 +250,81 @@ class WorkflowDriver:
     # -- the journal ----------------------------------------------------------------
 
     async def emit(self, type: str, payload: dict[str, Any], *, durable: bool = True) -> None:
-        event = await self.execution.sink.emit(
-            type, payload, durable=durable, checkpoint=self.checkpoint
-        )
+        async with self._emitting:
+            event = await self.execution.sink.emit(
+                type, payload, durable=durable, checkpoint=self.checkpoint
+            )
         self._events.append(event)
+
+    # -- compensations --------------------------------------------------------------
+
+    def remember(self, step_id: str, compensate: Callable[[Any], Any] | None, output: Any) -> None:
+        """Keep the compensation of a completed step (live or replayed) for a failure."""
+        if compensate is None:
+            return
+        self._compensations[step_id] = (compensate, output)
+        if step_id not in self.state.compensable:
+            self.state.compensable.append(step_id)
+
+    async def _compensate(self, error: FevexError) -> FevexError:
+        """Run the compensations of the completed steps, latest first, and return the
+        run's error: the workflow's failure, or ``WORKFLOW_COMPENSATION_FAILED`` with both
+        errors when a compensation fails (the chain stops there)."""
+        state = self.state
+        if not state.compensable:
+            return error
+        if state.failure is None:
+            state.failure, failure = error.to_json(), error
+        else:
+            # A chain a crash interrupted: the run fails with the failure that started it.
+            failure = error_from_json(state.failure)
+        journal = state.compensations
+        for step_id in reversed(state.compensable):
+            identity = {"step_id": step_id}
+            entry = journal.lookup(step_id, "compensation", identity)
+            if entry is not None and entry.status == "completed":
+                continue
+            if entry is not None and entry.status == "failed":
+                return _compensation_failed(failure, step_id, error_from_json(entry.error))
+            remembered = self._compensations.get(step_id)
+            if remembered is None:
+                journal.started(step_id, "compensation", identity)
+                problem = FevexRunError(
+                    "STEP_MISMATCH",
+                    f"Step {step_id!r} has a compensation, but the replay did not reach it "
+                    "with one: the code that failed the run is not the code that started it.",
+                    details={"step_id": step_id},
+                )
+                return await self._compensation_ended(failure, step_id, problem)
+            compensate, output = remembered
+            journal.started(step_id, "compensation", identity)
+            await self.emit("workflow.compensation.started", identity, durable=False)
+            try:
+                await _call(self.execution, compensate, output)
+            except (asyncio.CancelledError, DeadlineReached):
+                raise
+            except FevexError as problem:
+                return await self._compensation_ended(failure, step_id, problem)
+            except Exception as problem:
+                wrapped = FevexRunError(
+                    "WORKFLOW_STEP_FAILED",
+                    f"The compensation of step {step_id!r} failed: "
+                    f"{type(problem).__name__}: {problem}",
+                    details={"step_id": step_id},
+                )
+                return await self._compensation_ended(failure, step_id, wrapped)
+            journal.completed(step_id, None)
+            await self.emit("workflow.compensation.completed", identity)
+        return failure
+
+    async def _compensation_ended(
+        self, failure: FevexError, step_id: str, problem: FevexError
+    ) -> FevexError:
+        self.state.compensations.failed(step_id, problem.to_json())
+        await self.emit(
+            "workflow.compensation.failed", {"step_id": step_id, "error": problem.to_json()}
+        )
+        return _compensation_failed(failure, step_id, problem)
 
     def lookup(self, step_id: str, kind: str, identity: Any) -> JournalEntry | None:
         if not isinstance(step_id, str) or not step_id:
@@ -298,11 +414,8 @@ class WorkflowDriver:
         return entry.output
 
     async def wait(self, step_id: str, pause: dict[str, Any]) -> None:
-        await self.emit(
-            "workflow.waiting",
-            {key: value for key, value in pause.items() if value is not None},
-            durable=False,
-        )
+        # ``workflow.waiting`` is emitted for the pause the run takes: of several parallel
+        # branches waiting, only the first waits now.
         raise Suspended(pause)
 
 
@@ -314,24 +427,28 @@ class WorkflowSteps:
     def __init__(self, driver: WorkflowDriver) -> None:
         self._driver = driver
 
-    async def run(self, step_id: str, function: Callable[..., Any], /, *args: Any) -> Any:
+    async def run(
+        self,
+        step_id: str,
+        function: Callable[..., Any],
+        /,
+        *args: Any,
+        compensate: Callable[[Any], Any] | None = None,
+    ) -> Any:
         driver = self._driver
         if not callable(function):
             raise _invalid_step(f"Step {step_id!r}: {function!r} is not callable.")
+        _check_compensation(step_id, compensate)
         identity = {"function": _function_name(function), "args": list(args)}
         entry = driver.lookup(step_id, "run", identity)
         if entry is not None and entry.status != "started":
-            return await driver.replayed(step_id, entry)
+            output = await driver.replayed(step_id, entry)
+            driver.remember(step_id, compensate, output)
+            return output
         if entry is None:
             await driver.start(step_id, "run", identity, durable=False)
-        guard = driver.execution.guard
         try:
-            if inspect.iscoroutinefunction(function):
-                result = await guard(function(*args))
-            else:
-                result = await guard(asyncio.to_thread(function, *args))
-                if inspect.isawaitable(result):
-                    result = await guard(result)
+            result = await _call(driver.execution, function, *args)
         except (asyncio.CancelledError, DeadlineReached):
             raise
         except FevexError as error:
@@ -354,10 +471,19 @@ class WorkflowSteps:
                     details={"step_id": step_id},
                 ),
             ) from None
+        driver.remember(step_id, compensate, result)
         return await driver.complete(step_id, result)
 
-    async def tool(self, step_id: str, tool: str | ToolDefinition, input: Any) -> Any:
+    async def tool(
+        self,
+        step_id: str,
+        tool: str | ToolDefinition,
+        input: Any,
+        *,
+        compensate: Callable[[Any], Any] | None = None,
+    ) -> Any:
         driver = self._driver
+        _check_compensation(step_id, compensate)
         name = tool.name if isinstance(tool, ToolDefinition) else tool
         prepared = driver.kind.composition.tools.get(name) if isinstance(name, str) else None
         if prepared is None or (
@@ -376,7 +502,9 @@ class WorkflowSteps:
         identity = {"tool": name, "input": input}
         entry = driver.lookup(step_id, "tool", identity)
         if entry is not None and entry.status != "started":
-            return await driver.replayed(step_id, entry)
+            output = await driver.replayed(step_id, entry)
+            driver.remember(step_id, compensate, output)
+            return output
         if entry is not None and prepared.definition.idempotency != "keyed":
             raise await driver.fail(
                 step_id,
@@ -407,6 +535,7 @@ class WorkflowSteps:
             output = await runner.execute()
         except FevexError as error:
             raise await driver.fail(step_id, error) from None
+        driver.remember(step_id, compensate, output)
         return await driver.complete(step_id, output)
 
     async def agent(
@@ -520,6 +649,127 @@ class WorkflowSteps:
             await driver.start(step_id, "sleep", identity, durable=False)
             driver.state.timers[step_id] = time.time() + float(seconds)
         await driver.wait(step_id, timer_pause(step_id, driver.state.timers[step_id]))
+
+    async def parallel(
+        self, step_id: str, branches: Mapping[str, Callable[[], Awaitable[Any]]]
+    ) -> dict[str, Any]:
+        driver = self._driver
+        if not isinstance(branches, Mapping) or not branches:
+            raise _invalid_step(f"Step {step_id!r}: parallel needs a mapping of branches.")
+        for name, branch in branches.items():
+            if not isinstance(name, str) or not name or not callable(branch):
+                raise _invalid_step(
+                    f"Step {step_id!r}: each branch is a name and a function of no arguments."
+                )
+        names = list(branches)
+        identity = {"branches": names}
+        entry = driver.lookup(step_id, "parallel", identity)
+        if entry is None:
+            await driver.start(step_id, "parallel", identity, durable=False)
+        # Branches run again on every replay (their steps answer from the journal), so
+        # that the compensations inside them are known again.
+        outcomes = await _settle_branches(branches)
+        pauses = [o for o in outcomes.values() if isinstance(o, Suspended)]
+        if pauses:
+            raise pauses[0]
+        failures = {n: o for n, o in outcomes.items() if isinstance(o, BaseException)}
+        if failures:
+            error = _parallel_failure(step_id, failures)
+            if entry is not None and entry.status == "failed":
+                raise error
+            raise await driver.fail(step_id, _as_fevex(error)) from error
+        results = {name: outcomes[name] for name in names}
+        if entry is None or entry.status != "completed":
+            await driver.complete(step_id, results)
+        return results
+
+
+async def _settle_branches(
+    branches: Mapping[str, Callable[[], Awaitable[Any]]],
+) -> dict[str, Any]:
+    """Each branch's result, failure or pause, once every branch has settled. A branch
+    stopped by the run itself (cancelled, out of time, the process stopping) stops the
+    others and is raised at once."""
+
+    async def call(branch: Callable[[], Awaitable[Any]]) -> Any:
+        return await branch()
+
+    tasks = {name: asyncio.ensure_future(call(branch)) for name, branch in branches.items()}
+    pending: set[asyncio.Future[Any]] = set(tasks.values())
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task.cancelled() or _stops_the_run(task.exception()):
+                    task.result()  # raises the stop
+    finally:
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+    outcomes: dict[str, Any] = {}
+    for name, task in tasks.items():
+        problem = task.exception()
+        outcomes[name] = task.result() if problem is None else problem
+    return outcomes
+
+
+def _stops_the_run(error: BaseException | None) -> bool:
+    if error is None or isinstance(error, Suspended):
+        return False
+    return isinstance(error, DeadlineReached) or not isinstance(error, Exception)
+
+
+def _parallel_failure(step_id: str, failures: Mapping[str, BaseException]) -> BaseException:
+    """One failed branch: its error as it is; several: ``WORKFLOW_PARALLEL_FAILED`` with
+    each, in declaration order."""
+    if len(failures) == 1:
+        return next(iter(failures.values()))
+    listed: list[dict[str, Any]] = [
+        {"branch": name, "error": _as_fevex(e).to_json()} for name, e in failures.items()
+    ]
+    first = listed[0]["error"]
+    return FevexRunError(
+        "WORKFLOW_PARALLEL_FAILED",
+        f"{len(listed)} branches of step {step_id!r} failed; the first, "
+        f"{listed[0]['branch']!r}: {first['message']}",
+        details={"step_id": step_id, "failures": listed},
+    )
+
+
+def _as_fevex(error: BaseException) -> FevexError:
+    if isinstance(error, FevexError):
+        return error
+    return FevexRunError("WORKFLOW_FAILED", f"{type(error).__name__}: {error}")
+
+
+def _compensation_failed(failure: FevexError, step_id: str, problem: FevexError) -> FevexRunError:
+    return FevexRunError(
+        "WORKFLOW_COMPENSATION_FAILED",
+        f"The workflow failed ({failure.code}: {failure.message}) and the compensation of "
+        f"step {step_id!r} failed too ({problem.code}: {problem.message}).",
+        details={
+            "step_id": step_id,
+            "error": failure.to_json(),
+            "compensation_error": problem.to_json(),
+        },
+    )
+
+
+async def _call(execution: Execution, function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` on the run's behalf: async awaited, sync in a thread."""
+    guard = execution.guard
+    if inspect.iscoroutinefunction(function):
+        return await guard(function(*args))
+    result = await guard(asyncio.to_thread(function, *args))
+    if inspect.isawaitable(result):
+        result = await guard(result)
+    return result
+
+
+def _check_compensation(step_id: str, compensate: Any) -> None:
+    if compensate is not None and not callable(compensate):
+        raise _invalid_step(f"Step {step_id!r}: compensate must be a function of the result.")
 
 
 async def _drain(kind: WorkflowKind, execution: Execution, into: list[RunEvent]) -> None:

@@ -35,6 +35,13 @@ RunEventType = Literal[
     "workflow.step.failed",
     "workflow.waiting",
     "workflow.event.received",
+    "workflow.compensation.started",
+    "workflow.compensation.completed",
+    "workflow.compensation.failed",
+    "team.delegation.started",
+    "team.delegation.completed",
+    "team.delegation.failed",
+    "team.waiting",
 ]
 
 EVENT_TYPES: tuple[str, ...] = RunEventType.__args__  # type: ignore[attr-defined]

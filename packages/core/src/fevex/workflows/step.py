@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,14 +40,32 @@ class WorkflowStep(Protocol):
     on a resume or a recovery the function runs again from the start, and a step whose id
     the journal holds as completed returns its stored result without running."""
 
-    async def run(self, step_id: str, function: Callable[..., Any], /, *args: Any) -> Any:
+    async def run(
+        self,
+        step_id: str,
+        function: Callable[..., Any],
+        /,
+        *args: Any,
+        compensate: Compensation | None = None,
+    ) -> Any:
         """Call ``function(*args)`` (sync, run in a thread, or async) once; its result must
-        be JSON. ``args`` must be JSON too: they are part of the step's identity."""
+        be JSON. ``args`` must be JSON too: they are part of the step's identity.
+
+        ``compensate(result)`` undoes the step: when the workflow fails later, the
+        compensations of its completed steps run in reverse completed order."""
         ...
 
-    async def tool(self, step_id: str, tool: str | ToolDefinition, input: Any) -> Any:
+    async def tool(
+        self,
+        step_id: str,
+        tool: str | ToolDefinition,
+        input: Any,
+        *,
+        compensate: Compensation | None = None,
+    ) -> Any:
         """Run a tool of the app with ``input``, as an agent's call runs it (validation,
-        policies, credentials, retries), and return its JSON output."""
+        policies, credentials, retries), and return its JSON output. ``compensate`` as
+        for :meth:`run`, called with the tool's output."""
         ...
 
     async def agent(
@@ -71,5 +89,19 @@ class WorkflowStep(Protocol):
         ``wake_due_runs``) fires once it is due."""
         ...
 
+    async def parallel(
+        self, step_id: str, branches: Mapping[str, Callable[[], Awaitable[Any]]]
+    ) -> dict[str, Any]:
+        """Run the ``branches`` (each a function of no arguments that awaits steps of
+        this run, with their own step ids) together and return ``{name: result}``.
+        Every branch settles before the step ends: a branch that pauses pauses the
+        workflow (several pauses are resolved one at a time, in declaration order, and a
+        resume never reruns a completed step); one failure is raised as it is, several
+        as ``WORKFLOW_PARALLEL_FAILED`` with every failure, in declaration order."""
+        ...
+
+
+# Undoes a completed step: called with the step's result (sync, in a thread, or async).
+Compensation = Callable[[Any], Any]
 
 StepFunction = Callable[[WorkflowStep, Any], Awaitable[Any]]

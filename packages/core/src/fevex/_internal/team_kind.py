@@ -1,0 +1,209 @@
+"""Team runs as the kernel sees them: a workflow run of kind ``"team"`` whose function
+only delegates.
+
+A team is replayed exactly as a workflow is, by the workflow driver: each delegation is
+that driver's agent step (its child id journalled before the child exists, so a recovery
+continues the same child; a paused child pauses the team; the child's end makes the team
+due). What a team adds is checked here: a delegation names a member, runs the registered
+agent as is (nothing in a delegation can change its model, tools, policies or limits), and
+counts against ``max_delegations``, which is checkpointed with the run's other limits.
+Its step events are named ``team.*``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fevex._internal.agent_kind import AgentKind
+from fevex._internal.composition import Composition, PreparedTeam, PreparedWorkflow
+from fevex._internal.kernel import Kernel
+from fevex._internal.workflow_driver import WorkflowDriver, WorkflowState
+from fevex._internal.workflow_kind import WorkflowKind
+from fevex.agents import AgentDefinition
+from fevex.errors import FevexRunError
+from fevex.runtime.records import AgentRun, Session
+from fevex.teams.definition import TeamDefinition, TeamLimits
+from fevex.workflows.definition import WorkflowDefinition
+from fevex.workflows.step import AgentStepResult, WorkflowStep
+
+__all__ = ["TeamKind"]
+
+KIND = "team"
+
+# The workflow driver's step events, as a team's run names them.
+TEAM_EVENTS = {
+    "workflow.step.started": "team.delegation.started",
+    "workflow.step.completed": "team.delegation.completed",
+    "workflow.step.failed": "team.delegation.failed",
+    "workflow.waiting": "team.waiting",
+}
+
+
+class TeamKind(WorkflowKind):
+    """The :class:`~fevex._internal.kernel.RunKind` of team runs."""
+
+    def __init__(self, composition: Composition, kernel: Kernel, agents: AgentKind) -> None:
+        super().__init__(composition, kernel, agents)
+        self.teams: dict[tuple[str, str], tuple[PreparedTeam, PreparedWorkflow]] = {
+            key: (prepared, _as_workflow(prepared)) for key, prepared in composition.teams.items()
+        }
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(name for name, _ in self.teams)
+
+    def team(self, name: str, version: str | None) -> tuple[PreparedTeam, PreparedWorkflow]:
+        """The team ``name`` at ``version`` (``None``: the one registered last)."""
+        versions = [key for key in self.teams if key[0] == name]
+        if not versions:
+            raise FevexRunError(
+                "TEAM_NOT_FOUND",
+                f"There is no team named {name!r}; pass it in create_fevex(teams=[...]).",
+                details={"team": name},
+            )
+        found = self.teams.get(versions[-1] if version is None else (name, version))
+        if found is None:
+            raise FevexRunError(
+                "TEAM_VERSION_MISMATCH",
+                f"This app has team {name!r} in version(s) "
+                f"{', '.join(v for _, v in versions)}, not {version!r}; a run is only "
+                "continued by the version that started it.",
+                details={"team": name, "version": version},
+            )
+        return found
+
+    def workflow(self, name: str, version: str | None) -> PreparedWorkflow:
+        return self.team(name, version)[1]
+
+    def new_team_run(
+        self,
+        definition: TeamDefinition,
+        input: Any,
+        context: dict[str, Any] | None,
+        limits: TeamLimits | None,
+    ) -> tuple[AgentRun, TeamDriver]:
+        """A new run (``INVALID_INPUT`` before anything is stored) and its driver; the
+        effective limits, the definition's narrowed by ``limits``, are checkpointed."""
+        if limits is not None and not isinstance(limits, TeamLimits):
+            raise FevexRunError("INVALID_ARGUMENT", "limits must be a TeamLimits value or None.")
+        if limits is not None:
+            try:
+                limits.check(definition.name)
+            except Exception as error:
+                raise FevexRunError("INVALID_ARGUMENT", str(error)) from None
+        effective = definition.limits.narrowed(limits)
+        prepared = self.workflow(definition.name, definition.version)
+        run, driver = self.new_run(prepared, input, context, None)
+        state = dataclasses.replace(
+            driver.state, limits={**driver.state.limits, **_team_limits(effective)}
+        )
+        return dataclasses.replace(run, kind=KIND), TeamDriver(self, prepared, state)
+
+    def driver(self, run: AgentRun, checkpoint: Any, session: Session | None) -> TeamDriver:
+        prepared = self.workflow(run.name, run.version or "")
+        return TeamDriver(self, prepared, WorkflowState.from_checkpoint(run.id, checkpoint))
+
+
+class TeamDriver(WorkflowDriver):
+    """The workflow driver of a team run: its step events are ``team.*`` and say which
+    agent each delegation runs."""
+
+    def __init__(self, kind: TeamKind, prepared: PreparedWorkflow, state: WorkflowState):
+        super().__init__(kind, prepared, state)
+        # step id -> the agent it delegates to, as this pass of the function asked.
+        self.delegated: dict[str, str] = {}
+
+    async def emit(self, type: str, payload: dict[str, Any], *, durable: bool = True) -> None:
+        renamed = TEAM_EVENTS.get(type)
+        if renamed is not None:
+            step_id = payload.get("step_id")
+            payload = {key: value for key, value in payload.items() if key != "kind"}
+            if isinstance(step_id, str) and step_id in self.delegated:
+                payload["agent"] = self.delegated[step_id]
+            type = renamed
+        await super().emit(type, payload, durable=durable)
+
+
+class TeamSteps:
+    """The :class:`~fevex.teams.TeamStep` a team function receives."""
+
+    __slots__ = ("_definition", "_driver", "_steps")
+
+    def __init__(self, steps: WorkflowStep, driver: TeamDriver, definition: TeamDefinition):
+        self._steps = steps
+        self._driver = driver
+        self._definition = definition
+
+    async def delegate(
+        self,
+        step_id: str,
+        *,
+        agent: str | AgentDefinition[Any],
+        task: Any,
+        expected_output: str | None = None,
+    ) -> AgentStepResult:
+        driver, definition = self._driver, self._definition
+        name = agent.name if isinstance(agent, AgentDefinition) else agent
+        if not isinstance(name, str) or name not in definition.agents:
+            raise FevexRunError(
+                "TEAM_MEMBER_UNKNOWN",
+                f"Team {definition.name} delegates to {name!r}, which is neither its "
+                f"supervisor nor a member ({', '.join(sorted(definition.agents))}).",
+                details={"team": definition.name, "agent": str(name), "step_id": step_id},
+            )
+        registered = driver.kind.composition.agents[name].definition
+        if isinstance(agent, AgentDefinition) and agent != registered:
+            # A changed copy of a member would widen it; delegations run the registered one.
+            raise FevexRunError(
+                "TEAM_MEMBER_UNKNOWN",
+                f"Team {definition.name}: the agent definition {name!r} is not the one the "
+                "app registered; delegate by name to run the registered agent.",
+                details={"team": definition.name, "agent": name, "step_id": step_id},
+            )
+        if expected_output is not None:
+            if not isinstance(expected_output, str) or not isinstance(task, str):
+                raise FevexRunError(
+                    "WORKFLOW_STEP_INVALID",
+                    f"Step {step_id!r}: expected_output is a text that a text task ends with.",
+                    details={"step_id": step_id},
+                )
+            task = f"{task}\n\nExpected output: {expected_output}"
+        if isinstance(step_id, str) and step_id not in driver.state.journal.entries:
+            _count_delegation(driver, step_id)
+        driver.delegated[step_id] = name
+        return await self._steps.agent(step_id, name, input=task)
+
+
+def _count_delegation(driver: TeamDriver, step_id: str) -> None:
+    """Refuse a new delegation past ``max_delegations``: the journal (every delegation
+    started so far) and the limit are both in the checkpoint, so a replay or a recovery
+    counts exactly as the first pass did."""
+    limit = driver.state.limits.get("max_delegations")
+    used = sum(1 for entry in driver.state.journal.entries.values() if entry.kind == "agent")
+    if limit is not None and used >= limit:
+        raise FevexRunError(
+            "MAX_DELEGATIONS_EXCEEDED",
+            f"The team needed more than {limit} delegations (step {step_id!r}).",
+            details={"limit": limit, "step_id": step_id},
+        )
+
+
+def _team_limits(limits: TeamLimits) -> dict[str, int | None]:
+    return {"max_delegations": limits.max_delegations, "max_parallel": limits.max_parallel}
+
+
+def _as_workflow(prepared: PreparedTeam) -> PreparedWorkflow:
+    """The team as the workflow driver replays it: its function handed a TeamStep."""
+    team = prepared.definition
+
+    async def run(steps: WorkflowStep, input: Any) -> Any:
+        driver = steps._driver  # type: ignore[attr-defined]
+        assert isinstance(driver, TeamDriver)
+        driver.delegated.clear()
+        return await team.run(TeamSteps(steps, driver, team), input)
+
+    # Unlimited steps and tokens: a team is bounded by its delegations, each child by
+    # its own agent's limits.
+    definition = WorkflowDefinition(name=team.name, version=team.version, run=run)
+    return PreparedWorkflow(definition, prepared.input_schema, prepared.output_schema, {})

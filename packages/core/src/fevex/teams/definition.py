@@ -1,0 +1,202 @@
+"""Team definitions: a durable function that delegates to registered agents, with the
+members it may delegate to and the bounds on its delegations."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, overload
+
+from fevex._internal.names import is_valid_name
+from fevex._internal.schema_check import check_schema
+from fevex.errors import FevexConfigurationError
+from fevex.teams.step import TeamFunction
+
+__all__ = ["TeamDefinition", "TeamLimits", "TeamMember", "define_team"]
+
+
+@dataclass(frozen=True, slots=True)
+class TeamMember:
+    """A registered agent the team may delegate to, and its ``role`` in the team."""
+
+    agent: str
+    role: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TeamLimits:
+    """Bounds of one team run (``None``: unbounded): ``max_delegations`` counts every
+    delegation the run starts; ``max_parallel`` bounds delegations running at once."""
+
+    max_delegations: int | None = None
+    max_parallel: int | None = None
+
+    def check(self, team: str) -> None:
+        for name in ("max_delegations", "max_parallel"):
+            value = getattr(self, name)
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 1
+            ):
+                raise _invalid(f"Team {team}: {name} must be a positive integer or None.")
+
+    def narrowed(self, other: TeamLimits | None) -> TeamLimits:
+        """Each bound the smaller of the two: a request can narrow, never widen."""
+        if other is None:
+            return self
+        values: dict[str, int | None] = {}
+        for name in ("max_delegations", "max_parallel"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            values[name] = theirs if mine is None else mine if theirs is None else min(mine, theirs)
+        return TeamLimits(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class TeamDefinition:
+    """A team: ``run(team, input)`` replayed from the start on every resume and recovery,
+    delegating to its ``supervisor`` and ``members`` (registered agents, run as they are
+    registered). ``version`` names the replay contract, as a workflow's does."""
+
+    name: str
+    version: str
+    run: TeamFunction
+    supervisor: str
+    members: tuple[TeamMember, ...]
+    limits: TeamLimits = TeamLimits()
+    input_schema: Any = None
+    output_schema: Any = None
+
+    def check(self) -> None:
+        """Raise ``INVALID_TEAM`` when a field holds a value its type does not allow."""
+        if not is_valid_name(self.name):
+            raise _invalid(f"Team name {self.name!r} must match [A-Za-z0-9_-]{{1,64}}.")
+        if not isinstance(self.version, str) or not self.version:
+            raise _invalid(f"Team {self.name}: version must be a non-empty string.")
+        if not callable(self.run) or not inspect.iscoroutinefunction(self.run):
+            raise _invalid(f"Team {self.name}: run must be an async function (team, input).")
+        if not isinstance(self.supervisor, str) or not self.supervisor:
+            raise _invalid(f"Team {self.name}: supervisor must be an agent name.")
+        if not isinstance(self.members, tuple) or not all(
+            isinstance(member, TeamMember) and isinstance(member.agent, str) and member.agent
+            for member in self.members
+        ):
+            raise _invalid(f"Team {self.name}: members must be TeamMember(agent=, role=) values.")
+        if not isinstance(self.limits, TeamLimits):
+            raise _invalid(f"Team {self.name}: limits must be TeamLimits.")
+        self.limits.check(self.name)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.name, self.version
+
+    @property
+    def agents(self) -> frozenset[str]:
+        """Every agent the team may delegate to: its supervisor and its members."""
+        return frozenset({self.supervisor, *(member.agent for member in self.members)})
+
+
+def _invalid(message: str) -> FevexConfigurationError:
+    return FevexConfigurationError("INVALID_TEAM", message)
+
+
+def _hints(function: Callable[..., Any], name: str) -> tuple[Any, Any]:
+    """The input and output schemas the annotations give (``None``: any JSON)."""
+    try:
+        signature = inspect.signature(function)
+        hints = typing.get_type_hints(function, include_extras=True)
+    except (TypeError, ValueError, NameError) as error:
+        raise _invalid(f"Team {name}: cannot read the signature: {error}") from None
+    positional = [
+        p
+        for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(positional) != 2:
+        raise _invalid(
+            f"Team {name}: the function takes (team, input), not "
+            f"{len(positional)} positional parameters."
+        )
+    input_hint = hints.get(positional[1].name)
+    output_hint = hints.get("return")
+    return (
+        None if input_hint is Any else input_hint,
+        None if output_hint in (None, type(None), Any) else output_hint,
+    )
+
+
+@overload
+def define_team(
+    *,
+    name: str,
+    version: str = "1",
+    supervisor: str,
+    members: Iterable[TeamMember] = (),
+    limits: TeamLimits | None = None,
+    input_schema: Any = None,
+    output_schema: Any = None,
+    run: TeamFunction,
+) -> TeamDefinition: ...
+
+
+@overload
+def define_team(
+    *,
+    name: str,
+    version: str = "1",
+    supervisor: str,
+    members: Iterable[TeamMember] = (),
+    limits: TeamLimits | None = None,
+    input_schema: Any = None,
+    output_schema: Any = None,
+    run: None = None,
+) -> Callable[[TeamFunction], TeamDefinition]: ...
+
+
+def define_team(
+    *,
+    name: str,
+    version: str = "1",
+    supervisor: str,
+    members: Iterable[TeamMember] = (),
+    limits: TeamLimits | None = None,
+    input_schema: Any = None,
+    output_schema: Any = None,
+    run: TeamFunction | None = None,
+) -> TeamDefinition | Callable[[TeamFunction], TeamDefinition]:
+    """Define a team, as ``@define_team(name=..., supervisor=..., members=[...])`` on
+    ``async def f(team, input)`` or as a call with ``run=``. Schemas come from the
+    annotations unless given. Whether the agents are registered is checked by
+    ``create_fevex`` (``INVALID_TEAM``)."""
+    if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
+        raise _invalid(f"Team {name!r}: members must be a list of TeamMember values.")
+    listed = tuple(members)
+    if limits is not None:
+        if not isinstance(limits, TeamLimits):
+            raise _invalid(f"Team {name!r}: limits must be TeamLimits.")
+        limits.check(name)
+
+    def build(function: TeamFunction) -> TeamDefinition:
+        if not callable(function):
+            raise _invalid(f"Team {name!r}: define_team needs an async function.")
+        input_hint, output_hint = _hints(function, name)
+        definition = TeamDefinition(
+            name=name,
+            version=version,
+            run=function,
+            supervisor=supervisor,
+            members=listed,
+            limits=TeamLimits() if limits is None else limits,
+            input_schema=input_schema if input_schema is not None else input_hint,
+            output_schema=output_schema if output_schema is not None else output_hint,
+        )
+        definition.check()
+        for what, schema in (
+            ("input_schema", definition.input_schema),
+            ("output_schema", definition.output_schema),
+        ):
+            if schema is not None:
+                check_schema(schema, "INVALID_TEAM", f"Team {name}: {what}")
+        return definition
+
+    return build if run is None else build(run)
