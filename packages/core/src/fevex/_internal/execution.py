@@ -90,8 +90,8 @@ class Execution:
         self._lease_error: FevexError | None = None
         # The cancellation another process asked for, under way (see _cancel_requested).
         self._cancelling: asyncio.Task[None] | None = None
-        self._task: asyncio.Task[Any] | None = None
-        self._awaiting = False
+        # The tasks awaiting inside guard() now: one, or a workflow's parallel branches.
+        self._guarded: set[asyncio.Task[Any]] = set()
         self._parked = False
         self.finished = False
         self.settled = asyncio.Event()
@@ -111,8 +111,9 @@ class Execution:
             if self._lease_error is not None:
                 raise self._lease_error
             raise asyncio.CancelledError
-        self._task = asyncio.current_task()
-        self._awaiting = True
+        task = asyncio.current_task()
+        if task is not None:
+            self._guarded.add(task)
         try:
             if self.deadline is None:
                 return await awaitable
@@ -127,7 +128,8 @@ class Execution:
                     raise DeadlineReached from None
                 raise
         finally:
-            self._awaiting = False
+            if task is not None:
+                self._guarded.discard(task)
 
     async def complete(
         self, output: Any, output_json: Any, usage: dict[str, Any], history: tuple[Any, ...]
@@ -182,9 +184,8 @@ class Execution:
             # The run waits for its consumer to ask for the next event: persist now; when
             # the consumer resumes, the run stops without writing.
             self._observe(await self._persist_cancelled("aborted"))
-        elif self._awaiting and self._task is not None:
-            self._task.cancel()
-        # Otherwise a store commit is in flight; the next guarded await stops the run.
+        else:
+            self._cancel_guarded()
 
     def _cancel_requested(self) -> None:
         """The store refused to renew the lease: another process asked to cancel the run.
@@ -208,14 +209,19 @@ class Execution:
                 exc_info=cancelling.exception(),
             )
 
+    def _cancel_guarded(self) -> None:
+        """Interrupt every task awaiting inside guard(); with none (a store commit is in
+        flight), the next guarded await stops the run."""
+        for task in tuple(self._guarded):
+            task.cancel()
+
     def _lease_lost(self, error: FevexError) -> None:
         if self.finished or self._lease_error is not None:
             return
         self._lease_error = error
         self.cancellation.cancelled = True
         self.sink.lost = error
-        if self._awaiting and self._task is not None:
-            self._task.cancel()
+        self._cancel_guarded()
 
     async def _persist_cancelled(self, reason: CancelReason) -> RunEvent | None:
         if self.finished:
