@@ -177,13 +177,15 @@ class Kernel:
         opening_type: str,
         opening_payload: dict[str, Any],
         decide: Decide | None = None,
+        decide_early: bool = True,
         timeout: float | None = None,
         lease: RunLease | None = None,
     ) -> Execution:
         """Take over a stored run under a new lease and continue it from its checkpoint.
 
         ``decide`` is applied to the checkpoint once before the lease is taken (to refuse
-        early, writing nothing) and again on what is stored once it is. The takeover is
+        early, writing nothing; skipped when ``decide_early`` is false, for a caller that
+        checked the run itself) and again on what is stored once it is. The takeover is
         bounded by ``timeout`` too: a store that waits (a row still locked by a frozen
         worker) ends in ``RUN_TIMEOUT`` with nothing written. Its errors carry ``run_id``."""
         try:
@@ -193,6 +195,7 @@ class Kernel:
                 opening_type=opening_type,
                 opening_payload=opening_payload,
                 decide=decide,
+                decide_early=decide_early,
                 timeout=timeout,
                 lease=lease,
             )
@@ -208,6 +211,7 @@ class Kernel:
         opening_type: str,
         opening_payload: dict[str, Any],
         decide: Decide | None,
+        decide_early: bool,
         timeout: float | None,
         lease: RunLease | None,
     ) -> Execution:
@@ -217,7 +221,7 @@ class Kernel:
             async with asyncio.timeout_at(deadline):
                 run = await self.get_run(run_id)
                 kind = self.kind(run)
-                if decide is not None:
+                if decide is not None and decide_early:
                     # Fail closed before taking the run: a wrong decision changes nothing.
                     decide(run, await _read_checkpoint(store, run_id))
                 if lease is None:
@@ -314,6 +318,7 @@ class Kernel:
                 opening_type="run.resumed",
                 opening_payload={"reason": pause.get("reason")},
                 decide=settle,
+                decide_early=False,
                 lease=lease,
             )
         # Early: pause again as it was, until its timer or its event's deadline; nothing
@@ -363,6 +368,8 @@ class Kernel:
             opening_type="run.resumed",
             opening_payload={"reason": "event", "event": name, "actor": actor},
             decide=decide,
+            # The run was checked above; the checkpoint is settled once the run is taken.
+            decide_early=False,
             timeout=timeout,
         )
 
