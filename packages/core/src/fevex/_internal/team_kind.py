@@ -18,7 +18,7 @@ from typing import Any
 from fevex._internal.agent_kind import AgentKind
 from fevex._internal.composition import Composition, PreparedTeam, PreparedWorkflow
 from fevex._internal.kernel import Kernel
-from fevex._internal.workflow_driver import WorkflowDriver, WorkflowState
+from fevex._internal.workflow_driver import WorkflowDriver, WorkflowState, WorkflowSteps
 from fevex._internal.workflow_kind import WorkflowKind
 from fevex.agents import AgentDefinition
 from fevex.errors import FevexRunError
@@ -198,7 +198,8 @@ def _as_workflow(prepared: PreparedTeam) -> PreparedWorkflow:
     team = prepared.definition
 
     async def run(steps: WorkflowStep, input: Any) -> Any:
-        driver = steps._driver  # type: ignore[attr-defined]
+        assert isinstance(steps, WorkflowSteps)
+        driver = steps.driver
         assert isinstance(driver, TeamDriver)
         driver.delegated.clear()
         return await team.run(TeamSteps(steps, driver, team), input)

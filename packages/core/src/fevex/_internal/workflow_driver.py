@@ -427,6 +427,11 @@ class WorkflowSteps:
     def __init__(self, driver: WorkflowDriver) -> None:
         self._driver = driver
 
+    @property
+    def driver(self) -> WorkflowDriver:
+        """The driver replaying the run (a team's wraps these steps)."""
+        return self._driver
+
     async def run(
         self,
         step_id: str,
