@@ -346,6 +346,10 @@ class Fevex(BlockingTwins):
     ) -> AgentRun:
         """Start a run in the background and return its first snapshot."""
         execution = await self._begin(agent, input, session_id, timeout, context=context)
+        return self._in_background(execution)
+
+    def _in_background(self, execution: Execution) -> AgentRun:
+        """Drive ``execution`` in a task of its own and return the run's first snapshot."""
         task = asyncio.create_task(self._drain(execution))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -455,10 +459,7 @@ class Fevex(BlockingTwins):
         execution = await self._begin_workflow(
             workflow, input, context=context, timeout=timeout, limits=limits, batching=True
         )
-        task = asyncio.create_task(self._drain(execution))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return execution.sink.run
+        return self._in_background(execution)
 
     # -- teams ----------------------------------------------------------------------
 
@@ -553,10 +554,7 @@ class Fevex(BlockingTwins):
         execution = await self._begin_team(
             team, input, context=context, timeout=timeout, limits=limits, batching=True
         )
-        task = asyncio.create_task(self._drain(execution))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return execution.sink.run
+        return self._in_background(execution)
 
     # -- durable continuation -------------------------------------------------------
 
