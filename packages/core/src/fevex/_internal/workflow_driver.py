@@ -413,6 +413,11 @@ class WorkflowDriver:
                 await self.complete(step_id, entry.output)
         return entry.output
 
+    def relay(self, step_id: str, event: RunEvent) -> RunEvent:
+        """An event of the child run of the agent step ``step_id``, as the workflow's
+        stream yields it (a team's marks it with its delegation)."""
+        return event
+
     async def wait(self, step_id: str, pause: dict[str, Any]) -> None:
         # ``workflow.waiting`` is emitted for the pause the run takes: of several parallel
         # branches waiting, only the first waits now.
@@ -590,7 +595,7 @@ class WorkflowSteps:
             )
             try:
                 # Guarded: cancelling the workflow cancels its child first.
-                await driver.execution.guard(_drain(kind, execution, driver._events))
+                await driver.execution.guard(_drain(kind, execution, driver, step_id))
             except FevexError as child_error:
                 if child_error.run_id != child_id:
                     raise  # the workflow's own (its lease was lost)
@@ -777,10 +782,12 @@ def _check_compensation(step_id: str, compensate: Any) -> None:
         raise _invalid_step(f"Step {step_id!r}: compensate must be a function of the result.")
 
 
-async def _drain(kind: WorkflowKind, execution: Execution, into: list[RunEvent]) -> None:
+async def _drain(
+    kind: WorkflowKind, execution: Execution, driver: WorkflowDriver, step_id: str
+) -> None:
     """Run a child to its end or its pause; its events join the workflow's stream."""
     async for event in kind.kernel.events(execution):
-        into.append(event)
+        driver._events.append(driver.relay(step_id, event))
 
 
 def _agent_result(output: Any) -> AgentStepResult:
