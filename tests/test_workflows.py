@@ -448,3 +448,146 @@ async def test_a_stream_holds_the_workflow_events_and_its_childs() -> None:
     assert events[-1].payload["output"]["output"] == "drafted"
     # Observers see each event once, the child's relayed ones included.
     assert sorted(seen) == sorted(event.id for event in events)
+
+
+gate = asyncio.Event()
+
+
+async def behind_gate(name: str) -> str:
+    await gate.wait()
+    return str(record(name, name))
+
+
+@define_workflow(name="gated", version="1")
+async def gated(step: WorkflowStep, input: Any) -> list[str]:
+    first = await step.run("a", record, "a", "a")
+    return [first, await step.run("b", behind_gate, "b"), await step.run("c", record, "c", "c")]
+
+
+async def test_a_stream_yields_each_step_as_it_is_committed(url: str | None) -> None:
+    """Step ``b`` waits until the consumer has seen ``a`` complete: a stream that held the
+    events back until the pass ended would never open the gate."""
+    gate.clear()
+    app = make_app(url, workflows=[gated])
+    seen: list[str] = []
+    async with asyncio.timeout(30):  # a hang guard, not a measurement
+        async for event in app.stream_workflow("gated"):
+            seen.append(event.type)
+            if event.type == "workflow.step.completed" and event.payload["step_id"] == "a":
+                assert ledger == Counter({"a": 1})
+                gate.set()
+    await app.close()
+    assert seen[-1] == "run.completed"
+    assert ledger == Counter({"a": 1, "b": 1, "c": 1})
+
+
+async def test_closing_a_stream_early_cancels_the_workflow_before_its_next_step(
+    url: str | None,
+) -> None:
+    gate.set()
+    app = make_app(url, workflows=[gated])
+    stream = app.stream_workflow("gated")
+    async for event in stream:
+        if event.type == "workflow.step.completed":
+            break
+    await stream.aclose()
+    run = await app.get_run(event.run_id)
+    assert run.status == "cancelled"
+    # The function waited for the consumer to take step a's end: b never ran.
+    assert ledger == Counter({"a": 1})
+    types = [event.type for event in await app.list_events(run.id)]
+    assert types[-1] == "run.cancelled"
+    await app.close()
+
+
+reader = define_agent(name="reader", instructions="Read.", limits={"max_output_tokens": 50})
+
+
+@define_workflow(name="budgeted", version="1", limits={"max_output_tokens": 10})
+async def budgeted(step: WorkflowStep, input: Any) -> list[Any]:
+    first = await step.agent("first", "reader", input="one")
+    second = await step.agent("second", "reader", input="two")
+    return [first.output, second.output]
+
+
+async def test_agent_steps_run_within_the_workflows_remaining_token_budget(
+    url: str | None,
+) -> None:
+    model = FakeModel(
+        {"output": "a", "usage": {"input_tokens": 1, "output_tokens": 6}},
+        {"output": "b", "usage": {"input_tokens": 1, "output_tokens": 6}},
+    )
+    app = create_fevex(
+        models={"default": model}, agents=[reader], workflows=[budgeted], run_store=url
+    )
+    with pytest.raises(FevexRunError) as over:
+        await app.run_workflow("budgeted")
+    # The second step's child ran under the 4 tokens the workflow had left, not under the
+    # agent's 50: the model was told so, and the child itself failed over it.
+    assert [call.max_output_tokens for call in model.calls] == [10, 4]
+    assert over.value.code == "MAX_OUTPUT_TOKENS_EXCEEDED"
+    children = await app.list_runs(parent_run_id=over.value.run_id)
+    second = next(child for child in children if child.input == "two")
+    assert second.status == "failed"
+    assert second.error is not None
+    assert second.error["code"] == "MAX_OUTPUT_TOKENS_EXCEEDED"
+    checkpoint = await app.run_store.get_checkpoint(second.id)
+    assert checkpoint is not None
+    assert checkpoint["limits"]["max_output_tokens"] == 4
+    await app.close()
+
+
+async def test_a_used_up_token_budget_refuses_the_next_agent_step() -> None:
+    model = FakeModel({"output": "a", "usage": {"input_tokens": 1, "output_tokens": 10}})
+    app = create_fevex(models={"default": model}, agents=[reader], workflows=[budgeted])
+    with pytest.raises(FevexRunError) as over:
+        await app.run_workflow("budgeted")
+    assert over.value.code == "MAX_OUTPUT_TOKENS_EXCEEDED"
+    assert len(model.calls) == 1  # no child was started for the second step
+    assert len(await app.list_runs(parent_run_id=over.value.run_id)) == 1
+
+
+async def test_resume_run_without_a_decision_continues_a_run_once_its_wait_is_over(
+    apps: tuple[Fevex, Fevex], url: str | None
+) -> None:
+    app, other = apps
+    with pytest.raises(RunPausedError) as napping:
+        await app.run_workflow("napper")
+    nap_id = napping.value.run_id
+    before = await app.get_run(nap_id)
+    with pytest.raises(FevexRunError) as early:
+        await other.resume_run(nap_id)
+    assert (early.value.code, early.value.details["reason"]) == ("RUN_NOT_DUE", "timer")
+    assert await app.get_run(nap_id) == before  # nothing written
+
+    # A child that pauses for an approval: the parent waits for it, and an approval is
+    # never given by a call without a decision.
+    approving = make_app(
+        url if url is not None else app.run_store,
+        {"tool_calls": [{"id": "call-1", "name": "charge", "input": 3}]},
+        {"output": "charged"},
+    )
+    with pytest.raises(RunPausedError) as delegating_paused:
+        await approving.run_workflow("delegating")
+    parent_id = delegating_paused.value.run_id
+    (child,) = await app.list_runs(parent_run_id=parent_id)
+    for waiting in (child.id, parent_id):
+        with pytest.raises(FevexRunError) as still:
+            await other.resume_run(waiting)
+        assert still.value.code == "RUN_NOT_DUE"
+    assert child.pause is not None
+    approval = child.pause["approvals"][0]
+    await approving.resume_run(
+        child.id, {"approval_id": approval["id"], "decision": "approve", "actor": {"id": "r"}}
+    )
+
+    # Once its child has ended, the parent continues at once, without a worker.
+    delegated = await other.resume_run(parent_id)
+    assert delegated.output == {"found": {"key": "k1"}, "output": "charged", "child": child.id}
+    await asyncio.sleep(0.35)
+    assert (await other.resume_run(nap_id)).output == "woke"
+    assert ledger == Counter({"after": 1, "lookup": 1, "charge": 1})
+    with pytest.raises(FevexRunError) as ended:
+        await other.resume_run(nap_id)
+    assert ended.value.code == "RUN_NOT_PAUSED"
+    await approving.close()

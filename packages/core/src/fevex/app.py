@@ -561,13 +561,15 @@ class Fevex(BlockingTwins):
     async def resume_run(
         self,
         run_id: str,
-        decision: ApprovalDecision | Mapping[str, Any],
+        decision: ApprovalDecision | Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
     ) -> RunResult[Any]:
-        """Continue a paused run with a decision on its pending approval, from any process
-        sharing the store. An unknown approval fails closed: nothing changes."""
-        approval_id, verdict, actor = approval_decision(decision)
+        """Continue a paused run, from any process sharing the store: with a ``decision``
+        on its pending approval (an unknown approval fails closed: nothing changes), or,
+        without one, a run whose wait is over (a due timer, children that ended), as a
+        worker's wake-up pass would; ``RUN_NOT_DUE`` when it still waits."""
+        decided = None if decision is None else approval_decision(decision)
         run = await self.get_run(run_id)
         if run.status != "paused":
             raise FevexRunError(
@@ -575,6 +577,9 @@ class Fevex(BlockingTwins):
                 f"Run {run_id} is {run.status}; only a paused run resumes.",
                 run_id=run_id,
             )
+        if decided is None:
+            return await self._result(await self._kernel.continue_due(run_id, timeout=timeout))
+        approval_id, verdict, actor = decided
 
         def decide(_: AgentRun, checkpoint: dict[str, Any]) -> None:
             pending = checkpoint.get("pending")

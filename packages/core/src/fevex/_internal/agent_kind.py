@@ -11,6 +11,7 @@ from fevex._internal.composition import Composition, PreparedAgent
 from fevex._internal.connections import ConnectionResolver
 from fevex._internal.run_input import run_input
 from fevex._internal.run_state import RunState
+from fevex.agents import Limits
 from fevex.errors import FevexRunError
 from fevex.messages import Message
 from fevex.runtime.records import AgentRun, Session
@@ -42,9 +43,10 @@ class AgentKind:
         session_id: str,
         context: dict[str, Any] | None,
         session: Session | None,
+        limits: Limits | None = None,
     ) -> tuple[AgentRun, AgentLoop]:
         """A new run of agent ``name`` (``INVALID_INPUT`` for input its schema refuses)
-        and the loop that executes it."""
+        and the loop that executes it; ``limits`` narrows the agent's for this run."""
         prepared = self.agent(name)
         user_message, input_json = run_input(prepared, input)
         now = utc_now()
@@ -59,7 +61,7 @@ class AgentKind:
             revision=1,
             context=context,
         )
-        return run, self._loop(prepared, session, RunState([user_message]))
+        return run, self._loop(prepared, session, RunState([user_message], limits=limits))
 
     def check(self, run: AgentRun) -> None:
         self.agent(run.agent_name)

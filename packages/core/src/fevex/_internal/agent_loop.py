@@ -65,6 +65,7 @@ class AgentLoop:
         self.credentials = credentials
         self.connections = connections
         self.tools = agent.tools
+        self.limits = agent.definition.limits.narrowed(state.limits)
         self._provider_state: Any = None
 
     @property
@@ -114,7 +115,7 @@ class AgentLoop:
     ) -> AsyncGenerator[RunEvent, None]:
         state = self.state
         sink = self.execution.sink
-        limits = self.agent.definition.limits
+        limits = self.limits
         if limits.max_steps is not None and state.step >= limits.max_steps:
             raise _fail(
                 "MAX_STEPS_EXCEEDED",
@@ -209,7 +210,7 @@ class AgentLoop:
                 await aclose()
 
     def _remaining_output_tokens(self) -> int | None:
-        limit = self.agent.definition.limits.max_output_tokens
+        limit = self.limits.max_output_tokens
         if limit is None:
             return None
         remaining = limit - (self.state.usage.output_tokens or 0)
@@ -222,7 +223,7 @@ class AgentLoop:
         return remaining
 
     def _check_token_budgets(self, step_usage: Usage) -> None:
-        limits = self.agent.definition.limits
+        limits = self.limits
         usage = self.state.usage
         for limit, reported, total, name in (
             (limits.max_input_tokens, step_usage.input_tokens, usage.input_tokens, "input"),
@@ -384,7 +385,7 @@ class AgentLoop:
     def _retries_left(self, error: FevexError) -> int | None:
         """Retries the run has left before this one (``None``: unlimited); with none left,
         ``error`` says so, keeping its code."""
-        limit = self.agent.definition.limits.max_tool_retries
+        limit = self.limits.max_tool_retries
         if limit is None:
             return None
         used = sum(
@@ -449,7 +450,7 @@ class AgentLoop:
     def _admit_tool_call(self, call: ToolCall) -> PreparedTool:
         state = self.state
         state.tool_calls += 1
-        limit = self.agent.definition.limits.max_tool_calls
+        limit = self.limits.max_tool_calls
         if limit is not None and state.tool_calls > limit:
             raise _fail(
                 "MAX_TOOL_CALLS_EXCEEDED",

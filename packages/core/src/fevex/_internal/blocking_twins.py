@@ -197,7 +197,7 @@ class BlockingTwins:
     def resume_run_sync(
         self,
         run_id: str,
-        decision: ApprovalDecision | Mapping[str, Any],
+        decision: ApprovalDecision | Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
     ) -> RunResult[Any]:

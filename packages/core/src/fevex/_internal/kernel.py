@@ -297,7 +297,9 @@ class Kernel:
             lease=lease,
         )
 
-    async def wake(self, run_id: str, lease: RunLease) -> Execution | None:
+    async def wake(
+        self, run_id: str, lease: RunLease, *, timeout: float | None = None
+    ) -> Execution | None:
         """Continue a paused run a claim found due (its timer, the end of a child), under
         the claim's ``lease``; ``None`` when the wake-up came early and the run paused
         again, releasing the lease."""
@@ -319,6 +321,7 @@ class Kernel:
                 opening_payload={"reason": pause.get("reason")},
                 decide=settle,
                 decide_early=False,
+                timeout=timeout,
                 lease=lease,
             )
         # Early: pause again as it was, until its timer or its event's deadline; nothing
@@ -338,8 +341,34 @@ class Kernel:
                 if error.code == "RUN_CONFLICT":
                     return None  # taken by someone else, or no longer paused
                 raise
-            return await self.wake(run_id, lease)
+            return await self.wake(run_id, lease, timeout=timeout)
         return None
+
+    async def continue_due(self, run_id: str, *, timeout: float | None) -> Execution:
+        """Continue a paused run whose wait is over (its timer is due, its children have
+        ended, its event's deadline has passed) now, as a worker's wake-up pass would;
+        ``RUN_NOT_DUE`` when it still waits (for an approval, an event, a timer, a child),
+        with nothing written."""
+        run = await self.get_run(run_id)
+        self.kind(run)
+        pause = run.pause or {}
+        checkpoint = await _read_checkpoint(self.store, run_id)
+        if not run.cancel_requested and not await resolve_wake_up(
+            checkpoint, pause, self.store.get_run
+        ):
+            raise _not_due(run)
+        try:
+            lease = await self.store.acquire_lease(
+                run_id, self.owner, self.lease_seconds, status="paused"
+            )
+        except FevexError as error:
+            error.for_run(run_id)
+            raise
+        execution = await self.wake(run_id, lease, timeout=timeout)
+        if execution is None:
+            # Taken and continued by another process since it was read.
+            raise _not_due(await self.get_run(run_id))
+        return execution
 
     async def deliver_event(
         self,
@@ -462,6 +491,19 @@ def child_run(parent: AgentRun, run: AgentRun, context: ExecutionContext | None 
     merged = ExecutionContext.from_json(parent.context).child(context)
     return dataclasses.replace(
         run, parent_run_id=parent.id, root_run_id=parent.root_run_id, context=merged.to_json()
+    )
+
+
+def _not_due(run: AgentRun) -> FevexRunError:
+    pause = run.pause or {}
+    return FevexRunError(
+        "RUN_NOT_DUE",
+        f"Run {run.id} is {run.status} and still waits"
+        + (f" ({pause.get('reason')})" if run.status == "paused" else "")
+        + "; nothing was changed. An approval is resumed with a decision, an event is "
+        "delivered by send_event.",
+        run_id=run.id,
+        details={"run_id": run.id, "status": run.status, "reason": pause.get("reason")},
     )
 
 

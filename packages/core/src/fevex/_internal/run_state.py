@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fevex._internal.journal import StepJournal
+from fevex.agents import Limits
 from fevex.errors import FevexRunError
 from fevex.messages import Message, ToolResultPart, content_part_from_json, message_from_json
 from fevex.models import ToolCall, Usage
@@ -79,6 +80,9 @@ class RunState:
     usage: Usage = field(default_factory=Usage)
     pending: PendingCalls | None = None
     journal: StepJournal = field(default_factory=StepJournal)
+    # Bounds narrower than the agent's, given when the run started (a workflow's
+    # remaining token budget); the agent's own limits apply over them on every takeover.
+    limits: Limits | None = None
 
     def __post_init__(self) -> None:
         if len(self.transcript_json) != len(self.transcript):
@@ -89,7 +93,7 @@ class RunState:
         self.transcript_json.append(message.to_json())
 
     def checkpoint(self) -> dict[str, Any]:
-        return {
+        checkpoint = {
             "version": CHECKPOINT_VERSION,
             "transcript": list(self.transcript_json),
             "step": self.step,
@@ -99,6 +103,9 @@ class RunState:
             "pending": None if self.pending is None else self.pending.to_json(),
             "journal": self.journal.to_json(),
         }
+        if self.limits is not None:
+            checkpoint["limits"] = self.limits.to_json()
+        return checkpoint
 
     @classmethod
     def from_checkpoint(cls, run_id: str, data: Any) -> RunState:
@@ -127,6 +134,10 @@ class RunState:
             else:
                 journal = StepJournal.from_json(data["journal"])
             transcript_json = list(data["transcript"])
+            limits = data.get("limits")
+            if limits is not None:
+                limits = Limits(**{name: limits[name] for name in Limits.__slots__})
+                limits.check()
             return cls(
                 transcript=[message_from_json(m) for m in transcript_json],
                 transcript_json=transcript_json,
@@ -136,6 +147,7 @@ class RunState:
                 usage=Usage.from_json(data.get("usage")),
                 pending=pending,
                 journal=journal,
+                limits=limits,
             )
         except Exception as error:
             # Whatever the stored JSON holds, reading it is a plain-data walk: any failure

@@ -27,6 +27,7 @@ import asyncio
 import dataclasses
 import inspect
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -133,17 +134,6 @@ def limits_json(limits: Limits) -> dict[str, int | None]:
     }
 
 
-def narrowest(first: Limits, second: Limits | None) -> Limits:
-    """Each bound the smaller of the two (``None``: unbounded)."""
-    if second is None:
-        return first
-    values = {}
-    for name in Limits.__slots__:
-        mine, theirs = getattr(first, name), getattr(second, name)
-        values[name] = theirs if mine is None else mine if theirs is None else min(mine, theirs)
-    return Limits(**values)
-
-
 def error_from_json(error: dict[str, Any] | None) -> FevexRunError:
     """The stored failure of a step, raised again as it was on every replay."""
     error = error or {}
@@ -165,7 +155,10 @@ class WorkflowDriver:
         self.kind = kind
         self.prepared = prepared
         self.state = state
-        self._events: list[RunEvent] = []
+        # Events committed and not yet taken by the run's stream, in commit order, each
+        # with the future its publisher waits on; the stream's wake-up when it is empty.
+        self._outbox: deque[tuple[RunEvent, asyncio.Future[None] | None]] = deque()
+        self._wakeup: asyncio.Future[None] | None = None
         self._replayed: set[str] = set()
         # Parallel branches emit concurrently; the sink commits one event at a time.
         self._emitting = asyncio.Lock()
@@ -187,12 +180,43 @@ class WorkflowDriver:
     # -- the run --------------------------------------------------------------------
 
     async def steps(self, execution: Execution) -> AsyncGenerator[RunEvent, None]:
+        """Each event of the pass as it is committed: the function runs in a task of its
+        own and waits for the stream to take each event (the run advances only while its
+        consumer asks, as an agent's does); then the pass's pause or completion."""
         self.execution = execution
+        loop = asyncio.get_running_loop()
+        passing = asyncio.ensure_future(self._pass())
+        passing.add_done_callback(self._wake)
+        try:
+            while True:
+                while self._outbox:
+                    event, taken = self._outbox.popleft()
+                    yield event
+                    if taken is not None and not taken.done():
+                        taken.set_result(None)
+                if passing.done():
+                    break
+                self._wakeup = loop.create_future()
+                await self._wakeup
+        finally:
+            if not passing.done():
+                passing.cancel()
+                await asyncio.wait((passing,))
+        pause, output = passing.result()
+        if pause is not None:
+            yield await execution.suspend(pause, self.checkpoint)
+            return
+        output_json = self._output_json(output)
+        yield await execution.complete(output, output_json, self.usage.to_json(), ())
+
+    async def _pass(self) -> tuple[dict[str, Any] | None, Any]:
+        """Replay the function once: ``(pause, None)`` when it waits, ``(None, output)``
+        when it returns; its failure, once the compensations ran, is raised."""
         definition = self.prepared.definition
         try:
             schema = self.prepared.input_schema
             value = self.state.input if schema is None else schema.validate(self.state.input)
-            output = await definition.run(WorkflowSteps(self), value)
+            return None, await definition.run(WorkflowSteps(self), value)
         except Suspended as suspended:
             pause = suspended.pause
             await self.emit(
@@ -200,13 +224,8 @@ class WorkflowDriver:
                 {key: value for key, value in pause.items() if value is not None},
                 durable=False,
             )
-            for event in self._drain():
-                yield event
-            yield await execution.suspend(pause, self.checkpoint)
-            return
+            return pause, None
         except DeadlineReached:
-            for event in self._drain():
-                yield event
             raise
         except Exception as error:
             failure = (
@@ -219,19 +238,30 @@ class WorkflowDriver:
             )
             if failure.code not in NOT_COMPENSATED:
                 failure = await self._compensate(failure)
-            for event in self._drain():
-                yield event
             if failure is error:
                 raise
             raise failure from error
-        for event in self._drain():
-            yield event
-        output_json = self._output_json(output)
-        yield await execution.complete(output, output_json, self.usage.to_json(), ())
 
-    def _drain(self) -> list[RunEvent]:
-        events, self._events = self._events, []
-        return events
+    def _wake(self, _: object = None) -> None:
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
+
+    async def publish(self, event: RunEvent) -> None:
+        """Hand ``event`` to the run's stream and, when a caller consumes the stream
+        (``stream_workflow``), wait until it has taken it."""
+        taken = self._enqueue(event)
+        if taken is not None:
+            await taken
+
+    def _enqueue(self, event: RunEvent) -> asyncio.Future[None] | None:
+        # A batching run's stream is read by fevex itself to its end: nothing to wait for.
+        taken = None
+        if not self.execution.sink.batching:
+            taken = asyncio.get_running_loop().create_future()
+        self._outbox.append((event, taken))
+        self._wake()
+        return taken
 
     def _output_json(self, output: Any) -> Any:
         schema = self.prepared.output_schema
@@ -254,7 +284,9 @@ class WorkflowDriver:
             event = await self.execution.sink.emit(
                 type, payload, durable=durable, checkpoint=self.checkpoint
             )
-        self._events.append(event)
+            taken = self._enqueue(event)  # in commit order
+        if taken is not None:
+            await taken
 
     # -- compensations --------------------------------------------------------------
 
@@ -565,7 +597,9 @@ class WorkflowSteps:
         store = kind.kernel.store
         session = None if session_id is None else await store.get_session(session_id)
         parent = driver.execution.sink.run
-        child, loop = kind.agents.new_run(name, input, session_id or new_id("ses"), None, session)
+        child, loop = kind.agents.new_run(
+            name, input, session_id or new_id("ses"), None, session, _token_budget(driver)
+        )
         identity = {"agent": name, "input": child.input, "session_id": session_id}
         entry = driver.lookup(step_id, "agent", identity)
         state = driver.state
@@ -573,6 +607,7 @@ class WorkflowSteps:
             output = await driver.replayed(step_id, entry)
             return _agent_result(output)
         if entry is None:
+            _check_tokens(driver, exhausted=True)
             state.children[step_id] = new_id("run")
             # Durable before the child exists: a recovery finds its id, never a second child.
             await driver.start(step_id, "agent", identity, durable=True)
@@ -787,7 +822,7 @@ async def _drain(
 ) -> None:
     """Run a child to its end or its pause; its events join the workflow's stream."""
     async for event in kind.kernel.events(execution):
-        driver._events.append(driver.relay(step_id, event))
+        await driver.publish(driver.relay(step_id, event))
 
 
 def _agent_result(output: Any) -> AgentStepResult:
@@ -799,11 +834,26 @@ def _agent_result(output: Any) -> AgentStepResult:
     )
 
 
-def _check_tokens(driver: WorkflowDriver) -> None:
+def _token_budget(driver: WorkflowDriver) -> Limits:
+    """The bounds the workflow's token budgets leave its next agent step, over that
+    agent's own limits (a budget used up is refused before the step: ``_check_tokens``)."""
+    usage = driver.usage
+    left: dict[str, int | None] = {}
+    for name, used in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+        limit = driver.state.limits.get(f"max_{name}_tokens")
+        left[f"max_{name}_tokens"] = None if limit is None else max(1, limit - (used or 0))
+    return Limits(max_steps=None, max_tool_calls=None, max_tool_retries=None, **left)
+
+
+def _check_tokens(driver: WorkflowDriver, *, exhausted: bool = False) -> None:
+    """Fail the workflow over a token budget; with ``exhausted``, also at a budget used up
+    to its last token (before a new agent step, which would have nothing to spend)."""
     usage = driver.usage
     for name, used in (("input", usage.input_tokens), ("output", usage.output_tokens)):
         limit = driver.state.limits.get(f"max_{name}_tokens")
-        if limit is not None and used is not None and used > limit:
+        if limit is None or used is None:
+            continue
+        if used > limit or (exhausted and used == limit):
             raise FevexRunError(
                 f"MAX_{name.upper()}_TOKENS_EXCEEDED",
                 f"The workflow's agent steps used {used} {name} tokens, over its budget of "

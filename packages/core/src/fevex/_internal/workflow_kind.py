@@ -16,7 +16,6 @@ from fevex._internal.workflow_driver import (
     WorkflowDriver,
     WorkflowState,
     limits_json,
-    narrowest,
 )
 from fevex.agents import Limits
 from fevex.errors import FevexRunError
@@ -85,7 +84,7 @@ class WorkflowKind:
             ) from None
         if limits is not None and not isinstance(limits, Limits):
             raise FevexRunError("INVALID_ARGUMENT", "limits must be a Limits value or None.")
-        effective = narrowest(definition.limits, limits)
+        effective = definition.limits.narrowed(limits)
         now = utc_now()
         run = AgentRun(
             new_id("run"),

@@ -66,6 +66,20 @@ class Limits:
                     f"The limits are {_LIMIT_NAMES}.",
                 )
 
+    def narrowed(self, other: Limits | None) -> Limits:
+        """Each bound the smaller of the two (``None``: unbounded): a request, a workflow's
+        remaining budget or a stored run can narrow these limits, never widen them."""
+        if other is None:
+            return self
+        values = {}
+        for name in Limits.__slots__:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            values[name] = theirs if mine is None else mine if theirs is None else min(mine, theirs)
+        return Limits(**values)
+
+    def to_json(self) -> dict[str, int | None]:
+        return {name: getattr(self, name) for name in Limits.__slots__}
+
 
 _LIMIT_NAMES = ", ".join(Limits.__slots__)
 DEFAULT_LIMITS = Limits()
