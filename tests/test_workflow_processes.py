@@ -1,9 +1,10 @@
-"""Durable workflows across real processes, on SQLite (a file) and PostgreSQL.
+"""Durable workflows and teams across real processes, on SQLite (a file) and PostgreSQL.
 
-One process starts a workflow; it is SIGKILLed mid-step, or exits once the run pauses.
-``fevex worker`` in another process recovers it or fires its timer, and ``send_event`` from
-a third process wakes it. A ledger file outside fevex counts each step function's runs and
-says which process ran it.
+One process starts a workflow or a team; it is SIGKILLed mid-step or mid-compensation, or
+exits once the run pauses. ``fevex worker`` in another process recovers it, fires its timer
+or wakes the team whose child ended, and ``send_event`` or ``resume_run`` from a third
+process continues it. A ledger file outside fevex counts each step function's,
+compensation's and tool's runs and says which process ran it.
 """
 
 from __future__ import annotations
@@ -74,9 +75,12 @@ def python(env: dict[str, str], code: str) -> subprocess.Popen[str]:
     )
 
 
-def start(env: dict[str, str], workflow: str) -> tuple[subprocess.Popen[str], str]:
-    """A process running ``workflow``, and the id of its run once it has started."""
-    process = python(env, f"import {APP}; {APP}.main({workflow!r})")
+def start(
+    env: dict[str, str], name: str, *, entry: str = "main"
+) -> tuple[subprocess.Popen[str], str]:
+    """A process running the workflow ``name`` (the team, with ``entry="main_team"``), and
+    the id of its run once it has started."""
+    process = python(env, f"import {APP}; {APP}.{entry}({name!r})")
     assert process.stdout is not None
     run_id = process.stdout.readline().strip()
     assert run_id.startswith("run_"), process.communicate(timeout=10)
@@ -90,7 +94,7 @@ def start_worker(env: dict[str, str], store_url: str) -> subprocess.Popen[str]:
             "--store", store_url, "--interval", "0.1", "--json",
         ],
         cwd=HERE,
-        env={**env, "FEVEX_TEST_STEP_DELAY": "0"},
+        env={**env, "FEVEX_TEST_STEP_DELAY": "0", "FEVEX_TEST_HOLD": ""},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -115,6 +119,11 @@ def ledger(env: dict[str, str]) -> list[tuple[str, int]]:
     return [(name, int(pid)) for name, pid in entries]
 
 
+def each_release(numbers: range) -> list[str]:
+    """The ledger names of the compensations of ``reserve-N`` for each N, in order."""
+    return [name for n in numbers for name in (f"release-{n}", f"released-{n}")]
+
+
 async def until_ledger_has(env: dict[str, str], name: str) -> None:
     deadline = time.monotonic() + 30
     while name not in [entry for entry, _ in ledger(env)]:
@@ -133,11 +142,14 @@ async def until_ended(app: Fevex, run_id: str, worker: subprocess.Popen[str]) ->
     return run
 
 
-async def assert_events_have_no_gaps(app: Fevex, run_id: str) -> list[RunEvent]:
+async def assert_events_have_no_gaps(
+    app: Fevex, run_id: str, ending: str = "run.completed"
+) -> list[RunEvent]:
     events = await app.list_events(run_id)
     assert [event.sequence for event in events] == list(range(1, len(events) + 1))
     assert len({event.id for event in events}) == len(events)
-    assert [event.type for event in events].count("run.completed") == 1
+    assert [event.type for event in events].count(ending) == 1
+    assert events[-1].type == ending
     return events
 
 
@@ -230,3 +242,127 @@ async def test_a_sleep_is_fired_by_a_worker_started_after_the_run_paused(
     assert ledger(env) == [("before", starter.pid), ("after", worker.pid)]
     events = await assert_events_have_no_gaps(app, run_id)
     assert [event.type for event in events].count("run.paused") == 1
+
+
+@pytest.mark.parametrize("interrupted", [3, 2, 1])
+async def test_a_compensation_chain_killed_mid_compensation_finishes_once(
+    env: dict[str, str], store_url: str, app: Fevex, interrupted: int
+) -> None:
+    # Compensations run latest first: release-3, release-2, release-1.
+    holding = {**env, "FEVEX_TEST_HOLD": f"release-{interrupted}"}
+    process, run_id = start(holding, "proc_booking")
+    await until_ledger_has(env, f"release-{interrupted}")
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=10)
+    assert process.returncode == -signal.SIGKILL
+    assert (await app.get_run(run_id)).status == "running"
+
+    worker = start_worker(env, store_url)
+    try:
+        run = await until_ended(app, run_id, worker)
+    finally:
+        reported = await stop_worker(worker)
+
+    assert run.status == "failed"
+    assert run.error is not None
+    assert (run.error["code"], run.error["message"]) == ("CARD_DECLINED", "The card was declined.")
+    assert {"action": "recovered", "run_id": run_id, "status": "failed"} in reported
+    # Compensations that completed before the kill never ran again; the interrupted one
+    # ran again (it was in flight) and completed, in the worker, as did the rest, once.
+    in_first = ["reserve-1", "reserve-2", "reserve-3", "charge"]
+    in_first += [*each_release(range(3, interrupted, -1)), f"release-{interrupted}"]
+    assert ledger(env) == [
+        *((name, process.pid) for name in in_first),
+        *((name, worker.pid) for name in each_release(range(interrupted, 0, -1))),
+    ]
+    events = await assert_events_have_no_gaps(app, run_id, ending="run.failed")
+    assert events[-1].payload["error"]["code"] == "CARD_DECLINED"
+    types = [event.type for event in events]
+    assert types.count("run.recovered") == 1
+    (failed,) = [event for event in events if event.type == "workflow.step.failed"]
+    assert (failed.payload["step_id"], failed.payload["error"]["code"]) == (
+        "charge",
+        "CARD_DECLINED",
+    )
+    undoing = [
+        (event.type, event.payload["step_id"])
+        for event in events
+        if event.type.startswith("workflow.compensation.")
+    ]
+    # Each compensation started and completed once, latest first: the start the killed
+    # process had not committed yet (it is not durable) died with it.
+    assert undoing == [
+        (f"workflow.compensation.{what}", f"reserve-{n}")
+        for n in (3, 2, 1)
+        for what in ("started", "completed")
+    ]
+    recovered = types.index("run.recovered")
+    before_the_kill = [
+        event.payload["step_id"]
+        for event in events[:recovered]
+        if event.type == "workflow.compensation.completed"
+    ]
+    assert before_the_kill == [f"reserve-{n}" for n in range(3, interrupted, -1)]
+
+
+async def test_a_team_paused_in_one_process_is_approved_in_another_and_woken_by_a_worker(
+    env: dict[str, str], store_url: str, app: Fevex
+) -> None:
+    starter, team_id = start(env, "proc_shop", entry="main_team")
+    out, err = starter.communicate(timeout=30)
+    assert (starter.returncode, out.strip()) == (0, "paused children"), err
+    team = await app.get_run(team_id)
+    assert (team.kind, team.status) == ("team", "paused")
+    assert team.pause is not None
+    assert (team.pause["reason"], team.pause["step_id"]) == ("children", "pay")
+    (child_id,) = team.pause["run_ids"]
+    child = await app.get_run(child_id)
+    assert (child.name, child.status, child.parent_run_id) == ("proc_cashier", "paused", team_id)
+    assert child.pause is not None
+    (approval,) = child.pause["approvals"]
+    assert ledger(env) == []
+
+    decision = {"approval_id": approval["id"], "decision": "approve", "actor": {"id": "ada"}}
+    approver = python(
+        env,
+        f"import {APP}; app = {APP}.build_app(); "
+        f"print(app.resume_run_sync({child_id!r}, {decision!r}).output); app.close_sync()",
+    )
+    out, err = approver.communicate(timeout=30)
+    assert approver.returncode == 0, err
+    paid = f"charged 3 in process {approver.pid}"
+    assert out.strip() == paid
+    # Approving the child continues the child only; its end makes the team due.
+    team = await app.get_run(team_id)
+    assert (team.status, (await app.get_run(child_id)).status) == ("paused", "completed")
+    assert team.wake_at is not None
+
+    worker = start_worker(env, store_url)
+    try:
+        team = await until_ended(app, team_id, worker)
+    finally:
+        reported = await stop_worker(worker)
+
+    assert (team.status, team.output) == ("completed", {"plan": "charge 3", "paid": paid})
+    assert {"action": "woken", "run_id": team_id, "status": "completed"} in reported
+    assert ledger(env) == [("proc_charge", approver.pid)]
+    children = await app.list_runs(parent_run_id=team_id)
+    assert sorted((run.name, run.status) for run in children) == [
+        ("proc_cashier", "completed"),
+        ("proc_planner", "completed"),
+    ]
+    assert {run.parent_run_id for run in children} == {team_id}
+    events = await assert_events_have_no_gaps(app, team_id)
+    delegations = [
+        (event.type, event.payload["step_id"])
+        for event in events
+        if event.type.startswith("team.delegation.")
+    ]
+    assert delegations == [
+        ("team.delegation.started", "plan"),
+        ("team.delegation.completed", "plan"),
+        ("team.delegation.started", "pay"),
+        ("team.delegation.completed", "pay"),
+    ]
+    for child in children:
+        await assert_events_have_no_gaps(app, child.id)
