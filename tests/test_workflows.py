@@ -5,6 +5,7 @@ continued), recovery after a crash, version and replay checks, definitions refus
 from __future__ import annotations
 
 import asyncio
+import types
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -591,3 +592,39 @@ async def test_resume_run_without_a_decision_continues_a_run_once_its_wait_is_ov
         await other.resume_run(nap_id)
     assert ended.value.code == "RUN_NOT_PAUSED"
     await approving.close()
+
+
+def as_module(module: str) -> Any:
+    """``record`` as the module ``module`` defines it: a script run as ``__main__``, or the
+    same file imported by a worker."""
+    copy = types.FunctionType(record.__code__, record.__globals__, "record")
+    copy.__module__ = module
+    return copy
+
+
+def scripted(module: str) -> Any:
+    function = as_module(module)
+
+    @define_workflow(name="scripted", version="1", events={"go": None})
+    async def run(step: WorkflowStep, input: Any) -> Any:
+        before = await step.run("before", function, "before", 1)
+        await step.wait_for_event("go", "go")
+        return [before, await step.run("after", function, "after", 2)]
+
+    return run
+
+
+async def test_a_run_step_is_known_by_its_qualified_name_not_its_module(
+    url: str | None,
+) -> None:
+    script = make_app(url, workflows=[scripted("__main__")])
+    with pytest.raises(RunPausedError) as paused:
+        await script.run_workflow("scripted")
+    worker = make_app(url if url is not None else script.run_store, workflows=[scripted("app")])
+
+    result = await worker.send_event(paused.value.run_id, "go")
+
+    assert result.output == [1, 2]
+    assert ledger == Counter({"before": 1, "after": 1})
+    await worker.close()
+    await script.close()

@@ -863,7 +863,9 @@ def _check_tokens(driver: WorkflowDriver, *, exhausted: bool = False) -> None:
 
 
 def _function_name(function: Callable[..., Any]) -> str:
-    return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
+    """A ``run`` step's function as its identity knows it: its qualified name, without its
+    module, which differs between a script run as ``__main__`` and a worker importing it."""
+    return str(getattr(function, "__qualname__", type(function).__qualname__))
 
 
 def _invalid_step(message: str) -> FevexRunError:

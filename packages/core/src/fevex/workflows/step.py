@@ -49,7 +49,9 @@ class WorkflowStep(Protocol):
         compensate: Compensation | None = None,
     ) -> Any:
         """Call ``function(*args)`` (sync, run in a thread, or async) once; its result must
-        be JSON. ``args`` must be JSON too: they are part of the step's identity.
+        be JSON. ``args`` must be JSON too: with the function's qualified name (not its
+        module: a script run as ``__main__`` and a worker importing it agree), they are
+        the step's identity, which a replay must ask for again at ``step_id``.
 
         ``compensate(result)`` undoes the step: when the workflow fails later, the
         compensations of its completed steps run in reverse completed order."""
