@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fevex import WorkflowStep, create_fevex, define_workflow
+from fevex import WorkflowStep, create_fevex, define_agent, define_tool, define_workflow
 from fevex.testing import FakeModel
 
 pytestmark = pytest.mark.anyio
@@ -54,4 +54,50 @@ async def test_cancelling_interrupts_a_branch_still_waiting() -> None:
 
     assert cancelled.status == "cancelled"
     assert interrupted == ["slow"]
+    await app.close()
+
+
+entered = asyncio.Event()
+
+
+@define_tool(name="hold", description="Hold.")
+async def hold(reason: str) -> str:
+    entered.set()
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        interrupted.append(reason)
+        raise
+    return "never"
+
+
+holder = define_agent(name="holder", instructions="Hold.", tools=["hold"])
+
+
+@define_workflow(name="delegates", version="1")
+async def delegates(step: WorkflowStep, input: Any) -> Any:
+    return (await step.agent("hold", "holder", input="hold")).output
+
+
+async def test_cancelling_a_workflow_cancels_its_running_child_first_and_ends_cancelled() -> None:
+    """The child's cancellation is the workflow's own, not a failed agent step."""
+    interrupted.clear()
+    app = create_fevex(
+        models={"default": FakeModel({"tool_calls": [{"id": "c", "name": "hold", "input": "x"}]})},
+        agents=[holder],
+        tools=[hold],
+        workflows=[delegates],
+    )
+    run = await app.start_workflow(delegates)
+    await asyncio.wait_for(entered.wait(), 30)
+
+    cancelled = await asyncio.wait_for(app.cancel_run(run.id), 30)
+
+    assert (cancelled.status, cancelled.error) == ("cancelled", None)
+    (child,) = await app.list_runs(parent_run_id=run.id)
+    assert child.status == "cancelled"
+    assert interrupted == ["x"]
+    types = [event.type for event in await app.list_events(run.id)]
+    assert "workflow.step.failed" not in types
+    assert types[-1] == "run.cancelled"
     await app.close()

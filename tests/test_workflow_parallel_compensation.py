@@ -356,3 +356,39 @@ async def test_a_crash_mid_compensation_resumes_the_chain_without_repeating_it(
     assert [event.sequence for event in events] == list(range(1, len(events) + 1))
     done = [e.payload["step_id"] for e in events if e.type == "workflow.compensation.completed"]
     assert done == ["c", "b", "a"]
+
+
+@define_workflow(name="fan_agents", version="1")
+async def fan_agents(step: WorkflowStep, input: Any) -> dict[str, Any]:
+    results = await step.parallel(
+        "agents",
+        {
+            "one": lambda: step.agent("one", "echo", input="one"),
+            "two": lambda: step.agent("two", "echo", input="two"),
+        },
+    )
+    return {name: result.output for name, result in results.items()}
+
+
+async def test_parallel_agent_steps_are_journalled_as_json(url: str | None) -> None:
+    """Branches return ``AgentStepResult`` values: the journal and the step's event keep
+    their JSON, which every store accepts, and the function gets the values."""
+    from fevex import define_agent
+    from fevex.testing import FakeModel
+
+    app = create_fevex(
+        models={"default": FakeModel({"output": "a"}, {"output": "b"})},
+        agents=[define_agent(name="echo", instructions="Echo.")],
+        workflows=[fan_agents],
+        run_store=url,
+    )
+    result = await app.run_workflow("fan_agents")
+    assert sorted(result.output.values()) == ["a", "b"]
+    (completed,) = [
+        e
+        for e in await app.list_events(result.run_id)
+        if e.type == "workflow.step.completed" and e.payload["step_id"] == "agents"
+    ]
+    assert set(completed.payload["output"]) == {"one", "two"}
+    assert {value["output"] for value in completed.payload["output"].values()} == {"a", "b"}
+    await app.close()

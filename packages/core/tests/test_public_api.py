@@ -36,6 +36,7 @@ def test_top_level_exports() -> None:
         "TeamDefinition",
         "TeamLimits",
         "TeamMember",
+        "TeamRelayedEvent",
         "TeamStep",
         "ToolContext",
         "ToolDefinition",

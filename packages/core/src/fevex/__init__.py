@@ -15,7 +15,14 @@ from fevex.messages import Message
 from fevex.models import ModelGateway
 from fevex.runtime import AgentRun, ApprovalDecision, InMemoryRunStore, Session
 from fevex.schemas import Schema
-from fevex.teams import TeamDefinition, TeamLimits, TeamMember, TeamStep, define_team
+from fevex.teams import (
+    TeamDefinition,
+    TeamLimits,
+    TeamMember,
+    TeamRelayedEvent,
+    TeamStep,
+    define_team,
+)
 from fevex.tools import ToolContext, ToolDefinition, ToolRetry, define_connection, define_tool
 from fevex.workflows import (
     AgentStepResult,
@@ -48,6 +55,7 @@ __all__ = [
     "TeamDefinition",
     "TeamLimits",
     "TeamMember",
+    "TeamRelayedEvent",
     "TeamStep",
     "ToolContext",
     "ToolDefinition",

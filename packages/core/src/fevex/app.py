@@ -757,11 +757,8 @@ class Fevex(BlockingTwins):
         the run itself if its owner's lease lapses first (the owner died) or the run
         paused meanwhile. When ``timeout`` passes first, the run is returned still
         ``running`` with the request recorded: its owner, or whoever takes it over next
-        (a recovery), cancels it. A workflow's running or paused child runs are cancelled
-        first."""
-        for child in await self.list_runs(parent_run_id=run_id, limit=1000):
-            if child.status in ("running", "paused"):
-                await self.cancel_run(child.id, timeout=timeout)
+        (a recovery), cancels it. A workflow's or a team's running or paused child runs
+        are cancelled first, and their ends never fail it."""
         return await self._kernel.cancel(
             run_id, seconds_of(self.lease_seconds if timeout is None else timeout)
         )

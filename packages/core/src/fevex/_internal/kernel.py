@@ -439,8 +439,12 @@ class Kernel:
     # -- cancelling -----------------------------------------------------------------
 
     async def cancel(self, run_id: str, wait: float) -> AgentRun:
-        """Cancel a run here, or ask its owner elsewhere, waiting at most ``wait`` seconds
-        (see ``Fevex.cancel_run``)."""
+        """Cancel a run and its running or paused children, children first: here, or by
+        asking its owner elsewhere, waiting at most ``wait`` seconds (see
+        ``Fevex.cancel_run``). A run's owner executes its children inside its own steps:
+        cancelling it cancels them as it unwinds. A run taken over to be cancelled (paused,
+        or its owner gone) is held under its lease while its children are cancelled, so
+        that no wake-up continues it in between, and the children's ends never fail it."""
         execution = self.active.get(run_id)
         if execution is not None:
             await execution.cancel()
@@ -478,11 +482,23 @@ class Kernel:
             if error.code == "RUN_CONFLICT":
                 return None
             raise
+        await self._cancel_children(run.id)
         # Read after acquiring: the previous holder may have committed until its lease ended.
         sink = await EventSink.resume(self.store, await self.get_run(run.id), lease, self.observers)
         sink.observe(await sink.emit_cancelled("aborted"))
         log_run(sink.run, "cancelled", reason="aborted")
         return await self.get_run(run.id)
+
+    async def _cancel_children(self, run_id: str) -> None:
+        after = None
+        while True:
+            page = await self.store.list_runs(parent_run_id=run_id, limit=100, after=after)
+            for child in page:
+                if child.status not in TERMINAL_STATUSES:
+                    await self.cancel(child.id, self.lease_seconds)
+            if len(page) < 100:
+                return
+            after = page[-1].id
 
 
 def child_run(parent: AgentRun, run: AgentRun, context: ExecutionContext | None = None) -> AgentRun:

@@ -4,15 +4,20 @@ only delegates.
 A team is replayed exactly as a workflow is, by the workflow driver: each delegation is
 that driver's agent step (its child id journalled before the child exists, so a recovery
 continues the same child; a paused child pauses the team; the child's end makes the team
-due). What a team adds is checked here: a delegation names a member, runs the registered
-agent as is (nothing in a delegation can change its model, tools, policies or limits), and
-counts against ``max_delegations``, which is checkpointed with the run's other limits.
-Its step events are named ``team.*``.
+due), ``team.parallel`` its parallel step. What a team adds is checked here: a delegation
+names a member, runs the registered agent as is (nothing in a delegation can change its
+model, tools, policies or limits), counts against ``max_delegations`` and waits for one
+of ``max_parallel`` turns, both limits checkpointed with the run's others. Its step
+events are named ``team.*``, and its children's events reach its stream marked with
+their delegation.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from fevex._internal.agent_kind import AgentKind
@@ -22,8 +27,10 @@ from fevex._internal.workflow_driver import WorkflowDriver, WorkflowState, Workf
 from fevex._internal.workflow_kind import WorkflowKind
 from fevex.agents import AgentDefinition
 from fevex.errors import FevexRunError
+from fevex.events import RunEvent
 from fevex.runtime.records import AgentRun, Session
 from fevex.teams.definition import TeamDefinition, TeamLimits
+from fevex.teams.relayed_event import TeamRelayedEvent
 from fevex.workflows.definition import WorkflowDefinition
 from fevex.workflows.step import AgentStepResult, WorkflowStep
 
@@ -31,13 +38,13 @@ __all__ = ["TeamKind"]
 
 KIND = "team"
 
-# The workflow driver's step events, as a team's run names them.
-TEAM_EVENTS = {
-    "workflow.step.started": "team.delegation.started",
-    "workflow.step.completed": "team.delegation.completed",
-    "workflow.step.failed": "team.delegation.failed",
-    "workflow.waiting": "team.waiting",
+# The workflow driver's step events, as a team's run names them by the step's kind.
+STEP_ENDINGS = {
+    "workflow.step.started": "started",
+    "workflow.step.completed": "completed",
+    "workflow.step.failed": "failed",
 }
+STEP_KINDS = {"agent": "team.delegation", "parallel": "team.parallel"}
 
 
 class TeamKind(WorkflowKind):
@@ -107,22 +114,58 @@ class TeamKind(WorkflowKind):
 
 class TeamDriver(WorkflowDriver):
     """The workflow driver of a team run: its step events are ``team.*`` and say which
-    agent each delegation runs."""
+    agent each delegation runs; its delegations take turns under ``max_parallel``."""
 
     def __init__(self, kind: TeamKind, prepared: PreparedWorkflow, state: WorkflowState):
         super().__init__(kind, prepared, state)
-        # step id -> the agent it delegates to, as this pass of the function asked.
+        # What this pass of the function asked, by step id: the agent each delegation
+        # runs, the announcement of each handoff, the branch names of each parallel step.
         self.delegated: dict[str, str] = {}
+        self.handoffs: dict[str, dict[str, Any]] = {}
+        self.branches: dict[str, list[str]] = {}
+        limit = state.limits.get("max_parallel")
+        self._turns = None if limit is None else asyncio.Semaphore(limit)
+
+    def new_pass(self) -> None:
+        self.delegated.clear()
+        self.handoffs.clear()
+        self.branches.clear()
+
+    @contextlib.asynccontextmanager
+    async def turn(self, step_id: str) -> AsyncIterator[None]:
+        """One of the ``max_parallel`` turns, held while the delegation ``step_id`` may
+        run its child here; a delegation the journal holds as ended runs nothing and
+        takes none."""
+        entry = self.state.journal.entries.get(step_id)
+        if self._turns is None or (entry is not None and entry.status != "started"):
+            yield
+            return
+        async with self._turns:
+            yield
 
     async def emit(self, type: str, payload: dict[str, Any], *, durable: bool = True) -> None:
-        renamed = TEAM_EVENTS.get(type)
-        if renamed is not None:
+        if type == "workflow.waiting":
+            type = "team.waiting"
+        elif type in STEP_ENDINGS:
             step_id = payload.get("step_id")
+            kind = payload.get("kind")
             payload = {key: value for key, value in payload.items() if key != "kind"}
-            if isinstance(step_id, str) and step_id in self.delegated:
+            ending = STEP_ENDINGS[type]
+            type = f"{STEP_KINDS.get(str(kind), 'team.delegation')}.{ending}"
+            if kind == "parallel":
+                if ending == "started" and step_id in self.branches:
+                    payload["branches"] = self.branches[step_id]
+            elif step_id in self.delegated:
                 payload["agent"] = self.delegated[step_id]
-            type = renamed
+                handoff = self.handoffs.get(step_id)
+                if handoff is not None and ending == "started":
+                    # Committed with the journal's ``started`` entry (the checkpoint of
+                    # this commit holds it), so no replay announces the handoff again.
+                    await super().emit("team.handoff", handoff, durable=True)
         await super().emit(type, payload, durable=durable)
+
+    def relay(self, step_id: str, event: RunEvent) -> RunEvent:
+        return TeamRelayedEvent.of(event, step_id, self.delegated[step_id])
 
 
 class TeamSteps:
@@ -143,6 +186,54 @@ class TeamSteps:
         task: Any,
         expected_output: str | None = None,
     ) -> AgentStepResult:
+        name = self._member(step_id, agent)
+        if expected_output is not None:
+            if not isinstance(expected_output, str) or not isinstance(task, str):
+                raise FevexRunError(
+                    "WORKFLOW_STEP_INVALID",
+                    f"Step {step_id!r}: expected_output is a text that a text task ends with.",
+                    details={"step_id": step_id},
+                )
+            task = f"{task}\n\nExpected output: {expected_output}"
+        return await self._delegation(step_id, name, task)
+
+    async def handoff(
+        self,
+        step_id: str,
+        *,
+        from_agent: str | AgentDefinition[Any],
+        to_agent: str | AgentDefinition[Any],
+        reason: str,
+        task: Any,
+    ) -> AgentStepResult:
+        source = self._member(step_id, from_agent)
+        target = self._member(step_id, to_agent)
+        if not isinstance(reason, str):
+            raise FevexRunError(
+                "WORKFLOW_STEP_INVALID",
+                f"Step {step_id!r}: the reason of a handoff is a text.",
+                details={"step_id": step_id},
+            )
+        announcement = {
+            "step_id": step_id,
+            "from_agent": source,
+            "to_agent": target,
+            "reason": reason,
+        }
+        if isinstance(step_id, str):
+            self._driver.handoffs.setdefault(step_id, announcement)
+        return await self._delegation(step_id, target, task)
+
+    async def parallel(
+        self, step_id: str, branches: Mapping[str, Callable[[], Awaitable[Any]]]
+    ) -> dict[str, Any]:
+        if isinstance(step_id, str) and isinstance(branches, Mapping):
+            self._driver.branches.setdefault(step_id, [str(name) for name in branches])
+        return await self._steps.parallel(step_id, branches)
+
+    def _member(self, step_id: str, agent: str | AgentDefinition[Any]) -> str:
+        """The name of ``agent``, refused unless it is the supervisor or a member as
+        the app registered it."""
         driver, definition = self._driver, self._definition
         name = agent.name if isinstance(agent, AgentDefinition) else agent
         if not isinstance(name, str) or name not in definition.agents:
@@ -161,18 +252,21 @@ class TeamSteps:
                 "app registered; delegate by name to run the registered agent.",
                 details={"team": definition.name, "agent": name, "step_id": step_id},
             )
-        if expected_output is not None:
-            if not isinstance(expected_output, str) or not isinstance(task, str):
-                raise FevexRunError(
-                    "WORKFLOW_STEP_INVALID",
-                    f"Step {step_id!r}: expected_output is a text that a text task ends with.",
-                    details={"step_id": step_id},
-                )
-            task = f"{task}\n\nExpected output: {expected_output}"
-        if isinstance(step_id, str) and step_id not in driver.state.journal.entries:
-            _count_delegation(driver, step_id)
-        driver.delegated[step_id] = name
-        return await self._steps.agent(step_id, name, input=task)
+        return name
+
+    async def _delegation(self, step_id: str, agent: str, task: Any) -> AgentStepResult:
+        driver = self._driver
+        if isinstance(step_id, str):
+            # A second use of the id in this pass fails as STEP_MISMATCH; the first keeps
+            # its name on its events.
+            driver.delegated.setdefault(step_id, agent)
+        async with driver.turn(step_id):
+            # Counted once the turn is taken: the agent step journals the delegation
+            # before it next yields, so delegations waiting for turns are never all
+            # counted against the same journal.
+            if isinstance(step_id, str) and step_id not in driver.state.journal.entries:
+                _count_delegation(driver, step_id)
+            return await self._steps.agent(step_id, agent, input=task)
 
 
 def _count_delegation(driver: TeamDriver, step_id: str) -> None:
@@ -201,7 +295,7 @@ def _as_workflow(prepared: PreparedTeam) -> PreparedWorkflow:
         assert isinstance(steps, WorkflowSteps)
         driver = steps.driver
         assert isinstance(driver, TeamDriver)
-        driver.delegated.clear()
+        driver.new_pass()
         return await team.run(TeamSteps(steps, driver, team), input)
 
     # Unlimited steps and tokens: a team is bounded by its delegations, each child by

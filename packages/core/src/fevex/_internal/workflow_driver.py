@@ -725,7 +725,19 @@ class WorkflowSteps:
             raise await driver.fail(step_id, _as_fevex(error)) from error
         results = {name: outcomes[name] for name in names}
         if entry is None or entry.status != "completed":
-            await driver.complete(step_id, results)
+            journalled = _as_json(results)
+            try:
+                ensure_json(journalled)
+            except TypeError as error:
+                raise await driver.fail(
+                    step_id,
+                    FevexRunError(
+                        "WORKFLOW_STEP_OUTPUT_INVALID",
+                        f"A branch of step {step_id!r} returned what is not JSON: {error}.",
+                        details={"step_id": step_id},
+                    ),
+                ) from None
+            await driver.complete(step_id, journalled)
         return results
 
 
@@ -823,6 +835,22 @@ async def _drain(
     """Run a child to its end or its pause; its events join the workflow's stream."""
     async for event in kind.kernel.events(execution):
         await driver.publish(driver.relay(step_id, event))
+
+
+def _as_json(value: Any) -> Any:
+    """Branch results as the journal keeps them: each ``AgentStepResult`` as its JSON."""
+    if isinstance(value, AgentStepResult):
+        return {
+            "run_id": value.run_id,
+            "session_id": value.session_id,
+            "output": value.output,
+            "usage": value.usage.to_json(),
+        }
+    if isinstance(value, dict):
+        return {key: _as_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_json(item) for item in value]
+    return value
 
 
 def _agent_result(output: Any) -> AgentStepResult:

@@ -41,6 +41,10 @@ RunEventType = Literal[
     "team.delegation.started",
     "team.delegation.completed",
     "team.delegation.failed",
+    "team.handoff",
+    "team.parallel.started",
+    "team.parallel.completed",
+    "team.parallel.failed",
     "team.waiting",
 ]
 

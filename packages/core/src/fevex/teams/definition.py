@@ -3,18 +3,17 @@ members it may delegate to and the bounds on its delegations."""
 
 from __future__ import annotations
 
-import inspect
-import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, overload
 
-from fevex._internal.names import is_valid_name
-from fevex._internal.schema_check import check_schema
+from fevex._internal.definitions import DurableFunctionKind
 from fevex.errors import FevexConfigurationError
 from fevex.teams.step import TeamFunction
 
 __all__ = ["TeamDefinition", "TeamLimits", "TeamMember", "define_team"]
+
+TEAM = DurableFunctionKind("INVALID_TEAM", "Team", "(team, input)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +68,7 @@ class TeamDefinition:
 
     def check(self) -> None:
         """Raise ``INVALID_TEAM`` when a field holds a value its type does not allow."""
-        if not is_valid_name(self.name):
-            raise _invalid(f"Team name {self.name!r} must match [A-Za-z0-9_-]{{1,64}}.")
-        if not isinstance(self.version, str) or not self.version:
-            raise _invalid(f"Team {self.name}: version must be a non-empty string.")
-        if not callable(self.run) or not inspect.iscoroutinefunction(self.run):
-            raise _invalid(f"Team {self.name}: run must be an async function (team, input).")
+        TEAM.check_identity(self.name, self.version, self.run)
         if not isinstance(self.supervisor, str) or not self.supervisor:
             raise _invalid(f"Team {self.name}: supervisor must be an agent name.")
         if not isinstance(self.members, tuple) or not all(
@@ -97,32 +91,7 @@ class TeamDefinition:
 
 
 def _invalid(message: str) -> FevexConfigurationError:
-    return FevexConfigurationError("INVALID_TEAM", message)
-
-
-def _hints(function: Callable[..., Any], name: str) -> tuple[Any, Any]:
-    """The input and output schemas the annotations give (``None``: any JSON)."""
-    try:
-        signature = inspect.signature(function)
-        hints = typing.get_type_hints(function, include_extras=True)
-    except (TypeError, ValueError, NameError) as error:
-        raise _invalid(f"Team {name}: cannot read the signature: {error}") from None
-    positional = [
-        p
-        for p in signature.parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    if len(positional) != 2:
-        raise _invalid(
-            f"Team {name}: the function takes (team, input), not "
-            f"{len(positional)} positional parameters."
-        )
-    input_hint = hints.get(positional[1].name)
-    output_hint = hints.get("return")
-    return (
-        None if input_hint is Any else input_hint,
-        None if output_hint in (None, type(None), Any) else output_hint,
-    )
+    return TEAM.invalid(message)
 
 
 @overload
@@ -177,9 +146,7 @@ def define_team(
         limits.check(name)
 
     def build(function: TeamFunction) -> TeamDefinition:
-        if not callable(function):
-            raise _invalid(f"Team {name!r}: define_team needs an async function.")
-        input_hint, output_hint = _hints(function, name)
+        input_hint, output_hint = TEAM.annotated_schemas(function, name)
         definition = TeamDefinition(
             name=name,
             version=version,
@@ -191,12 +158,13 @@ def define_team(
             output_schema=output_schema if output_schema is not None else output_hint,
         )
         definition.check()
-        for what, schema in (
-            ("input_schema", definition.input_schema),
-            ("output_schema", definition.output_schema),
-        ):
-            if schema is not None:
-                check_schema(schema, "INVALID_TEAM", f"Team {name}: {what}")
+        TEAM.check_schemas(
+            name,
+            (
+                ("input_schema", definition.input_schema),
+                ("output_schema", definition.output_schema),
+            ),
+        )
         return definition
 
-    return build if run is None else build(run)
+    return TEAM.define(run, build)

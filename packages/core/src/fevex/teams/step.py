@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from fevex.agents import AgentDefinition
@@ -27,7 +27,32 @@ class TeamStep(Protocol):
         """Run the member ``agent`` (the registered agent as is: its model, tools,
         policies and limits) on ``task`` as a child run of the team, and return its end.
         ``expected_output`` describes the result wanted; it is appended to a text task.
-        A child that pauses (an approval) pauses the team until it ends."""
+        A child that pauses (an approval) pauses the team until it ends. At most
+        ``max_parallel`` delegations of the run execute at once; one the journal holds as
+        ended takes no turn."""
+        ...
+
+    async def parallel(
+        self, step_id: str, branches: Mapping[str, Callable[[], Awaitable[Any]]]
+    ) -> dict[str, Any]:
+        """Run the branches (functions of no arguments, usually each one delegation with
+        its own step id) together and return ``{name: result}`` once every branch has
+        settled; failures and pauses end the step as a workflow's ``parallel`` does. A
+        branch returns JSON or :class:`~fevex.workflows.AgentStepResult` values."""
+        ...
+
+    async def handoff(
+        self,
+        step_id: str,
+        *,
+        from_agent: str | AgentDefinition[Any],
+        to_agent: str | AgentDefinition[Any],
+        reason: str,
+        task: Any,
+    ) -> AgentStepResult:
+        """Hand ``task`` over from ``from_agent`` to ``to_agent`` (both the supervisor or
+        a member): a delegation to ``to_agent`` announced by one ``team.handoff`` event,
+        committed with the delegation's start and never repeated by a replay."""
         ...
 
 

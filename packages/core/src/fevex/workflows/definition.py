@@ -3,14 +3,11 @@ contracts, independent of any app that runs it."""
 
 from __future__ import annotations
 
-import inspect
-import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from fevex._internal.names import is_valid_name
-from fevex._internal.schema_check import check_schema
+from fevex._internal.definitions import DurableFunctionKind
 from fevex.agents import Limits
 from fevex.errors import FevexConfigurationError
 from fevex.workflows.step import StepFunction
@@ -21,6 +18,7 @@ __all__ = ["WorkflowDefinition", "define_workflow"]
 UNLIMITED = Limits(max_steps=None, max_tool_calls=None, max_tool_retries=None)
 # What a workflow counts itself; the rest of Limits bounds agent runs only.
 WORKFLOW_LIMITS = ("max_steps", "max_tool_calls", "max_input_tokens", "max_output_tokens")
+WORKFLOW = DurableFunctionKind("INVALID_WORKFLOW", "Workflow", "(step, input)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +42,7 @@ class WorkflowDefinition:
 
     def check(self) -> None:
         """Raise ``INVALID_WORKFLOW`` when a field holds a value its type does not allow."""
-        if not is_valid_name(self.name):
-            raise _invalid(f"Workflow name {self.name!r} must match [A-Za-z0-9_-]{{1,64}}.")
-        if not isinstance(self.version, str) or not self.version:
-            raise _invalid(f"Workflow {self.name}: version must be a non-empty string.")
-        if not callable(self.run) or not inspect.iscoroutinefunction(self.run):
-            raise _invalid(f"Workflow {self.name}: run must be an async function (step, input).")
+        WORKFLOW.check_identity(self.name, self.version, self.run)
         if not isinstance(self.events, Mapping) or not all(
             isinstance(name, str) and name for name in self.events
         ):
@@ -73,7 +66,7 @@ class WorkflowDefinition:
 
 
 def _invalid(message: str) -> FevexConfigurationError:
-    return FevexConfigurationError("INVALID_WORKFLOW", message)
+    return WORKFLOW.invalid(message)
 
 
 def _limits(name: str, limits: Limits | Mapping[str, int | None] | None) -> Limits:
@@ -93,31 +86,6 @@ def _limits(name: str, limits: Limits | Mapping[str, int | None] | None) -> Limi
         return Limits(**{**{key: None for key in Limits.__slots__}, **limits})
     except TypeError as error:
         raise _invalid(f"Workflow {name}: {error}") from None
-
-
-def _hints(function: Callable[..., Any], name: str) -> tuple[Any, Any]:
-    """The input and output schemas the annotations give (``None``: any JSON)."""
-    try:
-        signature = inspect.signature(function)
-        hints = typing.get_type_hints(function, include_extras=True)
-    except (TypeError, ValueError, NameError) as error:
-        raise _invalid(f"Workflow {name}: cannot read the signature: {error}") from None
-    positional = [
-        p
-        for p in signature.parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    if len(positional) != 2:
-        raise _invalid(
-            f"Workflow {name}: the function takes (step, input), not "
-            f"{len(positional)} positional parameters."
-        )
-    input_hint = hints.get(positional[1].name)
-    output_hint = hints.get("return")
-    return (
-        None if input_hint is Any else input_hint,
-        None if output_hint in (None, type(None), Any) else output_hint,
-    )
 
 
 @overload
@@ -169,9 +137,7 @@ def define_workflow(
     declared = dict(events or {})
 
     def build(function: StepFunction) -> WorkflowDefinition:
-        if not callable(function):
-            raise _invalid(f"Workflow {name!r}: define_workflow needs an async function.")
-        input_hint, output_hint = _hints(function, name)
+        input_hint, output_hint = WORKFLOW.annotated_schemas(function, name)
         definition = WorkflowDefinition(
             name=name,
             version=version,
@@ -183,13 +149,14 @@ def define_workflow(
             limits=resolved_limits,
         )
         definition.check()
-        for what, schema in (
-            ("input_schema", definition.input_schema),
-            ("output_schema", definition.output_schema),
-            *((f"event {event!r}", source) for event, source in declared.items()),
-        ):
-            if schema is not None:
-                check_schema(schema, "INVALID_WORKFLOW", f"Workflow {name}: {what}")
+        WORKFLOW.check_schemas(
+            name,
+            (
+                ("input_schema", definition.input_schema),
+                ("output_schema", definition.output_schema),
+                *((f"event {event!r}", source) for event, source in declared.items()),
+            ),
+        )
         return definition
 
-    return build if run is None else build(run)
+    return WORKFLOW.define(run, build)
