@@ -97,12 +97,15 @@ def case_from_json(data: Any, where: str) -> EvalCase:
         raise _invalid(f"{where}: unknown case keys {sorted(unknown)}; use {sorted(_CASE_KEYS)}")
     if "input" not in data:
         raise _invalid(f"{where}: the case has no input")
-    return EvalCase(
-        id=data.get("id"),  # type: ignore[arg-type]  # checked by checked_case
+    expected, metadata = data.get("expected"), data.get("metadata")
+    case = EvalCase(
+        id=data.get("id"),  # type: ignore[arg-type]  # checked below
         input=data["input"],
-        expected=data.get("expected") or {},
-        metadata=data.get("metadata") or {},
+        expected={} if expected is None else expected,
+        metadata={} if metadata is None else metadata,
     )
+    _check_case(case, where)
+    return case
 
 
 def checked_dataset(

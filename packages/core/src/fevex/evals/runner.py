@@ -3,7 +3,7 @@
 Each case is a new run in a new session, so that no case sees another's history. Cases
 run one after another unless ``concurrency`` allows more at once. A case whose run fails
 (an error, a pause, a timeout) is recorded with its error and scored like the others; only
-a target the app does not have stops the suite, before the first case.
+a target the app does not have stops the suite, since every case would fail alike.
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ async def run_evaluation(
     ``timeout`` bounds each run, in seconds. ``on_case`` is called with each case's result
     as it ends (in the order they end), for progress. ``clock`` measures durations in
     seconds (monotonic). ``target_version`` names what is evaluated (a prompt revision,
-    a model) in the report. Raises ``INVALID_ARGUMENT`` for arguments out of range and
-    ``AGENT_NOT_FOUND`` or ``WORKFLOW_NOT_FOUND`` before any case runs.
+    a model) in the report. Raises ``INVALID_ARGUMENT`` for arguments out of range, and
+    ``AGENT_NOT_FOUND`` or ``WORKFLOW_NOT_FOUND`` for a target the app lacks (no run is
+    created).
     """
     if (agent_name is None) == (workflow_name is None):
         raise _invalid("Name exactly one of agent_name and workflow_name.")
@@ -70,20 +71,27 @@ async def run_evaluation(
     runner = _CaseRunner(app, kind, target, chosen, timeout, clock)
     gate = asyncio.Semaphore(concurrency)
     results: list[CaseResult | None] = [None] * len(checked.cases)
+    missing_target: list[FevexError] = []
 
     async def run(index: int, case: EvalCase) -> None:
         async with gate:
-            result = await runner.run(case)
+            if missing_target:
+                return
+            try:
+                result = await runner.run(case)
+            except FevexError as error:
+                # Only a missing target escapes a case: no case after it can run either.
+                missing_target.append(error)
+                return
         results[index] = result
         if on_case is not None:
             on_case(result)
 
-    if checked.cases:
-        # The first case alone: a missing target stops the suite before others start.
-        await run(0, checked.cases[0])
-        async with asyncio.TaskGroup() as group:
-            for index, case in enumerate(checked.cases[1:], start=1):
-                group.create_task(run(index, case))
+    async with asyncio.TaskGroup() as group:
+        for index, case in enumerate(checked.cases):
+            group.create_task(run(index, case))
+    if missing_target:
+        raise missing_target[0]
     return EvalReport(
         suite_name=suite_name,
         target_kind=kind,
