@@ -186,7 +186,8 @@ async def test_a_failing_case_is_recorded_and_the_suite_goes_on() -> None:
 
     crashed, answered = report.cases
     assert crashed.status == "error"
-    assert crashed.error is not None and crashed.error["code"] == "MODEL_ERROR"
+    assert crashed.error is not None
+    assert crashed.error["code"] == "MODEL_ERROR"
     assert crashed.scores["exact_output"] == Score(0.0, False, "the run failed with MODEL_ERROR")
     # What the failed run did before it failed is still there to score.
     assert crashed.tool_calls == ("accounts_get",)
@@ -361,9 +362,11 @@ async def test_forbidden_tools_from_the_scorer_and_from_the_case() -> None:
     by_case = await score(
         forbidden_tools(), outcome({"forbidden_tools": ["refund"]}, tools=("refund",))
     )
-    assert by_case is not None and not by_case.passed
+    assert by_case is not None
+    assert not by_case.passed
     clean = await score(scorer, outcome({}, tools=("accounts_get",)))
-    assert clean is not None and clean.passed
+    assert clean is not None
+    assert clean.passed
     with pytest.raises(FevexConfigurationError):
         forbidden_tools("accounts_close")
 
@@ -394,7 +397,9 @@ async def test_max_cost_prices_each_model_with_the_cost_function() -> None:
     assert await score(scorer, dear) == Score(0.5, False, "cost 6, limit 3")
     broken = max_cost(1.0, cost=lambda usage, model: float("nan"))
     nan = await score(broken, outcome(by_model={"default": Usage(1)}))
-    assert nan is not None and not nan.passed and "returned nan" in nan.reason
+    assert nan is not None
+    assert not nan.passed
+    assert "returned nan" in nan.reason
     with pytest.raises(FevexConfigurationError, match="needs cost="):
         max_cost(1.0, cost=None)  # type: ignore[arg-type]
 
@@ -484,7 +489,9 @@ def test_datasets_load_from_jsonl_and_json(tmp_path: Path) -> None:
         EvalCase("b", {"account_id": 42}, {}, {"tier": "gold"}),
     )
     whole = tmp_path / "cases.json"
-    whole.write_text(json.dumps({"name": "named", "version": "2", "cases": [{"id": "a", "input": "Hi"}]}))
+    whole.write_text(
+        json.dumps({"name": "named", "version": "2", "cases": [{"id": "a", "input": "Hi"}]})
+    )
     assert load_dataset(whole) == EvalDataset("named", (EvalCase("a", "Hi"),), "2")
     assert dataset_from_json([{"id": "x", "input": "y"}], name="n").cases == (EvalCase("x", "y"),)
 
@@ -493,13 +500,19 @@ def test_datasets_load_from_jsonl_and_json(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ('{"id": "a", "input": "x"}\n{"id": "a", "input": "y"}\n', "'a': the id is used by"),
-        ('{"id": "a", "input": "x"}\n{"id": "b", "inptu": "y"}\n', "cases.jsonl:2: unknown case keys ['inptu']"),
+        (
+            '{"id": "a", "input": "x"}\n{"id": "b", "inptu": "y"}\n',
+            "cases.jsonl:2: unknown case keys ['inptu']",
+        ),
         ('{"id": "a", "input": "x"}\n{"id": "b", "input": \n', "cases.jsonl:2: not JSON"),
         ('{"id": "", "input": "x"}\n', "the id must be a non-empty string"),
         ('{"id": 7, "input": "x"}\n', "the id must be a non-empty string"),
         ('{"input": "x"}\n', "the id must be a non-empty string"),
         ('{"id": "a"}\n', "cases.jsonl:1: the case has no input"),
-        ('{"id": "a", "input": "x", "expected": {"tools": "accounts_get"}}\n', "expected.tools must be"),
+        (
+            '{"id": "a", "input": "x", "expected": {"tools": "accounts_get"}}\n',
+            "expected.tools must be",
+        ),
         ('{"id": "a", "input": "x", "expected": []}\n', "expected must be an object"),
         ('["not", "a", "case"]\n', "a case is a JSON object"),
         ('{"id": "a", "input": NaN}\n', "not JSON"),
@@ -663,7 +676,9 @@ def test_a_report_compared_with_its_own_baseline_file_has_no_regression() -> Non
 
 def test_json_and_text_reporters_write_through_the_callback() -> None:
     baseline = report_of(result("a", {"s": Score(1.0, True)}), result("b", {"s": Score(1.0, True)}))
-    current = report_of(result("a", {"s": Score(0.0, False, "no")}), result("b", {"s": Score(1.0, True)}))
+    current = report_of(
+        result("a", {"s": Score(0.0, False, "no")}), result("b", {"s": Score(1.0, True)})
+    )
     written: list[str] = []
     json_reporter(written.append)(current)
     assert written == [serialize_eval_report(current)]
@@ -682,7 +697,9 @@ def test_text_from_a_case_cannot_drive_the_terminal() -> None:
     report = report_of(result(hostile, {"s": Score(1.0, True)}, error={
         "code": "MODEL_ERROR", "message": "boom\x1b[31m"}))  # fmt: skip
     table = format_summary(report)
-    assert "\x1b" not in table and "\r" not in table and "\u202e" not in table
+    assert "\x1b" not in table
+    assert "\r" not in table
+    assert "\u202e" not in table
     assert "a\\x1b[2J\\x1b]0;owned\\x07\\rb" not in table  # bidi override escaped too
     assert "a\\x1b[2J\\x1b]0;owned\\x07\\r\\u202eb" in table
     stream = io.StringIO()
@@ -704,7 +721,9 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere() -> None:
         bar.case_finished(finished)
     bar.close()
     drawn = terminal.getvalue()
-    assert drawn.count("\r") == 4 and drawn.endswith("\n") and drawn.count("\n") == 1
+    assert drawn.count("\r") == 4
+    assert drawn.endswith("\n")
+    assert drawn.count("\n") == 1
     assert "\r[########################] 3/3, 1 not passed case-2 passed\x1b[K" in drawn
     assert "\r[########----------------] 1/3 case-0 passed\x1b[K" in drawn
 

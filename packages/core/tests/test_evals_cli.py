@@ -158,7 +158,8 @@ def test_progress_is_plain_lines_off_a_terminal_and_the_table_goes_to_stdout(
         "[1/2] active: passed",
         "[2/2] owner: passed",
     ]
-    assert "\r" not in done.stderr and "\x1b" not in done.stderr
+    assert "\r" not in done.stderr
+    assert "\x1b" not in done.stderr
     header = done.stdout.splitlines()[0].split()
     assert header == ["case", "status", "exact_output", "forbidden_tools", "tool_selection",
                       "ms", "tokens"]  # fmt: skip

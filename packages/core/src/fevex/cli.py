@@ -471,7 +471,7 @@ def _add_eval_command(registry: CommandRegistry) -> None:
     )
     parser.add_argument("--suite", metavar="NAME", help="the suite's name (default: the dataset's)")
     parser.add_argument(
-        "--target-version", metavar="VERSION", help="what is evaluated (a prompt or model revision)"
+        "--target-version", metavar="TEXT", help="what is evaluated (a prompt or model revision)"
     )
     parser.add_argument("--timeout", type=_seconds, help="seconds each case's run may take")
     parser.add_argument(

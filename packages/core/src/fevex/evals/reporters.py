@@ -81,8 +81,9 @@ def format_summary(
         target += f" ({printable(report.target_version)})"
     lines.append("")
     lines.append(
-        f"{name} on {target}: {len(report.cases)} cases, {report.count('passed')} passed, "
-        f"{report.count('failed')} failed, {report.count('error')} errors"
+        f"{name} on {target}: {_plural(len(report.cases), 'case')}, "
+        f"{report.count('passed')} passed, {report.count('failed')} failed, "
+        f"{_plural(report.count('error'), 'error')}"
     )
     for case in report.cases:
         if case.error is not None:
@@ -91,8 +92,8 @@ def format_summary(
             lines.append(f"  error in {printable(case.case_id)}: [{code}] {message}")
     if comparison is not None:
         if comparison.regressions:
-            count = len(comparison.regressions)
-            lines.append(f"{count} regression{'s' if count > 1 else ''} against the baseline:")
+            regressions = _plural(len(comparison.regressions), "regression")
+            lines.append(f"{regressions} against the baseline:")
             lines.extend(f"  {printable(r.message)}" for r in comparison.regressions)
         else:
             lines.append("no regressions against the baseline")
@@ -125,3 +126,7 @@ def _total_tokens(case: CaseResult) -> int | None:
     if usage.input_tokens is None and usage.output_tokens is None:
         return None
     return (usage.input_tokens or 0) + (usage.output_tokens or 0)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
