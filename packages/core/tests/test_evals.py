@@ -196,20 +196,25 @@ async def test_a_failing_case_is_recorded_and_the_suite_goes_on() -> None:
     assert finished == ["crashes", "answers"]
 
 
-async def test_a_target_the_app_lacks_stops_the_suite_before_any_case() -> None:
+@pytest.mark.parametrize("concurrency", [1, 3])
+async def test_a_target_the_app_lacks_stops_the_suite_before_any_run(concurrency: int) -> None:
     model = Scripted(looks_up_then_answers)
     app = support_app(model)
-    with pytest.raises(FevexRunError) as raised:
-        await run_evaluation(
-            app, suite_name="s", agent_name="suport", dataset=[case("a", "Hi")], scorers=[]
-        )
-    assert raised.value.code == "AGENT_NOT_FOUND"
-    with pytest.raises(FevexRunError) as raised:
-        await run_evaluation(
-            app, suite_name="s", workflow_name="nope", dataset=[case("a", "Hi")], scorers=[]
-        )
-    assert raised.value.code == "WORKFLOW_NOT_FOUND"
+    cases = [case(f"c{n}", "Hi") for n in range(5)]
+    finished: list[CaseResult] = []
+    for target, code in [
+        ({"agent_name": "suport"}, "AGENT_NOT_FOUND"),
+        ({"workflow_name": "nope"}, "WORKFLOW_NOT_FOUND"),
+    ]:
+        with pytest.raises(FevexRunError) as raised:
+            await run_evaluation(
+                app, suite_name="s", dataset=cases, scorers=[], concurrency=concurrency,
+                on_case=finished.append, **target,
+            )  # fmt: skip
+        assert raised.value.code == code
     assert model.inputs == []
+    assert finished == []
+    assert await app.list_runs() == []
 
 
 @pytest.mark.parametrize(
@@ -590,6 +595,19 @@ def test_the_serialized_report_is_canonical_and_reads_back() -> None:
     assert serialize_eval_report(again) == text
 
 
+def test_the_serialized_report_is_one_text_for_one_value() -> None:
+    zero = report_of(result("a", {"s": Score(0.0, False)}))
+    negative_zero = report_of(result("a", {"s": Score(-0.0, False)}))
+    assert serialize_eval_report(zero) == serialize_eval_report(negative_zero)
+    # A lone surrogate has no UTF-8 form: the whole text is escaped, still readable.
+    odd = EvalReport("suite \ud800", "agent", "support", None, "data", None, ())
+    text = serialize_eval_report(odd)
+    text.encode("utf-8")
+    assert json.loads(text)["suite"] == "suite \ud800"
+    with pytest.raises(TypeError, match="NaN"):
+        serialize_eval_report(report_of(result("a", {"s": Score(float("nan"), False)})))
+
+
 def test_a_bad_baseline_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "baseline.json"
     for text, message in [
@@ -700,8 +718,8 @@ def test_text_from_a_case_cannot_drive_the_terminal() -> None:
     assert "\x1b" not in table
     assert "\r" not in table
     assert "\u202e" not in table
-    assert "a\\x1b[2J\\x1b]0;owned\\x07\\rb" not in table  # bidi override escaped too
     assert "a\\x1b[2J\\x1b]0;owned\\x07\\r\\u202eb" in table
+    assert "boom\\x1b[31m" in table
     stream = io.StringIO()
     progress = EvalProgress(stream, 1)
     progress.case_finished(report.cases[0])
