@@ -172,6 +172,32 @@ async def test_concurrency_runs_that_many_cases_at_once_and_no_more() -> None:
     assert [c.case_id for c in report.cases] == [f"case-{n}" for n in range(7)]
 
 
+async def test_a_case_that_hangs_times_out_and_the_suite_goes_on() -> None:
+    never = asyncio.Event()
+
+    def answer(question: str, model_input: ModelInput) -> ModelResult:
+        return ModelResult(output="Fine.")
+
+    class Hanging(Scripted):
+        async def stream(self, input: ModelInput) -> AsyncIterator[OutputDelta | Completed]:
+            if question_of(input) == "hang":
+                await never.wait()
+            async for event in super().stream(input):
+                yield event
+
+    app = support_app(Hanging(answer))
+    report = await run_evaluation(
+        app, suite_name="s", agent_name="support", timeout=0.2,
+        dataset=[case("hangs", "hang"), case("answers", "Hi", output="Fine.")],
+        scorers=[exact_output()],
+    )  # fmt: skip
+    hung, answered = report.cases
+    assert hung.status == "error"
+    assert hung.error is not None
+    assert hung.error["code"] == "RUN_TIMEOUT"
+    assert answered.status == "passed"
+
+
 async def test_a_failing_case_is_recorded_and_the_suite_goes_on() -> None:
     app = support_app(Scripted(looks_up_then_answers))
     cases = [
@@ -224,6 +250,7 @@ async def test_a_target_the_app_lacks_stops_the_suite_before_any_run(concurrency
         ({"agent_name": "support", "workflow_name": "w"}, "exactly one of"),
         ({"agent_name": "support", "concurrency": 0}, "concurrency must be"),
         ({"agent_name": "support", "suite_name": ""}, "suite_name must be"),
+        ({"agent_name": "support", "timeout": -1}, "timeout must be a number of seconds"),
     ],
 )
 async def test_arguments_out_of_range_are_refused(arguments: dict[str, Any], message: str) -> None:

@@ -9,6 +9,7 @@ a target the app does not have stops the suite, since every case would fail alik
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,13 @@ async def run_evaluation(
         raise _invalid("target_version must be a string or None.")
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise _invalid(f"concurrency must be a whole number of at least 1, not {concurrency!r}.")
+    if timeout is not None and (
+        not isinstance(timeout, int | float)
+        or isinstance(timeout, bool)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise _invalid(f"timeout must be a number of seconds above 0, or None, not {timeout!r}.")
     checked = checked_dataset(dataset)
     chosen = scorers_of(scorers)
     runner = _CaseRunner(app, kind, target, chosen, timeout, clock)
