@@ -95,7 +95,6 @@ CASES = [
 
 def environment() -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("FEVEX_")}
-    env.pop("CI", None)
     return {**env, "FEVEX_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
