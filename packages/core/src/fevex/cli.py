@@ -401,6 +401,85 @@ def _add_db_command(subparsers: Any, schemes: Sequence[str]) -> None:
     )
 
 
+def _eval_command(args: argparse.Namespace) -> int:
+    from fevex.evals.command import eval_command
+
+    return eval_command(args, _load_app)
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
+    return seconds
+
+
+def _add_eval_command(registry: CommandRegistry) -> None:
+    parser = registry.add_command(
+        "eval",
+        help="Run a dataset of cases against an agent or a workflow, score each case and "
+        "compare with a baseline report: exit status 1 on a regression, 0 otherwise, 2 when "
+        "the evaluation cannot run.",
+    )
+    parser.add_argument(
+        "--app", required=True, type=_app_reference, help="module:attribute of your fevex app"
+    )
+    parser.add_argument(
+        "--dataset",
+        required=True,
+        metavar="FILE",
+        help="cases as JSON Lines (.jsonl, one {id, input, expected, metadata} per line) or "
+        "JSON (.json: a list of cases, or {name, version, cases})",
+    )
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--agent", metavar="NAME", help="the agent each case runs")
+    target.add_argument("--workflow", metavar="NAME", help="the workflow each case runs")
+    parser.add_argument(
+        "--baseline", metavar="FILE", help="a report written by --out before, to compare with"
+    )
+    parser.add_argument(
+        "--out", metavar="FILE", help="write the report as canonical JSON (a new baseline)"
+    )
+    parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML page")
+    parser.add_argument(
+        "--concurrency", type=_positive_int, default=1, help="cases run at once (default 1)"
+    )
+    parser.add_argument(
+        "--scorers",
+        metavar="MODULE:ATTRIBUTE",
+        help="a list of scorers, or a function returning one (default: exact_output, "
+        "tool_selection and forbidden_tools)",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=_tolerance,
+        default=0.0,
+        help="how far a score may drop before it is a regression (0 to 1, default 0)",
+    )
+    parser.add_argument("--suite", metavar="NAME", help="the suite's name (default: the dataset's)")
+    parser.add_argument(
+        "--target-version", metavar="TEXT", help="what is evaluated (a prompt or model revision)"
+    )
+    parser.add_argument("--timeout", type=_seconds, help="seconds each case's run may take")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 also when any case does not pass"
+    )
+    parser.set_defaults(handler=_eval_command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fevex", description="The fevex agent runtime.")
     parser.add_argument("--version", action="version", version=f"fevex {__version__}")
@@ -456,6 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--actor", default="fevex-worker", help="actor id recorded in events")
     worker.add_argument("--json", action="store_true", help="one JSON object per line")
     worker.set_defaults(handler=_worker_command)
+    _add_eval_command(registry)
     add_plugin_commands(registry)
     if registry.store_commands:
         _add_db_command(subparsers, list(registry.store_commands))

@@ -1,3 +1,10 @@
+from fevex.testing.cassette import (
+    ModelRecorder,
+    ModelReplay,
+    model_input_json,
+    record_model,
+    replay_model,
+)
 from fevex.testing.fake_model import FakeModel, FakeResponse
 from fevex.testing.model_contract import check_model_gateway, default_contract_inputs
 from fevex.testing.run_store_contract import (
@@ -15,6 +22,8 @@ __all__ = [
     "FakeModel",
     "FakeResponse",
     "ManualClock",
+    "ModelRecorder",
+    "ModelReplay",
     "RunStoreCheck",
     "RunStoreContractError",
     "RunStoreFactory",
@@ -22,4 +31,7 @@ __all__ = [
     "check_model_gateway",
     "check_run_store",
     "default_contract_inputs",
+    "model_input_json",
+    "record_model",
+    "replay_model",
 ]
