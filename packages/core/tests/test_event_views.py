@@ -89,7 +89,7 @@ def _app(
     )
 
 
-def _price(usage: Usage) -> Cost:
+def _price(usage: Usage, model: str | None) -> Cost:
     # Binary fractions, so the expected amounts are exact.
     return Cost((usage.input_tokens or 0) * 0.25 + (usage.output_tokens or 0) * 1.0, "USD")
 
@@ -125,11 +125,11 @@ async def test_a_completed_run_projects_into_every_layer() -> None:
         "model.completed",
         "run.completed",
     ]
-    priced: list[Usage] = []
+    priced: list[tuple[Usage, str | None]] = []
 
-    def price(usage: Usage) -> Cost:
-        priced.append(usage)
-        return _price(usage)
+    def price(usage: Usage, model: str | None) -> Cost:
+        priced.append((usage, model))
+        return _price(usage, model)
 
     view = project_run(events, calculate_cost=price)
 
@@ -171,7 +171,8 @@ async def test_a_completed_run_projects_into_every_layer() -> None:
     assert turn.request == Message.user(QUESTION)
     assert turn.response == Message.assistant(ANSWER)
     assert turn.usage == Usage(30, 9, 39) == result.usage
-    assert priced == [Usage(30, 9, 39)]
+    # Each model step is priced with its own usage and model; the turn costs their sum.
+    assert priced == [(Usage(10, 3, 13), "default"), (Usage(20, 6, 26), "default")]
     assert turn.cost == Cost(16.5, "USD")
     assert (turn.steps, turn.tool_calls, turn.error) == (2, 1, None)
     assert (turn.started_at, turn.ended_at) == (events[0].occurred_at, events[-1].occurred_at)
@@ -341,7 +342,7 @@ async def test_content_part_input_becomes_the_request_message() -> None:
     ]
     result = await app.run_agent("support", parts)
 
-    view = project_run(result.events, calculate_cost=lambda usage: None)
+    view = project_run(result.events, calculate_cost=lambda usage, model: None)
 
     assert view.messages == (Message.user(parts), Message.assistant("A library card."))
     assert view.turn is not None

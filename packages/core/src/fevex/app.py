@@ -10,13 +10,14 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequenc
 from contextlib import aclosing
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 
 from fevex._internal.agent_kind import AgentKind
 from fevex._internal.blocking_twins import BlockingTwins
 from fevex._internal.clock import new_id, utc_now
 from fevex._internal.composition import Composition, Problems, compose
 from fevex._internal.connections import ConnectionResolver
+from fevex._internal.event_sink import Observers
 from fevex._internal.execution import Execution
 from fevex._internal.kernel import Kernel, deadline_of, seconds_of
 from fevex._internal.names import did_you_mean
@@ -50,6 +51,12 @@ from fevex.teams import TeamDefinition, TeamLimits
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
 from fevex.workflows import WorkflowDefinition
+
+if TYPE_CHECKING:
+    # Imported when used: an app without observability never loads it.
+    from fevex._internal.trace_pipeline import TracePipeline
+    from fevex.observability.configuration import Observability
+    from fevex.observability.report import ObservabilityReport
 
 __all__ = ["AgentInput", "Fevex", "RunResult", "create_fevex"]
 
@@ -92,6 +99,7 @@ def create_fevex(
     workflows: Iterable[WorkflowDefinition] = (),
     teams: Iterable[TeamDefinition] = (),
     lease_seconds: float = 30.0,
+    observability: Observability | None = None,
 ) -> Fevex:
     """Validate the whole composition and return the app.
 
@@ -103,7 +111,10 @@ def create_fevex(
     remote tools as ``<connection>__<tool>``. ``workflows`` are durable workflows
     (several versions of one name may be given); ``teams`` delegate to registered agents
     (``INVALID_TEAM`` when a supervisor or member is not one). A running run holds a lease of
-    ``lease_seconds``, renewed while it runs.
+    ``lease_seconds``, renewed while it runs. ``observability`` gives trace exporters, the
+    price of model steps and the content spans may carry (see
+    :class:`~fevex.observability.Observability`); without it, ``FEVEX_TRACE_EXPORTERS``
+    names the exporters plugins open.
 
     Every problem of the composition is reported at once: the ``FevexConfigurationError``
     has the first one's ``code`` and lists each in ``problems``. The app is a context
@@ -131,8 +142,28 @@ def create_fevex(
         problems.add(
             FevexConfigurationError("INVALID_CONFIG", "lease_seconds must be positive seconds.")
         )
+    if observability is not None:
+        from fevex.observability.configuration import Observability
+
+        if isinstance(observability, Observability):
+            for problem in observability.problems():
+                problems.add(problem)
+        else:
+            problems.add(
+                FevexConfigurationError(
+                    "INVALID_OBSERVABILITY",
+                    f"observability must be an Observability, not {type(observability).__name__}.",
+                )
+            )
     # The store is opened only for a valid composition: opening one can create it.
     problems.raise_if_any()
+    tracing = None
+    if observability is not None or os.environ.get("FEVEX_TRACE_EXPORTERS"):
+        from fevex._internal.trace_pipeline import open_pipeline
+
+        tracing = open_pipeline(observability)
+    if observability is not None and observability.calculate_cost is not None:
+        composition = dataclasses.replace(composition, calculate_cost=observability.calculate_cost)
     if run_store is None and not os.environ.get("FEVEX_RUN_STORE"):
         store: RunStore = InMemoryRunStore()
     elif run_store is None or isinstance(run_store, str):
@@ -154,7 +185,7 @@ def create_fevex(
             f"The run store {type(store).__name__} lacks {', '.join(missing)} of the run-store "
             "contract; upgrade the store's plugin or implement them.",
         )
-    return Fevex(composition, store, lease_seconds=float(lease_seconds))
+    return Fevex(composition, store, lease_seconds=float(lease_seconds), tracing=tracing)
 
 
 class Fevex(BlockingTwins):
@@ -165,16 +196,22 @@ class Fevex(BlockingTwins):
     """
 
     def __init__(
-        self, composition: Composition, store: RunStore, *, lease_seconds: float = 30.0
+        self,
+        composition: Composition,
+        store: RunStore,
+        *,
+        lease_seconds: float = 30.0,
+        tracing: TracePipeline | None = None,
     ) -> None:
         self._composition = composition
         self.run_store = store
         self.lease_seconds = lease_seconds
+        self._tracing = tracing
         self._agent_kind = AgentKind(composition, ConnectionResolver(composition.connections))
         self._kernel = Kernel(
             store,
             {"agent": self._agent_kind},
-            composition.observers,
+            Observers(composition.observers, tracing),
             lease_seconds=lease_seconds,
         )
         self._workflow_kind = WorkflowKind(composition, self._kernel, self._agent_kind)
@@ -784,12 +821,25 @@ class Fevex(BlockingTwins):
         compacted = dataclasses.replace(session, history=(), summary=summary, updated_at=utc_now())
         return await self.run_store.save_session(compacted, expected_revision=expected)
 
+    async def flush_observability(self) -> ObservabilityReport:
+        """Build the spans of every event committed so far and wait until each exporter has
+        had them (each export call within ``Observability.export_timeout``); report what
+        failed or was dropped since the previous report. Never raises for an exporter."""
+        if self._tracing is None:
+            from fevex.observability.report import ObservabilityReport
+
+            return ObservabilityReport()
+        return await self._tracing.flush()
+
     async def close(self) -> None:
-        """Stop background runs, close the models the app built from ``provider:model``
+        """Stop background runs, flush observability (see ``flush_observability``; its
+        failures are logged), close the models the app built from ``provider:model``
         references (those with an ``aclose()``), and close the run store."""
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+        if self._tracing is not None:
+            await self._tracing.close()
         for model in self._composition.owned_models:
             aclose = getattr(model, "aclose", None)
             if callable(aclose):

@@ -85,6 +85,7 @@ class AgentKind:
             policies=self.composition.policies,
             credentials=self.composition.credentials,
             connections=self.connections,
+            calculate_cost=self.composition.calculate_cost,
         )
 
 

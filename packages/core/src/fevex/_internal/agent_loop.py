@@ -11,6 +11,12 @@ A failed tool call either fails the run or, when the tool opted in (or raised
 model as an error result: the call is journalled ``failed`` with ``retry: true``, so it is
 never run again, and the retries a run used are counted from its journal. Logs go to the
 ``fevex`` logger with the run id in ``extra`` and never hold inputs, outputs or text.
+
+``model.started`` names the model (and its provider, when the agent's model reference
+says it); with the app's ``calculate_cost``, ``model.completed`` carries the step's cost
+and ``run.completed`` the run's total, kept in the checkpoint across resumes. A price
+function that raises or returns something else than a ``Cost`` leaves the step unpriced
+(logged at WARNING); it never changes the run.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from contextlib import aclosing
 from typing import Any
 
 from fevex._internal.clock import new_id
-from fevex._internal.composition import PreparedAgent, PreparedTool
+from fevex._internal.composition import DEFAULT_MODEL_KEY, PreparedAgent, PreparedTool
 from fevex._internal.connections import ConnectionResolver
 from fevex._internal.deadline import DeadlineReached
 from fevex._internal.execution import Execution
@@ -31,6 +37,7 @@ from fevex._internal.run_state import PendingCalls, RunState, tool_step_id
 from fevex._internal.tool_runner import CredentialResolver, ToolCallRun, summarize
 from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
+from fevex.events.cost import Cost, CostCalculator, checked_cost
 from fevex.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from fevex.models import ModelInput, ModelResult, ModelStreamReader, ToolCall, Usage
 from fevex.policies.policy import Policy
@@ -57,6 +64,7 @@ class AgentLoop:
         policies: tuple[Policy, ...] = (),
         credentials: CredentialResolver = None,
         connections: ConnectionResolver | None = None,
+        calculate_cost: CostCalculator | None = None,
     ) -> None:
         self.agent = agent
         self.prefix = prefix
@@ -66,6 +74,8 @@ class AgentLoop:
         self.connections = connections
         self.tools = agent.tools
         self.limits = agent.definition.limits.narrowed(state.limits)
+        self.calculate_cost = calculate_cost
+        self.model_name, self.provider = _model_identity(agent)
         self._provider_state: Any = None
 
     @property
@@ -127,7 +137,10 @@ class AgentLoop:
         logger.debug(
             "Run %s: model step %d started", run_id, step, extra={"run_id": run_id, "step": step}
         )
-        yield await sink.emit("model.started", {"step": step})
+        started = {"step": step, "model": self.model_name}
+        if self.provider is not None:
+            started["provider"] = self.provider
+        yield await sink.emit("model.started", started)
         model_input = ModelInput(
             (*self.prefix, *state.transcript),
             tool_specs,
@@ -161,13 +174,22 @@ class AgentLoop:
             "usage": result.usage.to_json(),
             "total_usage": state.usage.to_json(),
         }
+        if self.calculate_cost is not None:
+            cost = self._price(result.usage)
+            if cost is not None:
+                completed_payload["cost"] = cost.to_json()
+                self._add_cost(cost)
         if not result.tool_calls:
             yield await sink.emit("model.completed", completed_payload, usage=state.usage.to_json())
             self._check_token_budgets(result.usage)
             output, output_json, text = self._final_output(result, reader.deltas)
             state.add(Message("assistant", _assistant_parts(result, text)))
             yield await self.execution.complete(
-                output, output_json, state.usage.to_json(), tuple(state.transcript_json)
+                output,
+                output_json,
+                state.usage.to_json(),
+                tuple(state.transcript_json),
+                cost=state.cost,
             )
             return
         state.add(Message("assistant", _assistant_parts(result, reader.text)))
@@ -208,6 +230,48 @@ class AgentLoop:
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+    def _price(self, usage: Usage) -> Cost | None:
+        """The application's price of one step's ``usage``; ``None`` when it has none."""
+        assert self.calculate_cost is not None
+        run_id = self.execution.sink.run.id
+        try:
+            cost = self.calculate_cost(usage, self.model_name)
+        except Exception as error:
+            logger.warning(
+                "Run %s: calculate_cost raised %s; the model step has no cost",
+                run_id,
+                type(error).__name__,
+                extra={"run_id": run_id},
+            )
+            return None
+        checked = checked_cost(cost)
+        if checked is None and cost is not None:
+            logger.warning(
+                "Run %s: calculate_cost returned a %s, not a Cost with a finite amount and a "
+                "currency; the model step has no cost",
+                run_id,
+                type(cost).__name__,
+                extra={"run_id": run_id},
+            )
+        return checked
+
+    def _add_cost(self, cost: Cost) -> None:
+        state = self.state
+        if state.cost is None:
+            state.cost = cost
+        elif state.cost.currency == cost.currency:
+            state.cost = state.cost + cost
+        else:
+            # fevex never converts currencies: the run's total stays in its first one.
+            run_id = self.execution.sink.run.id
+            logger.warning(
+                "Run %s: a model step cost %s, the run's total is in %s; it is not added",
+                run_id,
+                cost.currency,
+                state.cost.currency,
+                extra={"run_id": run_id},
+            )
 
     def _remaining_output_tokens(self) -> int | None:
         limit = self.limits.max_output_tokens
@@ -340,7 +404,9 @@ class AgentLoop:
                 retries_left = self._retries_left(error) if message is not None else 0
                 if message is None or retries_left == 0:
                     state.journal.failed(step_id, error.to_json())
-                    yield await sink.emit("tool.failed", {**base, "error": error.to_json()})
+                    yield await sink.emit(
+                        "tool.failed", {**base, "error": error.to_json(), **_retries(runner)}
+                    )
                     raise
                 left = None if retries_left is None else retries_left - 1
                 result = {"code": error.code, "message": message}
@@ -358,7 +424,13 @@ class AgentLoop:
                 )
                 yield await sink.emit(
                     "tool.failed",
-                    {**base, "error": result, "retry": True, "retries_left": left},
+                    {
+                        **base,
+                        "error": result,
+                        "retry": True,
+                        "retries_left": left,
+                        **_retries(runner),
+                    },
                     durable=True,
                     checkpoint=state.checkpoint,
                 )
@@ -375,7 +447,7 @@ class AgentLoop:
             # Durable as soon as the effect ended: a crash now must not make it look in flight.
             yield await sink.emit(
                 "tool.completed",
-                {**base, "output": output},
+                {**base, "output": output, **_retries(runner)},
                 durable=True,
                 checkpoint=state.checkpoint,
             )
@@ -466,6 +538,24 @@ class AgentLoop:
                 tool_name=call.name,
             )
         return tool
+
+
+def _retries(runner: ToolCallRun) -> dict[str, Any]:
+    """The attempts of a tool call that failed and were tried again, for its event."""
+    return {"retries": list(runner.retries)} if runner.retries else {}
+
+
+def _model_identity(agent: PreparedAgent) -> tuple[str, str | None]:
+    """The model's name (the gateway's ``model_name``, else the agent's model reference)
+    and its provider (the ``provider`` of a ``provider:model`` reference)."""
+    reference = agent.definition.model or DEFAULT_MODEL_KEY
+    provider, separator, named = reference.partition(":")
+    gateway_name = getattr(agent.model, "model_name", None)
+    if isinstance(gateway_name, str) and gateway_name:
+        named = gateway_name
+    elif not separator:
+        named = reference
+    return named, provider if separator else None
 
 
 def _assistant_parts(

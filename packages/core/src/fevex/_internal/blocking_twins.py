@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         WorkflowReference,
     )
     from fevex.events import RunEvent
+    from fevex.observability.report import ObservabilityReport
     from fevex.runtime.approval import ApprovalDecision
     from fevex.runtime.records import AgentRun, RunStatus, Session
     from fevex.runtime.recovery import RecoverySweep, WakeSweep
@@ -287,6 +288,9 @@ class BlockingTwins:
         self, session_id: str, summary: str, *, revision: int | None = None
     ) -> Session:
         return run_sync(_app(self).compact_session(session_id, summary, revision=revision))
+
+    def flush_observability_sync(self) -> ObservabilityReport:
+        return run_sync(_app(self).flush_observability())
 
     def close_sync(self) -> None:
         run_sync(_app(self).close())

@@ -17,6 +17,7 @@ from fevex._internal.names import did_you_mean
 from fevex._internal.schema_check import schema_problem
 from fevex.agents import AgentDefinition
 from fevex.errors import FevexConfigurationError
+from fevex.events.cost import CostCalculator
 from fevex.models import ToolSpec
 from fevex.schemas.schema import CompiledSchema, compile_schema
 from fevex.teams.definition import TeamDefinition
@@ -91,6 +92,8 @@ class Composition:
     workflows: Mapping[tuple[str, str], PreparedWorkflow] = field(default_factory=dict)
     # (name, version) -> team; its supervisor and members are registered agents.
     teams: Mapping[tuple[str, str], PreparedTeam] = field(default_factory=dict)
+    # Prices each model step live (Observability.calculate_cost).
+    calculate_cost: CostCalculator | None = None
 
 
 def _config_error(message: str) -> FevexConfigurationError:

@@ -2,6 +2,8 @@
 
 Events reach the store first, then the stream consumer, then the observers. Observers are
 best-effort: their exceptions and failed coroutines are logged and never reach the run.
+The app's tracer, when it has one, sees each event first, with the run's snapshot; it only
+queues it (see :mod:`fevex._internal.trace_pipeline`).
 
 When nobody streams the run (``run_agent``, ``resume_run``, recovery), the sink batches:
 events wait in memory and are committed together at the next durable point, so a tool-call
@@ -16,7 +18,8 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from fevex._internal.clock import new_sequential_id, utc_now
 from fevex.errors import FevexError
@@ -27,6 +30,20 @@ from fevex.runtime.run_store import ExecutionCommit, ExecutionCreate, RunLease, 
 logger = logging.getLogger("fevex")
 
 EventObserver = Callable[[RunEvent], Any]
+
+
+class RunTracer(Protocol):
+    def record(self, run: AgentRun, event: RunEvent) -> None:
+        """Take one committed event of ``run``, without waiting for anything."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Observers:
+    """Who sees a run's committed events: the app's ``on_event`` callbacks and its tracer."""
+
+    callbacks: Sequence[EventObserver] = ()
+    tracer: RunTracer | None = None
 
 
 class EventSink:
@@ -43,13 +60,14 @@ class EventSink:
         "run",
         "sequence",
         "store",
+        "tracer",
     )
 
     def __init__(
         self,
         store: RunStore,
         run: AgentRun,
-        observers: Sequence[EventObserver],
+        observers: Observers,
         sequence: int = 0,
     ) -> None:
         self.store = store
@@ -58,7 +76,8 @@ class EventSink:
         # Set when the lease is lost: from then on this process writes nothing for the run.
         self.lost: FevexError | None = None
         self.revision = run.revision
-        self.observers = observers
+        self.observers = observers.callbacks
+        self.tracer = observers.tracer
         self.sequence = sequence
         self.batching = False
         self._pending: list[RunEvent] = []
@@ -77,7 +96,7 @@ class EventSink:
         checkpoint: dict[str, Any],
         owner: str,
         lease_seconds: float,
-        observers: Sequence[EventObserver],
+        observers: Observers,
         batching: bool,
     ) -> tuple[EventSink, RunEvent]:
         """Create the run with its ``run.started`` event, its checkpoint, its session
@@ -95,7 +114,7 @@ class EventSink:
 
     @classmethod
     async def resume(
-        cls, store: RunStore, run: AgentRun, lease: RunLease, observers: Sequence[EventObserver]
+        cls, store: RunStore, run: AgentRun, lease: RunLease, observers: Observers
     ) -> EventSink:
         """A sink continuing a stored run's event sequence under a lease just taken."""
         last = await store.list_events(run.id, order="desc", limit=1)
@@ -234,6 +253,11 @@ class EventSink:
             self.observe(event)
 
     def observe(self, event: RunEvent) -> None:
+        if self.tracer is not None:
+            try:
+                self.tracer.record(self.run, event)
+            except Exception:
+                logger.warning("the tracer could not take event %s", event.id, exc_info=True)
         for observer in self.observers:
             try:
                 result = observer(event)

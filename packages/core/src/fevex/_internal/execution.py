@@ -33,6 +33,7 @@ from fevex._internal.lease_keeper import LeaseKeeper
 from fevex._internal.waits import paused_until
 from fevex.errors import FevexError, FevexRunError, RunCancelledError
 from fevex.events import RunEvent
+from fevex.events.cost import Cost
 from fevex.runtime.records import AgentRun
 from fevex.tools.context import _Cancellation
 
@@ -132,14 +133,24 @@ class Execution:
                 self._guarded.discard(task)
 
     async def complete(
-        self, output: Any, output_json: Any, usage: dict[str, Any], history: tuple[Any, ...]
+        self,
+        output: Any,
+        output_json: Any,
+        usage: dict[str, Any],
+        history: tuple[Any, ...],
+        *,
+        cost: Cost | None = None,
     ) -> RunEvent:
-        """The run's final commit: its output, and the messages its session keeps."""
+        """The run's final commit: its output, what it cost (when priced), and the
+        messages its session keeps."""
         self.finished = True
         self.output = output
+        payload = {"output": output_json, "usage": usage}
+        if cost is not None:
+            payload["cost"] = cost.to_json()
         completed = await self.sink.emit(
             "run.completed",
-            {"output": output_json, "usage": usage},
+            payload,
             status="completed",
             output=output_json,
             history=history,

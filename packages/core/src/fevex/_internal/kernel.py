@@ -17,12 +17,12 @@ import asyncio
 import dataclasses
 import os
 import socket
-from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Collection, Mapping
 from contextlib import aclosing
 from typing import Any, Literal, Protocol
 
 from fevex._internal.clock import new_id
-from fevex._internal.event_sink import EventObserver, EventSink
+from fevex._internal.event_sink import EventSink, Observers
 from fevex._internal.execution import Execution, StepDriver, log_run
 from fevex._internal.waits import (
     paused_until,
@@ -82,7 +82,7 @@ class Kernel:
         self,
         store: RunStore,
         kinds: Mapping[str, RunKind],
-        observers: Sequence[EventObserver],
+        observers: Observers,
         *,
         lease_seconds: float,
     ) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from fevex._internal.journal import StepJournal
 from fevex.agents import Limits
 from fevex.errors import FevexRunError
+from fevex.events.cost import Cost
 from fevex.messages import Message, ToolResultPart, content_part_from_json, message_from_json
 from fevex.models import ToolCall, Usage
 
@@ -83,6 +84,8 @@ class RunState:
     # Bounds narrower than the agent's, given when the run started (a workflow's
     # remaining token budget); the agent's own limits apply over them on every takeover.
     limits: Limits | None = None
+    # What the run's model steps cost so far, when the app prices them.
+    cost: Cost | None = None
 
     def __post_init__(self) -> None:
         if len(self.transcript_json) != len(self.transcript):
@@ -105,6 +108,8 @@ class RunState:
         }
         if self.limits is not None:
             checkpoint["limits"] = self.limits.to_json()
+        if self.cost is not None:
+            checkpoint["cost"] = self.cost.to_json()
         return checkpoint
 
     @classmethod
@@ -148,6 +153,7 @@ class RunState:
                 pending=pending,
                 journal=journal,
                 limits=limits,
+                cost=Cost.from_json(data.get("cost")),
             )
         except Exception as error:
             # Whatever the stored JSON holds, reading it is a plain-data walk: any failure

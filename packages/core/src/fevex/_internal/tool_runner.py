@@ -7,9 +7,10 @@ messages are scrubbed of them before they reach events, stores or logs.
 
 A function that raises fails the call with ``TOOL_FAILED``, which keeps the exception as
 its ``__cause__`` (in memory only: what is stored is the scrubbed message) and logs its
-traceback at WARNING on the ``fevex`` logger. Whether a failure goes back to the model
-instead of failing the run is decided by :meth:`ToolCallRun.retry_message` and the
-agent loop.
+traceback at WARNING on the ``fevex`` logger; each retry the tool's ``retry`` policy makes
+is logged at WARNING too, and kept in :attr:`ToolCallRun.retries` for the call's event.
+Whether a failure goes back to the model instead of failing the run is decided by
+:meth:`ToolCallRun.retry_message` and the agent loop.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from fevex._internal.clock import utc_now
 from fevex._internal.composition import PreparedTool
 from fevex._internal.deadline import DeadlineReached
 from fevex._internal.storable_text import UNSTORABLE_TEXT
@@ -49,6 +51,7 @@ class ToolCallRun:
         "guard",
         "input_rejected",
         "policies",
+        "retries",
         "run_id",
         "secrets",
         "session_id",
@@ -78,6 +81,8 @@ class ToolCallRun:
         self.cancellation = cancellation
         self.guard = guard
         self.secrets: set[str] = set()
+        # The attempts that failed and were tried again: attempt number, code and time.
+        self.retries: list[dict[str, Any]] = []
         # The model's arguments failed the input schema: the function never ran.
         self.input_rejected = False
 
@@ -135,8 +140,25 @@ class ToolCallRun:
                     or isinstance(error.__cause__, ToolRetry)
                 ):
                     raise
+                self.retries.append({"attempt": attempt, "code": error.code, "at": utc_now()})
             attempt += 1
-            await self.guard(asyncio.sleep(retry.delay(attempt)))
+            delay = retry.delay(attempt)
+            logger.warning(
+                "Run %s: tool %s (call %s) failed on attempt %d; retrying in %.3g s",
+                self.run_id,
+                definition.name,
+                self.call.id,
+                attempt - 1,
+                delay,
+                extra={
+                    "run_id": self.run_id,
+                    "tool_name": definition.name,
+                    "tool_call_id": self.call.id,
+                    "attempt": attempt,
+                    "retry": True,
+                },
+            )
+            await self.guard(asyncio.sleep(delay))
         return self._validated_output(raw)
 
     async def _call(self, value: Any, attempt: int) -> Any:

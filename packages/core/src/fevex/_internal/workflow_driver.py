@@ -14,6 +14,10 @@ entry only checks its identity and announces its end: on a replay the branches r
 and their steps answer from the journal. Several branches that pause pause the run on
 the first, in declaration order; the replay after that wait re-pauses on the next.
 
+Each step's start and end is logged at DEBUG on the ``fevex`` logger, with the run id and
+the step id in ``extra`` (never its input or output). A child run's ``run.started`` names
+the step that started it (``parent_step_id``), which links their traces.
+
 A step given ``compensate=`` is remembered, in completed order, in the checkpoint. When
 the function fails, the compensations of those steps run in reverse order, each
 journalled in a journal of its own (``completed`` ones never run again, so a crash
@@ -26,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
@@ -51,6 +56,8 @@ if TYPE_CHECKING:
     from fevex._internal.workflow_kind import WorkflowKind
 
 __all__ = ["Suspended", "WorkflowDriver", "WorkflowState"]
+
+logger = logging.getLogger("fevex")
 
 CHECKPOINT_VERSION = 1
 # Failures that are not the workflow's: its code changed under the run, or another
@@ -393,6 +400,7 @@ class WorkflowDriver:
                     details={"limit": tool_limit},
                 )
         journal.started(step_id, kind, identity)
+        self._log_step(step_id, kind, "started")
         await self.emit(
             "workflow.step.started", {"step_id": step_id, "kind": kind}, durable=durable
         )
@@ -401,6 +409,7 @@ class WorkflowDriver:
         entry = self.state.journal.entries[step_id]
         entry.status, entry.output, entry.error = "completed", output, None
         self.state.announced.add(step_id)
+        self._log_step(step_id, entry.kind, "completed")
         await self.emit(
             "workflow.step.completed",
             {"step_id": step_id, "kind": entry.kind, "output": output, **announced},
@@ -413,11 +422,26 @@ class WorkflowDriver:
         entry = self.state.journal.entries[step_id]
         entry.status, entry.output, entry.error = "failed", None, error.to_json()
         self.state.announced.add(step_id)
+        self._log_step(step_id, entry.kind, "failed", error.code)
         await self.emit(
             "workflow.step.failed",
             {"step_id": step_id, "kind": entry.kind, "error": error.to_json()},
         )
         return error
+
+    def _log_step(self, step_id: str, kind: str, what: str, code: str | None = None) -> None:
+        if not logger.isEnabledFor(logging.DEBUG):
+            return
+        run = self.execution.sink.run
+        logger.debug(
+            "Run %s: %s step %s %s%s",
+            run.id,
+            kind,
+            step_id,
+            what,
+            "" if code is None else f" with {code}",
+            extra={"run_id": run.id, "step_id": step_id, "step_kind": kind, "step_status": what},
+        )
 
     async def replayed(self, step_id: str, entry: JournalEntry, event: str = "") -> Any:
         """A step the journal holds as ended: its stored result, or its failure raised.
@@ -431,6 +455,7 @@ class WorkflowDriver:
         if announce:
             if entry.kind == "event":
                 self.state.announced.add(step_id)
+                self._log_step(step_id, "event", "completed")
                 output = entry.output if isinstance(entry.output, dict) else {}
                 await self.emit(
                     "workflow.event.received",
@@ -624,6 +649,7 @@ class WorkflowSteps:
                     "session_id": child.session_id,
                     "input": child.input,
                     "parent_run_id": parent.id,
+                    "parent_step_id": step_id,
                 },
                 deadline=driver.execution.deadline,
                 batching=driver.execution.sink.batching,

@@ -16,12 +16,13 @@ rebuilt at any time from the store, and a live run can be re-projected after eac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
 from fevex.errors import FevexRunError
+from fevex.events.cost import Cost, CostCalculator, total_cost
 from fevex.events.run_event import RunEvent
 from fevex.messages import (
     ContentPart,
@@ -128,21 +129,13 @@ class StateTransition:
 
 
 @dataclass(frozen=True, slots=True)
-class Cost:
-    amount: float
-    currency: str
-
-
-CostCalculator: TypeAlias = Callable[[Usage], Cost | None]
-
-
-@dataclass(frozen=True, slots=True)
 class Turn:
     """A finished run as one request and its response.
 
     ``response`` is the last assistant message (``None`` when no model step completed);
     on a failed or cancelled run it may be a message that only asks for tools.
     ``steps`` counts the model steps started and ``tool_calls`` the tool calls started.
+    ``cost`` is the sum of the model steps' costs (``None`` when no step was priced).
     ``error`` is the ``run.failed`` error.
     """
 
@@ -182,11 +175,13 @@ def project_run(
     The events may stop anywhere: a running or paused run gets every layer so far and no
     turn. Events of several runs, events that do not number 1, 2, 3... in order, and
     events after the run ended raise ``FevexRunError`` with code ``INVALID_EVENTS``.
-    Event types this version does not know are skipped. ``calculate_cost`` prices the
-    turn's usage.
+    Event types this version does not know are skipped. The turn's cost is the sum of
+    its model steps' costs: those the run committed on ``model.completed`` (an app with
+    ``Observability(calculate_cost=...)``), or, when ``calculate_cost`` is given, each
+    step's usage priced by it with the step's model (``calculate_cost(usage, model)``).
     """
     checked = _checked(events)
-    projection = _Projection()
+    projection = _Projection(calculate_cost)
     for event in checked:
         try:
             projection.apply(event)
@@ -195,7 +190,7 @@ def project_run(
                 f"Event {event.sequence} ({event.type}) has a malformed payload: {error!r}.",
                 sequence=event.sequence,
             ) from error
-    return projection.view(checked[0].run_id, calculate_cost)
+    return projection.view(checked[0].run_id)
 
 
 def _invalid(message: str, **details: Any) -> FevexRunError:
@@ -239,7 +234,8 @@ def _checked(events: Iterable[RunEvent]) -> tuple[RunEvent, ...]:
 class _Projection:
     """Reads events one at a time and keeps each layer up to date."""
 
-    def __init__(self) -> None:
+    def __init__(self, calculate_cost: CostCalculator | None) -> None:
+        self.calculate_cost = calculate_cost
         self.stream: list[StreamItem] = []
         self.state: list[StateTransition] = []
         self.messages: list[Message] = []
@@ -248,6 +244,10 @@ class _Projection:
         # pause between two tool calls does not split it in two.
         self.open_results: list[ToolResultPart] = []
         self.usage = Usage()
+        # The model of each step (as model.started records it); each completed step's
+        # usage, model and committed cost.
+        self.models: dict[int, str | None] = {}
+        self.priced: list[tuple[Usage, str | None, Cost | None]] = []
         self.steps = 0
         self.tool_calls = 0
         self.started: RunEvent | None = None
@@ -272,6 +272,8 @@ class _Projection:
         elif kind == "model.started":
             self.close_tool_message()
             self.steps += 1
+            model = payload.get("model")
+            self.models[payload["step"]] = model if isinstance(model, str) else None
             self.enter("thinking", event, step=payload["step"])
         elif kind == "model.output.delta":
             step: int = payload["step"]
@@ -318,21 +320,23 @@ class _Projection:
         parts: list[ContentPart] = [TextPart(text)] if text else []
         parts.extend(calls)
         self.messages.append(Message("assistant", tuple(parts)))
-        self.usage = self.usage + Usage.from_json(payload.get("usage"))
+        usage = Usage.from_json(payload.get("usage"))
+        self.usage = self.usage + usage
+        self.priced.append((usage, self.models.get(step), Cost.from_json(payload.get("cost"))))
         for call in calls:
             self.stream.append(ToolCallRequested(event.sequence, step, call))
             self.enter("tool_planned", event, step=step, tool_call_id=call.id)
 
-    def view(self, run_id: str, calculate_cost: CostCalculator | None) -> RunView:
+    def view(self, run_id: str) -> RunView:
         return RunView(
             run_id,
             tuple(self.stream),
             tuple(self.state),
             tuple(self.messages),
-            self.turn(run_id, calculate_cost),
+            self.turn(run_id),
         )
 
-    def turn(self, run_id: str, calculate_cost: CostCalculator | None) -> Turn | None:
+    def turn(self, run_id: str) -> Turn | None:
         started, ended = self.started, self.ended
         if started is None or ended is None:
             return None
@@ -349,11 +353,17 @@ class _Projection:
             ended_at=ended.occurred_at,
             duration_ms=self.duration_ms,
             usage=usage,
-            cost=None if calculate_cost is None else calculate_cost(usage),
+            cost=self.cost(),
             steps=self.steps,
             tool_calls=self.tool_calls,
             error=None if error is None else dict(error),
         )
+
+    def cost(self) -> Cost | None:
+        calculate = self.calculate_cost
+        if calculate is None:
+            return total_cost(committed for _, _, committed in self.priced)
+        return total_cost(calculate(usage, model) for usage, model, _ in self.priced)
 
 
 def _user_message(input: Any) -> Message:

@@ -43,7 +43,7 @@ OFFICIAL_EXTRAS: dict[PluginKind, dict[str, str]] = {
     "models": {"openai": "openai", "deepseek": "deepseek"},
     "run_stores": {"sqlite": "sqlite", "postgresql": "postgres", "postgres": "postgres"},
     "tool_providers": {"mcp": "mcp", "openapi": "openapi"},
-    "trace_exporters": {},
+    "trace_exporters": {"opentelemetry": "opentelemetry"},
 }
 
 

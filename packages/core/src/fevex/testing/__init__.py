@@ -1,3 +1,4 @@
+from fevex.observability.in_memory import InMemoryTraceExporter
 from fevex.testing.cassette import (
     ModelRecorder,
     ModelReplay,
@@ -16,11 +17,13 @@ from fevex.testing.run_store_contract import (
     RunStoreReport,
     check_run_store,
 )
+from fevex.testing.trace_exporter_contract import check_trace_exporter, contract_spans
 
 __all__ = [
     "RUN_STORE_CHECKS",
     "FakeModel",
     "FakeResponse",
+    "InMemoryTraceExporter",
     "ManualClock",
     "ModelRecorder",
     "ModelReplay",
@@ -30,6 +33,8 @@ __all__ = [
     "RunStoreReport",
     "check_model_gateway",
     "check_run_store",
+    "check_trace_exporter",
+    "contract_spans",
     "default_contract_inputs",
     "model_input_json",
     "record_model",
