@@ -75,6 +75,8 @@ class ProbeDriver:
 
 
 class ProbeKind:
+    reads_session = False
+
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self.refuse_events: set[str] = set()

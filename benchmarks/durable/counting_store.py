@@ -14,7 +14,13 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-WRITES = ("create_execution", "commit_execution", "renew_lease", "acquire_lease")
+WRITES = (
+    "create_execution",
+    "commit_execution",
+    "renew_lease",
+    "acquire_lease",
+    "take_over_run",
+)
 
 
 class CountingRunStore:

@@ -26,7 +26,12 @@ from fevex.runtime import (
     RunStore,
     Session,
 )
-from fevex.runtime.run_store import missing_store_methods, run_conflict
+from fevex.runtime.run_store import (
+    RunTakeover,
+    TakeoverRunStore,
+    missing_store_methods,
+    run_conflict,
+)
 from fevex.runtime.store_rules import check_lease, check_revision, claimable_names, lease_is_live
 from fevex.testing import (
     RUN_STORE_CHECKS,
@@ -549,6 +554,53 @@ class WakesOnEveryChildCommit(InMemoryRunStore):
             self._runs[parent]["wake_at"] = self.clock()
 
 
+class TakesLiveRuns(InMemoryRunStore):
+    """Takes a run over whatever its lease: two workers continue one run."""
+
+    async def take_over_run(
+        self, run_id: str, owner: str, seconds: float, *, status: str = "running"
+    ) -> RunTakeover:
+        if run_id in self._leases:
+            self._leases[run_id] = dataclasses.replace(self._leases[run_id], expires_at=0.0)
+        return await super().take_over_run(run_id, owner, seconds, status=status)
+
+
+class TakesOverWithoutTheCheckpoint(InMemoryRunStore):
+    """Leaves the checkpoint out of a takeover: the taker starts the run over."""
+
+    async def take_over_run(
+        self, run_id: str, owner: str, seconds: float, *, status: str = "running"
+    ) -> RunTakeover:
+        taken = await super().take_over_run(run_id, owner, seconds, status=status)
+        return dataclasses.replace(taken, checkpoint=None)
+
+
+class TakesOverWithoutTheEvents(InMemoryRunStore):
+    """Counts no events in a takeover: the taker numbers its events from 1 again."""
+
+    async def take_over_run(
+        self, run_id: str, owner: str, seconds: float, *, status: str = "running"
+    ) -> RunTakeover:
+        taken = await super().take_over_run(run_id, owner, seconds, status=status)
+        return dataclasses.replace(taken, last_sequence=0)
+
+
+class TakesOverTheRunAsItWas(InMemoryRunStore):
+    """Reads the run before taking its lease, as it was when it was created."""
+
+    async def take_over_run(
+        self, run_id: str, owner: str, seconds: float, *, status: str = "running"
+    ) -> RunTakeover:
+        taken = await super().take_over_run(run_id, owner, seconds, status=status)
+        return dataclasses.replace(taken, run=dataclasses.replace(taken.run, revision=1))
+
+
+class WithoutTakeovers(InMemoryRunStore):
+    """A store written before ``take_over_run``: takeovers compose the contract."""
+
+    take_over_run = None  # type: ignore[assignment]
+
+
 class NeverTells(InMemoryRunStore):
     """Offers wait_for_events, and lets every wait run out."""
 
@@ -567,6 +619,10 @@ class AlwaysTells(InMemoryRunStore):
 @pytest.mark.parametrize(
     ("broken", "failing_check"),
     [
+        (TakesLiveRuns, "check_run_takeover"),
+        (TakesOverWithoutTheCheckpoint, "check_run_takeover"),
+        (TakesOverWithoutTheEvents, "check_run_takeover"),
+        (TakesOverTheRunAsItWas, "check_run_takeover"),
         (NeverTells, "check_followers_are_told"),
         (AlwaysTells, "check_followers_are_told"),
         (ClaimsByAgentName, "check_claims_by_name"),
@@ -631,6 +687,17 @@ async def test_a_broken_store_fails_the_suite(
     # Run alone, the check fails as well, with the reason in its message.
     with pytest.raises(AssertionError, match=r"\S"):
         await CHECKS_BY_NAME[failing_check](lambda: store, clock)
+
+
+@pytest.mark.parametrize("clocked", [False, True], ids=["wall-clock", "manual-clock"])
+async def test_a_store_without_its_own_takeovers_passes_through_the_contract(
+    clocked: bool,
+) -> None:
+    clock = ManualClock() if clocked else None
+    store = WithoutTakeovers(clock=clock or time.time)
+    assert not isinstance(store, TakeoverRunStore)
+    assert isinstance(InMemoryRunStore(), TakeoverRunStore)
+    await CHECKS_BY_NAME["check_run_takeover"](lambda: store, clock)
 
 
 async def test_a_store_error_is_reported_under_the_check_that_met_it() -> None:

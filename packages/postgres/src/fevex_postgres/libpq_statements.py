@@ -37,7 +37,16 @@ import psycopg
 from psycopg import pq
 from psycopg.errors import error_from_result
 
-__all__ = ["Parameter", "Row", "Statement", "as_bool", "as_float", "as_int", "as_text"]
+__all__ = [
+    "Parameter",
+    "Row",
+    "Statement",
+    "as_bool",
+    "as_float",
+    "as_int",
+    "as_text",
+    "as_users_text",
+]
 
 Parameter = str | int | float | bool | None
 # The returned row's values: the server's text of each column, None for NULL.
@@ -127,6 +136,13 @@ def as_float(value: bytes | None) -> float:
 def as_text(value: bytes | None) -> str:
     # Only what the store wrote itself comes back as text, encoded as UTF-8 (_Prepared).
     return _present(value).decode()
+
+
+def as_users_text(value: bytes | None, db: psycopg.AsyncConnection[Any]) -> str:
+    """A column that may hold what users wrote (a run's JSON), in the text encoding of the
+    connection it came from (UTF-8 on a SQL_ASCII one, as parameters are sent)."""
+    prepared = _PREPARED.get(db)
+    return _present(value).decode("utf-8" if prepared is None else prepared.encoding)
 
 
 def _present(value: bytes | None) -> bytes:

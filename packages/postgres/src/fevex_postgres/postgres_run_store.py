@@ -41,9 +41,10 @@ from fevex.runtime.run_store import (
     ExecutionCommit,
     ExecutionCreate,
     RunLease,
+    RunTakeover,
     run_conflict,
 )
-from fevex_postgres import claims, execution_writes
+from fevex_postgres import claims, execution_writes, run_snapshots
 from fevex_postgres.connections import ConnectionPools
 from fevex_postgres.migrations import (
     LATEST_VERSION,
@@ -292,15 +293,32 @@ class PostgresRunStore:
         except FevexRunError as error:
             if error.code != "STORE_BUSY":
                 raise
-            # lock_timeout ran out on the run's row: a transaction of another worker holds
-            # it, and the lease cannot be judged until it ends.
-            raise run_conflict(
-                f"Run {run_id} stayed locked by another worker's transaction for "
-                f"{self.timeouts.lock_timeout:g} s; that worker is writing the run, or froze "
-                "inside a commit and the server ends its session after "
-                f"{self.timeouts.idle_in_transaction_session_timeout:g} s. Retry then.",
-                run_id=run_id,
-            ) from error
+            raise self._row_locked(run_id) from error
+
+    async def take_over_run(
+        self, run_id: str, owner: str, seconds: float, *, status: str = "running"
+    ) -> RunTakeover:
+        """``acquire_lease`` and the reads of a takeover, in one statement
+        (:mod:`fevex_postgres.run_snapshots`)."""
+        try:
+            async with self._driver("take_over_run") as db:
+                return await run_snapshots.take_over_run(db, run_id, owner, seconds, status)
+        except FevexRunError as error:
+            if error.code != "STORE_BUSY":
+                raise
+            raise self._row_locked(run_id) from error
+
+    def _row_locked(self, run_id: str) -> FevexRunError:
+        """What a taker's ``STORE_BUSY`` means: lock_timeout ran out on the run's row, which
+        a transaction of another worker holds, and the lease cannot be judged until it
+        ends."""
+        return run_conflict(
+            f"Run {run_id} stayed locked by another worker's transaction for "
+            f"{self.timeouts.lock_timeout:g} s; that worker is writing the run, or froze "
+            "inside a commit and the server ends its session after "
+            f"{self.timeouts.idle_in_transaction_session_timeout:g} s. Retry then.",
+            run_id=run_id,
+        )
 
     async def _acquire_lease(
         self, run_id: str, owner: str, seconds: float, status: str
@@ -351,9 +369,9 @@ class PostgresRunStore:
             return await claims.expired_run_ids(db, limit, chosen)
 
     async def get_run(self, run_id: str) -> AgentRun | None:
-        async with self._read("get_run") as db:
-            row = (await db.execute(select(*_RUN_COLUMNS).where(runs.c.id == run_id))).first()
-        return None if row is None else AgentRun.from_json(dict(row._mapping))
+        if not self._schema_ready:
+            await self.check_schema()
+        return await self._pools.on_driver("get_run", run_snapshots.get_run, run_id)
 
     async def list_runs(
         self,

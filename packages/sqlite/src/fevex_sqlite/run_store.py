@@ -36,6 +36,7 @@ from fevex.runtime.run_store import (
     ExecutionCommit,
     ExecutionCreate,
     RunLease,
+    RunTakeover,
 )
 from fevex_sqlite.location import DEFAULT_BUSY_TIMEOUT, parse_location
 from fevex_sqlite.schema import prepare_database
@@ -80,6 +81,12 @@ _WAKE_PARENT = text(
     "UPDATE fevex_runs SET wake_at = :now WHERE id = :id AND status NOT IN :ended"
 ).bindparams(bindparam("ended", expanding=True))
 _SELECT_CHECKPOINT = text("SELECT checkpoint FROM fevex_runs WHERE id = :id")
+# What a takeover continues from, with the lease it takes: the run, its checkpoint and its
+# last event's sequence.
+_SELECT_TAKEOVER = text(
+    f"SELECT {_RUN_COLUMNS}, checkpoint, lease_owner, lease_generation, lease_expires_at, "
+    f"{_LAST_SEQUENCE} FROM fevex_runs AS runs WHERE runs.id = :id"
+)
 _SELECT_RUN_POSITION = text("SELECT created_at, id FROM fevex_runs WHERE id = :id")
 _INSERT_RUN = text(
     f"INSERT INTO fevex_runs ({_RUN_COLUMNS}, checkpoint, lease_owner, lease_generation, "
@@ -93,18 +100,36 @@ _SET_LEASE = text(
     "UPDATE fevex_runs SET lease_owner = :owner, lease_generation = :generation, "
     "lease_expires_at = :expires_at WHERE id = :id"
 )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Claimable:
+    """The statements of one kind of claim: the first claimable run, of any name or of the
+    names asked for (``:names``), and the update that leases it."""
+
+    first: TextClause
+    first_of_names: TextClause
+    take: TextClause
+
+
+def _claimable(condition: str, order: str, take: TextClause) -> _Claimable:
+    """The claim of the runs ``condition`` selects (a store rule in SQL, at ``:now``), the
+    first by ``order``, leased by ``take``."""
+    select = f"SELECT id, lease_generation FROM fevex_runs WHERE {condition}"
+    return _Claimable(
+        text(f"{select} ORDER BY {order} LIMIT 1"),
+        text(f"{select} AND name IN :names ORDER BY {order} LIMIT 1").bindparams(
+            bindparam("names", expanding=True)
+        ),
+        take,
+    )
+
+
 # Insertion order, as the in-memory store scans; the partial indexes narrow the scan to
 # running runs whose lease has expired (store_rules.is_claimable, in SQL), of the run
 # names asked for when given (fevex_runs_running_by_name).
 _EXPIRED_RUN_CONDITION = "status = 'running' AND lease_expires_at <= :now"
-_FIRST_EXPIRED_RUN = text(
-    f"SELECT id, lease_generation FROM fevex_runs WHERE {_EXPIRED_RUN_CONDITION} "
-    "ORDER BY rowid LIMIT 1"
-)
-_FIRST_EXPIRED_RUN_OF = text(
-    f"SELECT id, lease_generation FROM fevex_runs WHERE {_EXPIRED_RUN_CONDITION} "
-    "AND name IN :names ORDER BY rowid LIMIT 1"
-).bindparams(bindparam("names", expanding=True))
+_EXPIRED = _claimable(_EXPIRED_RUN_CONDITION, "rowid", _SET_LEASE)
 # Oldest expiry first, ties by id, over the expired range of fevex_runs_running_by_lease.
 _EXPIRED_RUN_IDS = text(
     f"SELECT id FROM fevex_runs WHERE {_EXPIRED_RUN_CONDITION} "
@@ -115,23 +140,15 @@ _EXPIRED_RUN_IDS_OF = text(
     "ORDER BY lease_expires_at, id LIMIT :limit"
 ).bindparams(bindparam("names", expanding=True))
 # store_rules.is_due in SQL: earliest wake_at first (ties by id, as the in-memory store
-# orders them), one range scan of fevex_runs_paused_by_wake.
-_DUE_RUN_CONDITION = (
-    "status = 'paused' AND wake_at IS NOT NULL AND wake_at <= :now AND lease_expires_at <= :now"
-)
-_FIRST_DUE_RUN = text(
-    f"SELECT id, lease_generation FROM fevex_runs WHERE {_DUE_RUN_CONDITION} "
-    "ORDER BY wake_at, id LIMIT 1"
-)
-_FIRST_DUE_RUN_OF = text(
-    f"SELECT id, lease_generation FROM fevex_runs WHERE {_DUE_RUN_CONDITION} AND name IN :names "
-    "ORDER BY wake_at, id LIMIT 1"
-).bindparams(bindparam("names", expanding=True))
-# The claim moves wake_at to the new lease's expiry: the run is due again if its claimer
-# dies before it commits.
-_TAKE_DUE_RUN = text(
-    "UPDATE fevex_runs SET lease_owner = :owner, lease_generation = :generation, "
-    "lease_expires_at = :expires_at, wake_at = :expires_at WHERE id = :id"
+# orders them), one range scan of fevex_runs_paused_by_wake. The claim moves wake_at to
+# the new lease's expiry: the run is due again if its claimer dies before it commits.
+_DUE = _claimable(
+    "status = 'paused' AND wake_at IS NOT NULL AND wake_at <= :now AND lease_expires_at <= :now",
+    "wake_at, id",
+    text(
+        "UPDATE fevex_runs SET lease_owner = :owner, lease_generation = :generation, "
+        "lease_expires_at = :expires_at, wake_at = :expires_at WHERE id = :id"
+    ),
 )
 
 # What creating a run checks, in one row whether or not the session exists: that the run
@@ -375,73 +392,89 @@ class SQLiteRunStore:
     async def acquire_lease(
         self, run_id: str, owner: str, seconds: float, *, status: str = "running"
     ) -> RunLease:
-        return await self._transactions.write(
+        lease, _ = await self._transactions.write(
             "acquire_lease", self._acquire_lease, run_id, owner, seconds, status
         )
+        return lease
+
+    async def take_over_run(
+        self, run_id: str, owner: str, seconds: float, *, status: str = "running"
+    ) -> RunTakeover:
+        lease, row = await self._transactions.write(
+            "take_over_run", self._acquire_lease, run_id, owner, seconds, status, _SELECT_TAKEOVER
+        )
+        # Decoded here, after the commit: the write lock is held for SQL only.
+        try:
+            checkpoint = None if row.checkpoint is None else json.loads(row.checkpoint)
+        except ValueError:
+            checkpoint = None  # not JSON: the taker fails the run
+        return RunTakeover(lease, _run(row), checkpoint, int(row.last_sequence))
 
     def _acquire_lease(
-        self, db: Connection, run_id: str, owner: str, seconds: float, status: str
-    ) -> RunLease:
-        stored = self._stored(db, run_id)
+        self,
+        db: Connection,
+        run_id: str,
+        owner: str,
+        seconds: float,
+        status: str,
+        read: TextClause = _SELECT_RUN_LEASE,
+    ) -> tuple[RunLease, Row[Any]]:
+        """Lease the run with the next generation, and return the lease and the row
+        ``read`` found before (which holds at least the run's status and lease)."""
+        stored = self._stored(db, run_id, read)
         now = self.clock()
         rules.check_acquirable(run_id, status, stored.status, _lease(stored), now)
         lease = RunLease(owner, int(stored.lease_generation) + 1, now + seconds)
         _set_lease(db, run_id, lease)
-        return lease
+        return lease, stored
 
     async def claim_expired_run(
         self, owner: str, seconds: float, *, names: Collection[str] | None = None
     ) -> tuple[str, RunLease] | None:
-        chosen = rules.claimable_names(names)
-        if chosen is not None and not chosen:
-            return None  # no name: no run it could continue
-        return await self._transactions.write(
-            "claim_expired_run", self._claim_expired_run, owner, seconds, chosen
-        )
-
-    def _claim_expired_run(
-        self, db: Connection, owner: str, seconds: float, names: frozenset[str] | None
-    ) -> tuple[str, RunLease] | None:
-        # The write lock is held from the scan to the update, so a concurrent claimer,
-        # in this process or another, finds the run already leased.
-        now = self.clock()
-        if names is None:
-            expired = _one(db, _FIRST_EXPIRED_RUN, now=now)
-        else:
-            expired = _one(db, _FIRST_EXPIRED_RUN_OF, now=now, names=sorted(names))
-        if expired is None:
-            return None
-        run_id = str(expired.id)
-        lease = RunLease(owner, int(expired.lease_generation) + 1, now + seconds)
-        _set_lease(db, run_id, lease)
-        return run_id, lease
+        return await self._claim("claim_expired_run", _EXPIRED, owner, seconds, names)
 
     async def claim_due_run(
         self, owner: str, seconds: float, *, names: Collection[str] | None = None
     ) -> tuple[str, RunLease] | None:
+        return await self._claim("claim_due_run", _DUE, owner, seconds, names)
+
+    async def _claim(
+        self,
+        operation: str,
+        claimable: _Claimable,
+        owner: str,
+        seconds: float,
+        names: Collection[str] | None,
+    ) -> tuple[str, RunLease] | None:
         chosen = rules.claimable_names(names)
         if chosen is not None and not chosen:
-            return None  # no name: no run it could wake
+            return None  # no name: no run it could take
         return await self._transactions.write(
-            "claim_due_run", self._claim_due_run, owner, seconds, chosen
+            operation, self._take_first, claimable, owner, seconds, chosen
         )
 
-    def _claim_due_run(
-        self, db: Connection, owner: str, seconds: float, names: frozenset[str] | None
+    def _take_first(
+        self,
+        db: Connection,
+        claimable: _Claimable,
+        owner: str,
+        seconds: float,
+        names: frozenset[str] | None,
     ) -> tuple[str, RunLease] | None:
-        # As for expired runs, the write lock held from the scan to the update keeps two
-        # claimers from taking one run.
+        # The write lock is held from the scan to the update, so a concurrent claimer,
+        # in this process or another, finds the run already leased.
         now = self.clock()
-        if names is None:
-            due = _one(db, _FIRST_DUE_RUN, now=now)
-        else:
-            due = _one(db, _FIRST_DUE_RUN_OF, now=now, names=sorted(names))
-        if due is None:
+        parameters: dict[str, Any] = {"now": now}
+        if names is not None:
+            parameters["names"] = sorted(names)
+        statement = claimable.first if names is None else claimable.first_of_names
+        first = db.execute(statement, parameters).one_or_none()
+        if first is None:
             return None
-        run_id = str(due.id)
-        lease = RunLease(owner, int(due.lease_generation) + 1, now + seconds)
+        run_id = str(first.id)
+        lease = RunLease(owner, int(first.lease_generation) + 1, now + seconds)
         db.execute(
-            _TAKE_DUE_RUN,
+            claimable.take,
             {
                 "id": run_id,
                 "owner": lease.owner,

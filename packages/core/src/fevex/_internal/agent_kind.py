@@ -22,6 +22,9 @@ __all__ = ["AgentKind"]
 class AgentKind:
     """The :class:`~fevex._internal.kernel.RunKind` of agent runs."""
 
+    # A resumed agent continues its session's conversation.
+    reads_session = True
+
     def __init__(self, composition: Composition, connections: ConnectionResolver) -> None:
         self.composition = composition
         self.connections = connections

@@ -10,6 +10,11 @@ events wait in memory and are committed together at the next durable point, so a
 run costs four commits instead of one per event. The durable points are exactly the ones
 recovery relies on: before a tool's effect starts, after it ends, and at pause and
 termination; whatever else is lost in a crash is a model step, which recovery repeats.
+A takeover's opening event waits too, for the run's first durable point or, sooner, its
+first guarded await (:meth:`flush`): what the takeover settled is stored before any effect.
+
+Commits are one at a time (a workflow's parallel branches emit concurrently), each with the
+run's next revision.
 """
 
 from __future__ import annotations
@@ -25,7 +30,13 @@ from fevex._internal.clock import new_sequential_id, utc_now
 from fevex.errors import FevexError
 from fevex.events import RunEvent
 from fevex.runtime.records import AgentRun
-from fevex.runtime.run_store import ExecutionCommit, ExecutionCreate, RunLease, RunStore
+from fevex.runtime.run_store import (
+    ExecutionCommit,
+    ExecutionCreate,
+    RunLease,
+    RunStore,
+    RunTakeover,
+)
 
 logger = logging.getLogger("fevex")
 
@@ -49,10 +60,12 @@ class Observers:
 class EventSink:
     __slots__ = (
         "_background",
+        "_committing",
         "_pending",
         "_pending_changes",
         "_pending_checkpoint",
         "batching",
+        "committed",
         "lease",
         "lost",
         "observers",
@@ -79,11 +92,14 @@ class EventSink:
         self.observers = observers.callbacks
         self.tracer = observers.tracer
         self.sequence = sequence
+        # The sequence of the last event the store holds.
+        self.committed = sequence
         self.batching = False
         self._pending: list[RunEvent] = []
         self._pending_changes: dict[str, Any] = {}
         self._pending_checkpoint: Callable[[], dict[str, Any]] | None = None
         self._background: set[asyncio.Future[Any]] = set()
+        self._committing = asyncio.Lock()
 
     @classmethod
     async def create(
@@ -106,6 +122,7 @@ class EventSink:
         sink.lease = await store.create_execution(
             ExecutionCreate(run, session_revision, (started,), checkpoint, owner, lease_seconds)
         )
+        sink.committed = started.sequence
         sink.batching = batching
         if batching:
             # Committed already: observers see it now, as they see every batch once committed.
@@ -120,6 +137,16 @@ class EventSink:
         last = await store.list_events(run.id, order="desc", limit=1)
         sink = cls(store, run, observers, last[0].sequence if last else 0)
         sink.lease = lease
+        return sink
+
+    @classmethod
+    def taken_over(
+        cls, store: RunStore, taken: RunTakeover, observers: Observers
+    ) -> EventSink:
+        """A sink continuing a stored run's event sequence under the lease a takeover took,
+        from what it read with the lease."""
+        sink = cls(store, taken.run, observers, taken.last_sequence)
+        sink.lease = taken.lease
         return sink
 
     def event(self, type: str, payload: dict[str, Any], occurred_at: str | None = None) -> RunEvent:
@@ -152,17 +179,49 @@ class EventSink:
         ``checkpoint`` makes the run's checkpoint; it is called only when the sink commits,
         when the run's state is that of the last event committed."""
         assert self.lease is not None, "a run is written only under its lease"
-        if self.lost is not None:
-            raise self.lost
-        now = utc_now()
-        event = self.event(type, payload, now)
-        if self.batching and not (durable or release_lease):
-            self._pending.append(event)
-            self._pending_changes.update(run_changes)
-            if checkpoint is not None:
-                self._pending_checkpoint = checkpoint
+        async with self._committing:
+            if self.lost is not None:
+                raise self.lost
+            now = utc_now()
+            event = self.event(type, payload, now)
+            if self.batching and not (durable or release_lease):
+                self._pending.append(event)
+                self._pending_changes.update(run_changes)
+                if checkpoint is not None:
+                    self._pending_checkpoint = checkpoint
+                return event
+            try:
+                await self._commit(
+                    event, now, run_changes, checkpoint, history, release_session, release_lease
+                )
+            except BaseException:
+                self.sequence -= 1
+                raise
             return event
-        events = (*self._pending, event)
+
+    async def flush(self) -> None:
+        """Commit the events waiting in the batch now, with their run changes and
+        checkpoint; nothing when none waits."""
+        assert self.lease is not None, "a run is written only under its lease"
+        async with self._committing:
+            if self.lost is not None:
+                raise self.lost
+            if self._pending:
+                await self._commit(None, utc_now(), {}, None, None, False, False)
+
+    async def _commit(
+        self,
+        event: RunEvent | None,
+        now: str,
+        run_changes: dict[str, Any],
+        checkpoint: Callable[[], dict[str, Any]] | None,
+        history: tuple[dict[str, Any], ...] | None,
+        release_session: bool,
+        release_lease: bool,
+    ) -> None:
+        """Commit the waiting events, then ``event``, with the next revision."""
+        assert self.lease is not None
+        events = tuple(self._pending) if event is None else (*self._pending, event)
         revision = self.revision + 1
         try:
             await self.store.commit_execution(
@@ -179,36 +238,36 @@ class EventSink:
                     release_lease,
                 )
             )
-        except BaseException as error:
-            self.sequence -= 1
-            if isinstance(error, FevexError) and error.code == "LEASE_LOST":
+        except FevexError as error:
+            if error.code == "LEASE_LOST":
                 self.lost = error
             raise
         self.revision = revision
+        self.committed = events[-1].sequence
         if self.batching:
             self._pending.clear()
             self._pending_changes.clear()
             self._pending_checkpoint = None
             for committed in events:
                 self.observe(committed)
-        return event
 
     async def release(self, **run_changes: Any) -> None:
         """Give the lease back, committing only ``run_changes``: a paused run a wake-up
         found not due yet pauses again, with no event."""
         assert self.lease is not None, "a run is written only under its lease"
-        revision = self.revision + 1
-        await self.store.commit_execution(
-            ExecutionCommit(
-                self.run.id,
-                revision,
-                utc_now(),
-                self.lease,
-                changes=run_changes or None,
-                release_lease=True,
+        async with self._committing:
+            revision = self.revision + 1
+            await self.store.commit_execution(
+                ExecutionCommit(
+                    self.run.id,
+                    revision,
+                    utc_now(),
+                    self.lease,
+                    changes=run_changes or None,
+                    release_lease=True,
+                )
             )
-        )
-        self.revision = revision
+            self.revision = revision
 
     async def emit_cancelled(self, reason: str) -> RunEvent:
         """End the run ``cancelled``, freeing its session and lease (a paused run too)."""

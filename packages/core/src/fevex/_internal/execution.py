@@ -83,6 +83,9 @@ class Execution:
         self.deadline = deadline
         self.lease_seconds = lease_seconds
         self.opening = opening
+        # A takeover's opening may wait in the sink's batch: it is committed before the
+        # first guarded await at the latest (see guard).
+        self._opened_at = opening[-1].sequence if opening else 0
         self.output: Any = None
         self.pause: dict[str, Any] | None = None
         # Shared with the driver's tools, which may watch ``context.cancelled``.
@@ -105,7 +108,22 @@ class Execution:
 
     async def guard(self, awaitable: Awaitable[T]) -> T:
         """Await on the run's behalf: within its deadline, and stoppable by cancellation
-        and lease loss. Drivers await every model call, effect and delay through it."""
+        and lease loss. Drivers await every model call, effect and delay through it.
+
+        A takeover's opening still waiting in the batch is committed first: what the
+        takeover settled (an event received, an approval decided, the run running again)
+        is stored before the run's first effect starts."""
+        if self.sink.committed < self._opened_at:
+            try:
+                await self.sink.flush()
+            except BaseException as error:
+                if asyncio.iscoroutine(awaitable):
+                    awaitable.close()
+                if isinstance(error, FevexError):
+                    # Not the step's failure: the run stops here, writing nothing more, as
+                    # a process that died here would, and is taken over again later.
+                    self._lease_lost(error)
+                raise
         if self._lease_error is not None or self._cancel_reason is not None:
             if asyncio.iscoroutine(awaitable):
                 awaitable.close()
@@ -227,6 +245,8 @@ class Execution:
             task.cancel()
 
     def _lease_lost(self, error: FevexError) -> None:
+        """Stop the run without writing anything more: its lease was lost, or the store
+        failed to take in its opening."""
         if self.finished or self._lease_error is not None:
             return
         self._lease_error = error

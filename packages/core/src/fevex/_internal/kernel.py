@@ -35,7 +35,14 @@ from fevex.events import RunEvent
 from fevex.models import Usage
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
-from fevex.runtime.run_store import NotifyingRunStore, RunLease, RunStore
+from fevex.runtime.run_store import (
+    NotifyingRunStore,
+    RunLease,
+    RunStore,
+    RunTakeover,
+    read_takeover,
+    take_over_run,
+)
 from fevex.runtime.store_rules import check_event_page
 
 __all__ = ["Driver", "Kernel", "RunKind", "child_run"]
@@ -60,6 +67,13 @@ class RunKind(Protocol):
     @property
     def names(self) -> Collection[str]:
         """The names of the definitions of this kind the app has."""
+        ...
+
+    @property
+    def reads_session(self) -> bool:
+        """Whether :meth:`driver` needs the run's session (an agent continues its
+        conversation; a workflow or a team keeps none), so that a takeover reads it only
+        then."""
         ...
 
     def check(self, run: AgentRun) -> None:
@@ -180,14 +194,17 @@ class Kernel:
         decide_early: bool = True,
         timeout: float | None = None,
         lease: RunLease | None = None,
+        run: AgentRun | None = None,
     ) -> Execution:
         """Take over a stored run under a new lease and continue it from its checkpoint.
 
         ``decide`` is applied to the checkpoint once before the lease is taken (to refuse
         early, writing nothing; skipped when ``decide_early`` is false, for a caller that
-        checked the run itself) and again on what is stored once it is. The takeover is
-        bounded by ``timeout`` too: a store that waits (a row still locked by a frozen
-        worker) ends in ``RUN_TIMEOUT`` with nothing written. Its errors carry ``run_id``."""
+        checked the run itself) and again on what is stored once it is. ``run`` is the
+        run as the caller just read it, if it did, to check before taking it. The
+        takeover is bounded by ``timeout`` too: a store that waits (a row still locked by
+        a frozen worker) ends in ``RUN_TIMEOUT`` with nothing written. Its errors carry
+        ``run_id``."""
         try:
             return await self._take_over(
                 run_id,
@@ -198,6 +215,7 @@ class Kernel:
                 decide_early=decide_early,
                 timeout=timeout,
                 lease=lease,
+                run=run,
             )
         except FevexError as error:
             error.for_run(run_id)
@@ -214,24 +232,23 @@ class Kernel:
         decide_early: bool,
         timeout: float | None,
         lease: RunLease | None,
+        run: AgentRun | None,
     ) -> Execution:
         deadline = deadline_of(timeout)
         store = self.store
         try:
             async with asyncio.timeout_at(deadline):
-                run = await self.get_run(run_id)
+                if run is None:
+                    run = await self.get_run(run_id)
                 kind = self.kind(run)
                 if decide is not None and decide_early:
                     # Fail closed before taking the run: a wrong decision changes nothing.
                     decide(run, await _read_checkpoint(store, run_id))
-                if lease is None:
-                    lease = await store.acquire_lease(
-                        run_id, self.owner, self.lease_seconds, status=status
-                    )
                 # Read after acquiring: the previous holder may have committed until its
-                # lease ended.
-                run = await self.get_run(run_id)
-                sink = await EventSink.resume(store, run, lease, self.observers)
+                # lease ended. One store operation where the store can.
+                taken = await self._take(run_id, status, lease)
+                run, lease = taken.run, taken.lease
+                sink = EventSink.taken_over(store, taken, self.observers)
                 if run.cancel_requested:
                     # Asked to cancel while its owner could not obey (it died, or the run
                     # paused first): whoever takes it next cancels it, never continues it.
@@ -239,10 +256,13 @@ class Kernel:
                     log_run(sink.run, "cancelled", reason="aborted")
                     raise RunCancelledError(run_id, "aborted")
                 try:
-                    checkpoint = await _read_checkpoint(store, run_id)
+                    checkpoint = _checkpoint_object(run_id, taken.checkpoint)
                     if decide is not None:
                         decide(run, checkpoint)
-                    driver = kind.driver(run, checkpoint, await store.get_session(run.session_id))
+                    session = None
+                    if kind.reads_session:
+                        session = await store.get_session(run.session_id)
+                    driver = kind.driver(run, checkpoint, session)
                 except FevexRunError as error:
                     if error.details.get("reason") == "malformed":
                         # No version of fevex can continue it: end it rather than let every
@@ -261,10 +281,12 @@ class Kernel:
                 details={"run_id": run_id},
             ) from None
         sink.batching = True
+        # Committed with the run's first durable point, or before its first effect
+        # (Execution.guard), whichever comes first: a crash before then leaves the run as
+        # it was taken, to be taken again.
         opening = await sink.emit(
             opening_type,
             {**opening_payload, "generation": lease.generation},
-            durable=True,
             status="running",
             pause=None,
             wake_at=None,
@@ -277,6 +299,14 @@ class Kernel:
             reason=reason if isinstance(reason, str) else None,
         )
         return self._execution(sink, driver, deadline, (opening,))
+
+    async def _take(self, run_id: str, status: str, lease: RunLease | None) -> RunTakeover:
+        """The run under a new lease (``lease``, when a claim took it already)."""
+        if lease is None:
+            return await take_over_run(
+                self.store, run_id, self.owner, self.lease_seconds, status=status
+            )
+        return await read_takeover(self.store, run_id, lease)
 
     async def recover(
         self,
@@ -400,6 +430,7 @@ class Kernel:
             # The run was checked above; the checkpoint is settled once the run is taken.
             decide_early=False,
             timeout=timeout,
+            run=run,
         )
 
     # -- following ------------------------------------------------------------------
@@ -475,29 +506,34 @@ class Kernel:
         lapsed) and cancel it; ``None`` while its lease is live (its owner cancels it) or
         its status changed since it was read."""
         try:
-            lease = await self.store.acquire_lease(
-                run.id, self.owner, self.lease_seconds, status=run.status
+            taken = await take_over_run(
+                self.store, run.id, self.owner, self.lease_seconds, status=run.status
             )
         except FevexRunError as error:
             if error.code == "RUN_CONFLICT":
                 return None
             raise
-        await self._cancel_children(run.id)
-        # Read after acquiring: the previous holder may have committed until its lease ended.
-        sink = await EventSink.resume(self.store, await self.get_run(run.id), lease, self.observers)
+        if await self._cancel_children(run.id):
+            # Their ends changed the run's row (its wake-up): read it again under the lease.
+            taken = await read_takeover(self.store, run.id, taken.lease)
+        # Read with the lease: the previous holder may have committed until its lease ended.
+        sink = EventSink.taken_over(self.store, taken, self.observers)
         sink.observe(await sink.emit_cancelled("aborted"))
         log_run(sink.run, "cancelled", reason="aborted")
         return await self.get_run(run.id)
 
-    async def _cancel_children(self, run_id: str) -> None:
+    async def _cancel_children(self, run_id: str) -> bool:
+        """Cancel the run's running or paused children; whether there were any."""
+        cancelled = False
         after = None
         while True:
             page = await self.store.list_runs(parent_run_id=run_id, limit=100, after=after)
             for child in page:
                 if child.status not in TERMINAL_STATUSES:
                     await self.cancel(child.id, self.lease_seconds)
+                    cancelled = True
             if len(page) < 100:
-                return
+                return cancelled
             after = page[-1].id
 
 
@@ -536,6 +572,12 @@ async def _read_checkpoint(store: RunStore, run_id: str) -> dict[str, Any]:
         checkpoint = await store.get_checkpoint(run_id)
     except ValueError:
         checkpoint = None
+    return _checkpoint_object(run_id, checkpoint)
+
+
+def _checkpoint_object(run_id: str, checkpoint: Any) -> dict[str, Any]:
+    """The stored ``checkpoint``; ``CHECKPOINT_UNSUPPORTED`` (malformed) unless it is a
+    JSON object."""
     if not isinstance(checkpoint, dict):
         # The stored text is not a JSON object (a damaged row): no fevex can continue it.
         raise FevexRunError(

@@ -30,6 +30,9 @@ KIND = "workflow"
 class WorkflowKind:
     """The :class:`~fevex._internal.kernel.RunKind` of workflow runs."""
 
+    # A workflow (and a team) keeps its state in its checkpoint, not in a conversation.
+    reads_session = False
+
     def __init__(self, composition: Composition, kernel: Kernel, agents: AgentKind) -> None:
         self.composition = composition
         self.kernel = kernel

@@ -23,6 +23,7 @@ from fevex.runtime.run_store import (
     ExecutionCommit,
     ExecutionCreate,
     RunLease,
+    RunTakeover,
 )
 
 __all__ = ["InMemoryRunStore"]
@@ -134,6 +135,19 @@ class InMemoryRunStore:
         lease = RunLease(owner, live.generation + 1, now + seconds)
         self._leases[run_id] = lease
         return lease
+
+    async def take_over_run(
+        self, run_id: str, owner: str, seconds: float, *, status: str = "running"
+    ) -> RunTakeover:
+        # Through acquire_lease, so that a store built on this one takes leases one way.
+        lease = await self.acquire_lease(run_id, owner, seconds, status=status)
+        events = self._events[run_id]
+        return RunTakeover(
+            lease,
+            AgentRun.from_json(self._runs[run_id]),
+            copy.deepcopy(self._checkpoints[run_id]),
+            events[-1].sequence if events else 0,
+        )
 
     async def claim_expired_run(
         self, owner: str, seconds: float, *, names: Collection[str] | None = None

@@ -21,6 +21,10 @@ without otherwise; they are not part of :class:`RunStore` nor of
 - :class:`NotifyingRunStore` (``wait_for_events``): followers of a run wait to be told it
   moved on instead of reading it again every ``poll_interval`` (PostgreSQL through
   LISTEN/NOTIFY; the in-memory and SQLite stores poll).
+- :class:`TakeoverRunStore` (``take_over_run``): a resume, an event delivery or a
+  cancellation takes a stored run's lease and reads what it continues from in one
+  operation; :func:`take_over_run` calls it, and composes ``acquire_lease`` and three reads
+  for a store without it.
 """
 
 from __future__ import annotations
@@ -41,11 +45,15 @@ __all__ = [
     "NotifyingRunStore",
     "RunLease",
     "RunStore",
+    "RunTakeover",
+    "TakeoverRunStore",
     "invalid_cursor",
     "lease_lost",
     "missing_store_methods",
+    "read_takeover",
     "run_conflict",
     "store_error",
+    "take_over_run",
 ]
 
 EventOrder = Literal["asc", "desc"]
@@ -60,6 +68,22 @@ class RunLease:
     owner: str
     generation: int
     expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunTakeover:
+    """A run as its new lease holder finds it: the ``lease`` just taken, and the run, its
+    checkpoint and the sequence of its last event (0: none), all read under that lease,
+    after whatever the previous holder committed.
+
+    ``checkpoint`` is the stored JSON, or ``None`` when the run has none or its stored text
+    is not JSON (a damaged row): the taker, who holds the lease, decides what that means.
+    """
+
+    lease: RunLease
+    run: AgentRun
+    checkpoint: Any
+    last_sequence: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +281,49 @@ class NotifyingRunStore(Protocol):
         the wait, for the caller's next read to report. Store failures raise as in any
         other method."""
         ...
+
+
+@runtime_checkable
+class TakeoverRunStore(Protocol):
+    """An optional capability of a :class:`RunStore`: taking a stored run over in one
+    operation (one transaction, one round trip where the store can), instead of
+    ``acquire_lease`` followed by ``get_run``, ``get_checkpoint`` and ``list_events``."""
+
+    async def take_over_run(
+        self, run_id: str, owner: str, seconds: float, *, status: str = "running"
+    ) -> RunTakeover:
+        """Acquire the lease of the run exactly as :meth:`RunStore.acquire_lease` does
+        (the same refusals, in the same order, writing nothing then) and return it with
+        the run, its checkpoint and its last event's sequence as they stand under the new
+        lease, read in the same transaction."""
+        ...
+
+
+async def take_over_run(
+    store: RunStore, run_id: str, owner: str, seconds: float, *, status: str = "running"
+) -> RunTakeover:
+    """Take run ``run_id`` over for ``owner``: the store's own
+    :meth:`TakeoverRunStore.take_over_run` when it offers one, else ``acquire_lease``
+    followed by :func:`read_takeover`, which any store can serve."""
+    if isinstance(store, TakeoverRunStore):
+        return await store.take_over_run(run_id, owner, seconds, status=status)
+    lease = await store.acquire_lease(run_id, owner, seconds, status=status)
+    return await read_takeover(store, run_id, lease)
+
+
+async def read_takeover(store: RunStore, run_id: str, lease: RunLease) -> RunTakeover:
+    """What the holder of ``lease`` (just acquired, or taken by a claim) continues run
+    ``run_id`` from, read with the contract's own reads, after the lease was taken."""
+    run = await store.get_run(run_id)
+    if run is None:
+        # Deleted under the lease: store_rules.run_not_found, which imports this module.
+        raise FevexRunError("RUN_NOT_FOUND", f"Run {run_id} does not exist.")
+    try:
+        checkpoint = await store.get_checkpoint(run_id)
+    except ValueError:
+        checkpoint = None  # stored text that is not JSON: the taker fails the run
+    last = await store.list_events(run_id, order="desc", limit=1)
+    return RunTakeover(lease, run, checkpoint, last[0].sequence if last else 0)
 
 
 # Every method of the contract; a store lacking one fails when it is opened, not mid-run.

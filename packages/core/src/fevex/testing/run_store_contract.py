@@ -102,6 +102,14 @@ What a store must guarantee, and the check that proves it:
   next generation. [``check_expired_run_ids``]
 - A paused commit that releases its lease lets a resumer acquire it at once with the next
   generation; the session stays reserved. [``check_paused_lease_release``]
+- ``take_over_run`` (a :class:`~fevex.runtime.run_store.TakeoverRunStore`'s own, or the
+  contract's ``acquire_lease`` and reads composed by
+  :func:`~fevex.runtime.run_store.take_over_run`) takes a paused or lapsed run with the next
+  generation and reads, under that lease, the run as ``get_run`` reads it, its checkpoint
+  and its last event's sequence; the lease it replaced is fenced out. It is refused as
+  ``acquire_lease`` is (``RUN_CONFLICT`` for a live lease or another status,
+  ``RUN_NOT_FOUND``), taking nothing, and of 100 concurrent takers exactly one wins.
+  [``check_run_takeover``]
 - A commit's ``wake_at`` (a finite number or ``None``, else ``INVALID_ARGUMENT``) reads
   back as given. ``claim_due_run`` gives each paused run whose ``wake_at`` has come and
   whose lease is not live to one claimer only, earliest first, with the next generation,
@@ -172,6 +180,7 @@ from fevex.testing._run_store_steps import (
     _Run,
     _session,
 )
+from fevex.testing._run_store_takeovers import check_run_takeover
 from fevex.testing._run_store_wakeups import (
     check_children_wake_parents,
     check_due_wake_ups,
@@ -843,6 +852,7 @@ RUN_STORE_CHECKS: tuple[RunStoreCheck, ...] = (
     check_claims_by_name,
     check_expired_run_ids,
     check_paused_lease_release,
+    check_run_takeover,
     check_due_wake_ups,
     check_children_wake_parents,
     check_followers_are_told,
