@@ -209,8 +209,9 @@ async def test_an_event_takes_the_run_over_in_one_operation_and_commits_with_the
     assert calls["get_run"] == 1
     assert calls["take_over_run"] == 1
     assert not {"acquire_lease", "get_checkpoint", "get_session", "list_events"} & set(calls)
-    # The opening waits for the delivery's own commit, the first durable point.
-    assert store.commits[0] == ["run.resumed", "workflow.event.received"]
+    # The opening and the delivery wait for the first durable point: here the commit
+    # before the next step's effect.
+    assert store.commits[0] == ["run.resumed", "workflow.event.received", "workflow.step.started"]
     assert store.commits[-1][-1] == "run.completed"
     types = [event.type for event in await app.list_events(run_id)]
     assert types.count("run.resumed") == 1

@@ -465,6 +465,8 @@ class WorkflowDriver:
                         "actor": output.get("actor"),
                         "received_at": output.get("received_at"),
                     },
+                    # With the takeover that settled the wait, at the run's next commit.
+                    durable=False,
                 )
             else:
                 await self.complete(step_id, entry.output)
