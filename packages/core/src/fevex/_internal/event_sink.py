@@ -140,9 +140,7 @@ class EventSink:
         return sink
 
     @classmethod
-    def taken_over(
-        cls, store: RunStore, taken: RunTakeover, observers: Observers
-    ) -> EventSink:
+    def taken_over(cls, store: RunStore, taken: RunTakeover, observers: Observers) -> EventSink:
         """A sink continuing a stored run's event sequence under the lease a takeover took,
         from what it read with the lease."""
         sink = cls(store, taken.run, observers, taken.last_sequence)

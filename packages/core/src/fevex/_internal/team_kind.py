@@ -23,8 +23,10 @@ from typing import Any
 from fevex._internal.agent_kind import AgentKind
 from fevex._internal.composition import Composition, PreparedTeam, PreparedWorkflow
 from fevex._internal.kernel import Kernel
-from fevex._internal.workflow_driver import WorkflowDriver, WorkflowState, WorkflowSteps
+from fevex._internal.workflow_driver import WorkflowDriver
 from fevex._internal.workflow_kind import WorkflowKind
+from fevex._internal.workflow_state import WorkflowState
+from fevex._internal.workflow_steps import WorkflowSteps
 from fevex.agents import AgentDefinition
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent

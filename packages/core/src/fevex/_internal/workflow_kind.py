@@ -12,11 +12,8 @@ from fevex._internal.composition import Composition, PreparedWorkflow
 from fevex._internal.journal import StepJournal
 from fevex._internal.kernel import Kernel
 from fevex._internal.tool_runner import summarize
-from fevex._internal.workflow_driver import (
-    WorkflowDriver,
-    WorkflowState,
-    limits_json,
-)
+from fevex._internal.workflow_driver import WorkflowDriver
+from fevex._internal.workflow_state import WorkflowState, limits_json
 from fevex.agents import Limits
 from fevex.errors import FevexRunError
 from fevex.runtime.records import AgentRun, Session

@@ -1,0 +1,453 @@
+"""The steps a workflow function awaits (:class:`~fevex.workflows.WorkflowStep`), each a
+journal entry of its run, answered from the journal on a replay.
+
+``parallel`` runs its branches as tasks and settles every one before it ends; its own
+entry only checks its identity and announces its end: on a replay the branches run again
+and their steps answer from the journal. Several branches that pause pause the run on
+the first, in declaration order; the replay after that wait re-pauses on the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from fevex._internal.clock import new_id
+from fevex._internal.deadline import DeadlineReached
+from fevex._internal.execution import Execution
+from fevex._internal.kernel import child_run
+from fevex._internal.tool_runner import ToolCallRun
+from fevex._internal.waits import children_pause, event_pause, timer_pause
+from fevex._internal.workflow_state import Suspended, call_for_run, error_from_json, invalid_step
+from fevex.agents import AgentDefinition, Limits
+from fevex.errors import FevexError, FevexRunError
+from fevex.models import ToolCall, Usage
+from fevex.schemas.schema import ensure_json
+from fevex.tools import ToolDefinition
+from fevex.workflows.step import AgentStepResult, EventDelivery
+
+if TYPE_CHECKING:
+    from fevex._internal.workflow_driver import WorkflowDriver
+    from fevex._internal.workflow_kind import WorkflowKind
+
+__all__ = ["WorkflowSteps"]
+
+
+class WorkflowSteps:
+    """The :class:`~fevex.workflows.WorkflowStep` a workflow function receives."""
+
+    __slots__ = ("_driver",)
+
+    def __init__(self, driver: WorkflowDriver) -> None:
+        self._driver = driver
+
+    @property
+    def driver(self) -> WorkflowDriver:
+        """The driver replaying the run (a team's wraps these steps)."""
+        return self._driver
+
+    async def run(
+        self,
+        step_id: str,
+        function: Callable[..., Any],
+        /,
+        *args: Any,
+        compensate: Callable[[Any], Any] | None = None,
+    ) -> Any:
+        driver = self._driver
+        if not callable(function):
+            raise invalid_step(f"Step {step_id!r}: {function!r} is not callable.")
+        _check_compensation(step_id, compensate)
+        identity = {"function": _function_name(function), "args": list(args)}
+        entry = driver.lookup(step_id, "run", identity)
+        if entry is not None and entry.status != "started":
+            output = await driver.replayed(step_id, entry)
+            driver.remember(step_id, compensate, output)
+            return output
+        if entry is None:
+            await driver.start(step_id, "run", identity, durable=False)
+        try:
+            result = await call_for_run(driver.execution, function, *args)
+        except (asyncio.CancelledError, DeadlineReached):
+            raise
+        except FevexError as error:
+            raise await driver.fail(step_id, error) from None
+        except Exception as error:
+            failure = FevexRunError(
+                "WORKFLOW_STEP_FAILED",
+                f"Step {step_id!r} failed: {type(error).__name__}: {error}",
+                details={"step_id": step_id},
+            )
+            raise await driver.fail(step_id, failure) from error
+        try:
+            ensure_json(result)
+        except TypeError as error:
+            raise await driver.fail(
+                step_id,
+                FevexRunError(
+                    "WORKFLOW_STEP_OUTPUT_INVALID",
+                    f"Step {step_id!r} returned what is not JSON: {error}.",
+                    details={"step_id": step_id},
+                ),
+            ) from None
+        driver.remember(step_id, compensate, result)
+        return await driver.complete(step_id, result)
+
+    async def tool(
+        self,
+        step_id: str,
+        tool: str | ToolDefinition,
+        input: Any,
+        *,
+        compensate: Callable[[Any], Any] | None = None,
+    ) -> Any:
+        driver = self._driver
+        _check_compensation(step_id, compensate)
+        name = tool.name if isinstance(tool, ToolDefinition) else tool
+        prepared = driver.kind.composition.tools.get(name) if isinstance(name, str) else None
+        if prepared is None or (
+            isinstance(tool, ToolDefinition) and prepared.definition is not tool
+        ):
+            raise FevexRunError(
+                "TOOL_NOT_AVAILABLE",
+                f"Step {step_id!r}: the app has no tool {name!r}; pass it in "
+                "create_fevex(tools=[...]).",
+                details={"tool_name": str(name)},
+            )
+        if prepared.definition.approval == "required":
+            raise invalid_step(
+                f"Step {step_id!r}: tool {name} needs an approval; run it in an agent step."
+            )
+        identity = {"tool": name, "input": input}
+        entry = driver.lookup(step_id, "tool", identity)
+        if entry is not None and entry.status != "started":
+            output = await driver.replayed(step_id, entry)
+            driver.remember(step_id, compensate, output)
+            return output
+        if entry is not None and prepared.definition.idempotency != "keyed":
+            raise await driver.fail(
+                step_id,
+                FevexRunError(
+                    "TOOL_EFFECT_UNCERTAIN",
+                    f"The run stopped while tool {name} (step {step_id}) was running, and the "
+                    "tool is not idempotent, so fevex will not repeat it.",
+                    category="tool",
+                    details={"tool_name": name, "step_id": step_id},
+                ),
+            )
+        if entry is None:
+            await driver.start(step_id, "tool", identity, durable=True)
+        execution = driver.execution
+        run = execution.sink.run
+        runner = ToolCallRun(
+            prepared,
+            ToolCall(step_id, name, input),
+            run_id=run.id,
+            session_id=run.session_id,
+            agent_name=run.name,
+            policies=driver.kind.composition.policies,
+            credentials=driver.kind.composition.credentials,
+            cancellation=execution.cancellation,
+            guard=execution.guard,
+        )
+        try:
+            output = await runner.execute()
+        except FevexError as error:
+            raise await driver.fail(step_id, error) from None
+        driver.remember(step_id, compensate, output)
+        return await driver.complete(step_id, output)
+
+    async def agent(
+        self,
+        step_id: str,
+        agent: str | AgentDefinition[Any],
+        *,
+        input: Any,
+        session_id: str | None = None,
+    ) -> AgentStepResult:
+        driver = self._driver
+        kind = driver.kind
+        name = agent.name if isinstance(agent, AgentDefinition) else agent
+        kind.agents.agent(name)
+        if session_id is not None and (not isinstance(session_id, str) or not session_id):
+            raise invalid_step(f"Step {step_id!r}: session_id must be a non-empty string.")
+        store = kind.kernel.store
+        session = None if session_id is None else await store.get_session(session_id)
+        parent = driver.execution.sink.run
+        child, loop = kind.agents.new_run(
+            name, input, session_id or new_id("ses"), None, session, _token_budget(driver)
+        )
+        identity = {"agent": name, "input": child.input, "session_id": session_id}
+        entry = driver.lookup(step_id, "agent", identity)
+        state = driver.state
+        if entry is not None and entry.status != "started" and step_id not in state.children:
+            output = await driver.replayed(step_id, entry)
+            return _agent_result(output)
+        if entry is None:
+            _check_tokens(driver, exhausted=True)
+            state.children[step_id] = new_id("run")
+            # Durable before the child exists: a recovery finds its id, never a second child.
+            await driver.start(step_id, "agent", identity, durable=True)
+        child_id = state.children[step_id]
+        existing = await store.get_run(child_id)
+        if existing is None:
+            child = child_run(parent, dataclasses.replace(child, id=child_id))
+            execution = await kind.kernel.start(
+                child,
+                loop,
+                session_revision=None if session is None else session.revision,
+                opening={
+                    "agent_name": name,
+                    "session_id": child.session_id,
+                    "input": child.input,
+                    "parent_run_id": parent.id,
+                    "parent_step_id": step_id,
+                },
+                deadline=driver.execution.deadline,
+                batching=driver.execution.sink.batching,
+            )
+            try:
+                # Guarded: cancelling the workflow cancels its child first.
+                await driver.execution.guard(_drain(kind, execution, driver, step_id))
+            except FevexError as child_error:
+                if child_error.run_id != child_id:
+                    raise  # the workflow's own (its lease was lost)
+                # The child's failure is in the store: read below.
+            existing = await store.get_run(child_id)
+            assert existing is not None
+        if existing.status in ("running", "paused"):
+            await driver.wait(step_id, children_pause(step_id, [child_id]))
+        del state.children[step_id]
+        if existing.status != "completed":
+            error = error_from_json(existing.error)
+            if existing.status == "cancelled" and existing.error is None:
+                error = FevexRunError("RUN_CANCELLED", f"Child run {child_id} was cancelled.")
+            error.details.setdefault("child_run_id", child_id)
+            raise await driver.fail(step_id, error)
+        output = {
+            "run_id": child_id,
+            "session_id": existing.session_id,
+            "output": existing.output,
+            "usage": existing.usage,
+        }
+        await driver.complete(step_id, output, child_run_id=child_id)
+        _check_tokens(driver)
+        return _agent_result(output)
+
+    async def wait_for_event(self, step_id: str, name: str) -> EventDelivery:
+        driver = self._driver
+        if name not in driver.prepared.events:
+            raise FevexRunError(
+                "EVENT_NOT_DECLARED",
+                f"Workflow {driver.prepared.definition.name} waits for the event {name!r}, "
+                "which it does not declare in events={...}.",
+                details={"event": name},
+            )
+        identity = {"event": name}
+        entry = driver.lookup(step_id, "event", identity)
+        if entry is not None and entry.status != "started":
+            output = await driver.replayed(step_id, entry, name)
+            schema = driver.prepared.events[name]
+            payload = output.get("payload")
+            return EventDelivery(
+                payload if schema is None else schema.validate(payload),
+                output.get("actor"),
+                str(output.get("received_at")),
+            )
+        if entry is None:
+            await driver.start(step_id, "event", identity, durable=False)
+        await driver.wait(step_id, event_pause(step_id, name))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def sleep(self, step_id: str, seconds: float) -> None:
+        driver = self._driver
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+            raise invalid_step(f"Step {step_id!r}: seconds must be a number of 0 or more.")
+        identity = {"seconds": seconds}
+        entry = driver.lookup(step_id, "sleep", identity)
+        if entry is not None and entry.status != "started":
+            await driver.replayed(step_id, entry)
+            return
+        if entry is None:
+            await driver.start(step_id, "sleep", identity, durable=False)
+            driver.state.timers[step_id] = time.time() + float(seconds)
+        await driver.wait(step_id, timer_pause(step_id, driver.state.timers[step_id]))
+
+    async def parallel(
+        self, step_id: str, branches: Mapping[str, Callable[[], Awaitable[Any]]]
+    ) -> dict[str, Any]:
+        driver = self._driver
+        if not isinstance(branches, Mapping) or not branches:
+            raise invalid_step(f"Step {step_id!r}: parallel needs a mapping of branches.")
+        for name, branch in branches.items():
+            if not isinstance(name, str) or not name or not callable(branch):
+                raise invalid_step(
+                    f"Step {step_id!r}: each branch is a name and a function of no arguments."
+                )
+        names = list(branches)
+        identity = {"branches": names}
+        entry = driver.lookup(step_id, "parallel", identity)
+        if entry is None:
+            await driver.start(step_id, "parallel", identity, durable=False)
+        # Branches run again on every replay (their steps answer from the journal), so
+        # that the compensations inside them are known again.
+        outcomes = await _settle_branches(branches)
+        pauses = [o for o in outcomes.values() if isinstance(o, Suspended)]
+        if pauses:
+            raise pauses[0]
+        failures = {n: o for n, o in outcomes.items() if isinstance(o, BaseException)}
+        if failures:
+            error = _parallel_failure(step_id, failures)
+            if entry is not None and entry.status == "failed":
+                raise error
+            raise await driver.fail(step_id, _as_fevex(error)) from error
+        results = {name: outcomes[name] for name in names}
+        if entry is None or entry.status != "completed":
+            journalled = _as_json(results)
+            try:
+                ensure_json(journalled)
+            except TypeError as error:
+                raise await driver.fail(
+                    step_id,
+                    FevexRunError(
+                        "WORKFLOW_STEP_OUTPUT_INVALID",
+                        f"A branch of step {step_id!r} returned what is not JSON: {error}.",
+                        details={"step_id": step_id},
+                    ),
+                ) from None
+            await driver.complete(step_id, journalled)
+        return results
+
+
+async def _settle_branches(
+    branches: Mapping[str, Callable[[], Awaitable[Any]]],
+) -> dict[str, Any]:
+    """Each branch's result, failure or pause, once every branch has settled. A branch
+    stopped by the run itself (cancelled, out of time, the process stopping) stops the
+    others and is raised at once."""
+
+    async def call(branch: Callable[[], Awaitable[Any]]) -> Any:
+        return await branch()
+
+    tasks = {name: asyncio.ensure_future(call(branch)) for name, branch in branches.items()}
+    pending: set[asyncio.Future[Any]] = set(tasks.values())
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task.cancelled() or _stops_the_run(task.exception()):
+                    task.result()  # raises the stop
+    finally:
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+    outcomes: dict[str, Any] = {}
+    for name, task in tasks.items():
+        problem = task.exception()
+        outcomes[name] = task.result() if problem is None else problem
+    return outcomes
+
+
+def _stops_the_run(error: BaseException | None) -> bool:
+    if error is None or isinstance(error, Suspended):
+        return False
+    return isinstance(error, DeadlineReached) or not isinstance(error, Exception)
+
+
+def _parallel_failure(step_id: str, failures: Mapping[str, BaseException]) -> BaseException:
+    """One failed branch: its error as it is; several: ``WORKFLOW_PARALLEL_FAILED`` with
+    each, in declaration order."""
+    if len(failures) == 1:
+        return next(iter(failures.values()))
+    listed: list[dict[str, Any]] = [
+        {"branch": name, "error": _as_fevex(e).to_json()} for name, e in failures.items()
+    ]
+    first = listed[0]["error"]
+    return FevexRunError(
+        "WORKFLOW_PARALLEL_FAILED",
+        f"{len(listed)} branches of step {step_id!r} failed; the first, "
+        f"{listed[0]['branch']!r}: {first['message']}",
+        details={"step_id": step_id, "failures": listed},
+    )
+
+
+def _as_fevex(error: BaseException) -> FevexError:
+    if isinstance(error, FevexError):
+        return error
+    return FevexRunError("WORKFLOW_FAILED", f"{type(error).__name__}: {error}")
+
+
+def _check_compensation(step_id: str, compensate: Any) -> None:
+    if compensate is not None and not callable(compensate):
+        raise invalid_step(f"Step {step_id!r}: compensate must be a function of the result.")
+
+
+async def _drain(
+    kind: WorkflowKind, execution: Execution, driver: WorkflowDriver, step_id: str
+) -> None:
+    """Run a child to its end or its pause; its events join the workflow's stream."""
+    async for event in kind.kernel.events(execution):
+        await driver.publish(driver.relay(step_id, event))
+
+
+def _as_json(value: Any) -> Any:
+    """Branch results as the journal keeps them: each ``AgentStepResult`` as its JSON."""
+    if isinstance(value, AgentStepResult):
+        return {
+            "run_id": value.run_id,
+            "session_id": value.session_id,
+            "output": value.output,
+            "usage": value.usage.to_json(),
+        }
+    if isinstance(value, dict):
+        return {key: _as_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_json(item) for item in value]
+    return value
+
+
+def _agent_result(output: Any) -> AgentStepResult:
+    return AgentStepResult(
+        str(output["run_id"]),
+        str(output["session_id"]),
+        output.get("output"),
+        Usage.from_json(output.get("usage") or {}),
+    )
+
+
+def _token_budget(driver: WorkflowDriver) -> Limits:
+    """The bounds the workflow's token budgets leave its next agent step, over that
+    agent's own limits (a budget used up is refused before the step: ``_check_tokens``)."""
+    usage = driver.usage
+    left: dict[str, int | None] = {}
+    for name, used in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+        limit = driver.state.limits.get(f"max_{name}_tokens")
+        left[f"max_{name}_tokens"] = None if limit is None else max(1, limit - (used or 0))
+    return Limits(max_steps=None, max_tool_calls=None, max_tool_retries=None, **left)
+
+
+def _check_tokens(driver: WorkflowDriver, *, exhausted: bool = False) -> None:
+    """Fail the workflow over a token budget; with ``exhausted``, also at a budget used up
+    to its last token (before a new agent step, which would have nothing to spend)."""
+    usage = driver.usage
+    for name, used in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+        limit = driver.state.limits.get(f"max_{name}_tokens")
+        if limit is None or used is None:
+            continue
+        if used > limit or (exhausted and used == limit):
+            raise FevexRunError(
+                f"MAX_{name.upper()}_TOKENS_EXCEEDED",
+                f"The workflow's agent steps used {used} {name} tokens, over its budget of "
+                f"{limit}.",
+                details={"limit": limit, "used": used},
+            )
+
+
+def _function_name(function: Callable[..., Any]) -> str:
+    """A ``run`` step's function as its identity knows it: its qualified name, without its
+    module, which differs between a script run as ``__main__`` and a worker importing it."""
+    return str(getattr(function, "__qualname__", type(function).__qualname__))
