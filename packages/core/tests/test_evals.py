@@ -40,6 +40,7 @@ from fevex.evals import (
     tool_selection,
 )
 from fevex.evals.progress import EvalProgress
+from fevex.events import Cost
 from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, ToolCall, Usage
 from fevex.workflows import WorkflowStep, define_workflow
 
@@ -432,8 +433,42 @@ async def test_max_cost_prices_each_model_with_the_cost_function() -> None:
     assert nan is not None
     assert not nan.passed
     assert "returned nan" in nan.reason
-    with pytest.raises(FevexConfigurationError, match="needs cost="):
-        max_cost(1.0, cost=None)  # type: ignore[arg-type]
+    with pytest.raises(FevexConfigurationError, match="takes cost="):
+        max_cost(1.0, cost="cheap")  # type: ignore[arg-type]
+
+
+async def test_max_cost_without_a_cost_function_uses_the_apps_prices() -> None:
+    from fevex.observability import Observability
+
+    support = define_agent(name="support", instructions="Answer.", tools=["accounts_get"])
+
+    def build(calculate_cost: Any) -> Any:
+        return create_fevex(
+            models={"default": Scripted(looks_up_then_answers)},
+            agents=[support],
+            tools=[accounts_get],
+            observability=None if calculate_cost is None else Observability(
+                calculate_cost=calculate_cost),
+        )  # fmt: skip
+
+    def price(usage: Usage, model: str) -> Cost:
+        return Cost((usage.input_tokens or 0) * 0.001, "USD")
+
+    for app, expected in (
+        (build(price), Score(pytest.approx(0.02 / 0.03), False, "cost 0.03, limit 0.02")),
+        (build(None), None),
+    ):
+        report = await run_evaluation(
+            app, suite_name="s", agent_name="support",
+            dataset=[case("q", "Is 42 active?")], scorers=[max_cost(0.02)],
+        )  # fmt: skip
+        [result] = report.cases
+        if expected is None:
+            assert not result.scores["max_cost"].passed
+            assert "no model step was priced" in result.scores["max_cost"].reason
+        else:
+            assert result.scores["max_cost"] == expected
+        await app.close()
 
 
 @pytest.mark.parametrize(

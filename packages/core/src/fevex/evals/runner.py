@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from fevex.errors import FevexConfigurationError, FevexError
@@ -127,7 +127,6 @@ class _CaseRunner:
         self.scorers = scorers
         self.timeout = timeout
         self.clock = clock
-        self.models = _agent_models(app)
 
     async def run(self, case: EvalCase) -> CaseResult:
         error: dict[str, Any] | None = None
@@ -160,7 +159,8 @@ class _CaseRunner:
             tool_calls=_tool_calls(events),
             duration_ms=max(duration_ms, 0.0),
             usage=_usage(events),
-            usage_by_model=self._usage_by_model(events),
+            usage_by_model=_usage_by_model(events),
+            cost=_cost(events),
             error=error,
             run_id=run_id,
             events=events,
@@ -200,25 +200,31 @@ class _CaseRunner:
             pass
         return tuple(events)
 
-    def _usage_by_model(self, events: Iterable[RunEvent]) -> dict[str, Usage]:
-        agent_of: dict[str, str] = {}
-        by_model: dict[str, Usage] = {}
-        for event in events:
-            if event.type == "run.started" and "agent_name" in event.payload:
-                agent_of[event.run_id] = str(event.payload["agent_name"])
-            elif event.type == "model.completed":
-                agent = agent_of.get(event.run_id)
-                model = self.models.get(agent, "default") if agent is not None else "default"
-                usage = Usage.from_json(event.payload.get("usage"))
-                by_model[model] = by_model.get(model, Usage()) + usage
-        return by_model
+
+def _usage_by_model(events: Iterable[RunEvent]) -> dict[str, Usage]:
+    """Usage by the model each step ran on, as its ``model.started`` names it."""
+    model_of: dict[str, str] = {}
+    by_model: dict[str, Usage] = {}
+    for event in events:
+        if event.type == "model.started":
+            model_of[event.run_id] = str(event.payload.get("model") or "default")
+        elif event.type == "model.completed":
+            model = model_of.get(event.run_id, "default")
+            usage = Usage.from_json(event.payload.get("usage"))
+            by_model[model] = by_model.get(model, Usage()) + usage
+    return by_model
 
 
-def _agent_models(app: Fevex) -> dict[str, str]:
-    """Each agent's model reference, as ``max_cost`` prices it."""
-    # The app's composition is the core's own; no public accessor names an agent's model.
-    agents: Mapping[str, Any] = app._composition.agents
-    return {name: agent.definition.model or "default" for name, agent in agents.items()}
+def _cost(events: Iterable[RunEvent]) -> float | None:
+    """The sum of the prices the app put on the model steps; ``None`` when it priced none."""
+    amounts = [
+        float(cost["amount"])
+        for event in events
+        if event.type == "model.completed"
+        and isinstance(cost := event.payload.get("cost"), dict)
+        and isinstance(cost.get("amount"), int | float)
+    ]
+    return sum(amounts) if amounts else None
 
 
 def _output_of(events: Iterable[RunEvent], run_id: str | None) -> Any:

@@ -130,15 +130,25 @@ def max_tokens(limit: int, *, kind: TokenKind = "total", name: str = "max_tokens
     return Scorer(name, score)
 
 
-def max_cost(limit: float, *, cost: CostFunction, name: str = "max_cost") -> Scorer:
-    """Passes when the run cost at most ``limit``; ``cost(usage, model)`` prices the usage
-    of each model reference the run's agents used, and the run costs their sum. The
-    value is 1 within the bound and ``limit / cost`` beyond it."""
+def max_cost(limit: float, *, cost: CostFunction | None = None, name: str = "max_cost") -> Scorer:
+    """Passes when the run cost at most ``limit``: what the app's
+    ``Observability(calculate_cost=)`` priced its model steps at or, given ``cost(usage,
+    model)``, the sum of that function's prices of the usage on each model. The value is 1
+    within the bound and ``limit / cost`` beyond it; a run nothing priced fails it."""
     bound = _non_negative(limit, "max_cost limit")
-    if not callable(cost):
-        raise _invalid("max_cost needs cost=: a function (usage, model) -> amount.")
+    if cost is not None and not callable(cost):
+        raise _invalid("max_cost takes cost=: a function (usage, model) -> amount, or None.")
 
     def score(outcome: CaseOutcome) -> Score:
+        if cost is None:
+            if outcome.cost is None:
+                return Score(
+                    0.0,
+                    False,
+                    "no model step was priced: give the app Observability(calculate_cost=) "
+                    "or max_cost(cost=)",
+                )
+            return _bounded(outcome.cost, bound, f"cost {outcome.cost:.6g}, limit {bound:.6g}")
         total = 0.0
         for model, usage in sorted(outcome.usage_by_model.items()):
             amount = cost(usage, model)

@@ -38,9 +38,10 @@ class CaseOutcome:
     ``output`` is the run's output as JSON (``None`` when it did not complete),
     ``tool_calls`` the names of the tools the model asked for, in order, across the run and
     its child runs; ``duration_ms`` the measured time of the run; ``usage`` its token usage
-    and ``usage_by_model`` the same split by the model reference each agent uses
-    (``"default"`` for an agent without one). ``error`` is the failure's ``to_json()`` when
-    the run did not complete.
+    and ``usage_by_model`` the same split by the model each step ran on (as
+    ``model.started`` names it); ``cost`` the sum of the prices the app's
+    ``Observability(calculate_cost=)`` put on its model steps (``None`` when it priced
+    none). ``error`` is the failure's ``to_json()`` when the run did not complete.
     """
 
     case: EvalCase
@@ -49,6 +50,7 @@ class CaseOutcome:
     duration_ms: float
     usage: Usage
     usage_by_model: Mapping[str, Usage] = field(default_factory=dict)
+    cost: float | None = None
     error: Mapping[str, Any] | None = None
     run_id: str | None = None
     events: tuple[RunEvent, ...] = ()
