@@ -48,6 +48,7 @@ class BlockingTwins:
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> RunResult[OutputT]: ...
 
     @overload
@@ -59,6 +60,7 @@ class BlockingTwins:
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> RunResult[Any]: ...
 
     def run_agent_sync(
@@ -69,10 +71,16 @@ class BlockingTwins:
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> RunResult[Any]:
         return run_sync(
             _app(self).run_agent(
-                agent, input, session_id=session_id, timeout=timeout, context=context
+                agent,
+                input,
+                session_id=session_id,
+                timeout=timeout,
+                context=context,
+                run_id=run_id,
             )
         )
 
@@ -84,10 +92,16 @@ class BlockingTwins:
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> Iterator[RunEvent]:
         return iterate_sync(
             _app(self).stream_agent(
-                agent, input, session_id=session_id, timeout=timeout, context=context
+                agent,
+                input,
+                session_id=session_id,
+                timeout=timeout,
+                context=context,
+                run_id=run_id,
             )
         )
 
@@ -99,6 +113,7 @@ class BlockingTwins:
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> AgentRun:
         """Start a run in the background and return its first snapshot. The run advances
         while this thread is in a later blocking call of the app (``get_run_sync``,
@@ -106,7 +121,12 @@ class BlockingTwins:
         still running."""
         return run_sync(
             _app(self).start_agent(
-                agent, input, session_id=session_id, timeout=timeout, context=context
+                agent,
+                input,
+                session_id=session_id,
+                timeout=timeout,
+                context=context,
+                run_id=run_id,
             )
         )
 
