@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from starlette.requests import Request
 
 from fevex import (
+    Limits,
     EventDelivery,
     WorkflowStep,
     create_fevex,
@@ -113,7 +114,12 @@ def build_fevex() -> Any:
         models={"default": model},
         agents=[
             define_agent(name="support", instructions="Help.", tools=["charge"]),
-            define_agent(name="ticker", instructions="Tick.", tools=["tick"]),
+            define_agent(
+                name="ticker",
+                instructions="Tick.",
+                tools=["tick"],
+                limits=Limits(max_steps=100, max_tool_calls=100),
+            ),
         ],
         tools=[
             define_tool(
@@ -135,6 +141,7 @@ def build_http_app() -> Any:
         build_fevex(),
         authenticate=authenticate,
         poll_interval=0.05,
+        event_page_size=int(os.environ.get("FEVEX_TEST_PAGE_SIZE", "100")),
         max_body_size=int(os.environ.get("FEVEX_TEST_MAX_BODY", "65536")),
     )
 
