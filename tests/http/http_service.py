@@ -20,8 +20,8 @@ from pydantic import BaseModel
 from starlette.requests import Request
 
 from fevex import (
-    Limits,
     EventDelivery,
+    Limits,
     WorkflowStep,
     create_fevex,
     define_agent,

@@ -56,10 +56,11 @@ ERROR_STATUS: dict[str, int] = {
     "WORKFLOW_VERSION_MISMATCH": 409,
     "TEAM_VERSION_MISMATCH": 409,
     "CHECKPOINT_UNSUPPORTED": 409,
+    # Another holder kept the run past the caller's own timeout: nothing was written.
+    "RUN_TIMEOUT": 409,
     "REQUEST_TOO_LARGE": 413,
     "INTERNAL_ERROR": 500,
     "STORE_ERROR": 503,
-    "RUN_TIMEOUT": 503,
 }
 # Every other fevex error code: the app understood the request and refused it.
 DEFAULT_ERROR_STATUS = 422

@@ -93,6 +93,19 @@ ERROR_SCHEMA: dict[str, Any] = {
     "required": ["error"],
     "additionalProperties": False,
 }
+# In OpenAPI 3.1, the schema of an event stream describes each of its events.
+SSE_EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "One frame: a run event (event: its type, id: its id, data: its JSON) or "
+    "the last one (event: end, data: {run_id, status}).",
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+    "required": ["event", "data"],
+}
 TIMEOUT: dict[str, Any] = {
     "type": ["number", "null"],
     "exclusiveMinimum": 0,
@@ -107,11 +120,11 @@ ERROR_MEANINGS = {
     "403": "The caller may not do this (FORBIDDEN, EVENT_ACTOR_REQUIRED).",
     "404": "Nothing of the caller's has that name (RUN_NOT_FOUND, SESSION_NOT_FOUND, ...).",
     "409": "The run or session is not in a state that allows it (RUN_CONFLICT, "
-    "RUN_NOT_PAUSED, ...).",
+    "RUN_NOT_PAUSED, RUN_TIMEOUT, ...).",
     "413": "The body is larger than the server accepts (REQUEST_TOO_LARGE).",
     "422": "The app refused the request for the reason the code names.",
     "500": "The server failed (INTERNAL_ERROR); nothing more is said.",
-    "503": "The run store failed or was busy; try again (STORE_ERROR, RUN_TIMEOUT, ...).",
+    "503": "The run store failed; try again (STORE_ERROR, ...).",
 }
 READ_ERRORS = ("400", "401", "403", "404", "422", "500", "503")
 WRITE_ERRORS = ("400", "401", "403", "404", "409", "413", "422", "500", "503")
@@ -266,7 +279,7 @@ def openapi_document(
                 "responses": {
                     "200": {
                         "description": "The stream.",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                        "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}},
                     },
                     **_errors(READ_ERRORS),
                 },
