@@ -38,7 +38,7 @@ from fevex.http.request_body import (
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.records import AgentRun, Session
 
-__all__ = ["Endpoints", "MAX_ID_LENGTH", "RUN_STATUSES"]
+__all__ = ["Endpoints"]
 
 RUN_STATUSES = ("running", "paused", "completed", "failed", "cancelled")
 # No id fevex makes is longer; a longer one names nothing, and is never sent to the store.

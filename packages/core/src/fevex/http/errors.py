@@ -15,7 +15,6 @@ from typing import Any
 from fevex.errors import FevexError, FevexRunError
 
 __all__ = [
-    "DEFAULT_ERROR_STATUS",
     "ERROR_STATUS",
     "FevexHttpError",
     "Forbidden",

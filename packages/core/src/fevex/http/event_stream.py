@@ -23,7 +23,7 @@ from fevex.app import Fevex
 from fevex.events import RunEvent
 from fevex.runtime.records import AgentRun
 
-__all__ = ["END_EVENT", "RETRY_MILLISECONDS", "end_frame", "event_frame", "run_event_frames"]
+__all__ = ["end_frame", "event_frame", "run_event_frames"]
 
 END_EVENT = "end"
 # What a client waits before it reconnects, as the SSE ``retry`` field tells it.
