@@ -126,3 +126,29 @@ async def test_send_event_without_waiting() -> None:
 async def test_the_app_names_its_workflows_and_teams() -> None:
     async with app_with() as app:
         assert (app.agents, app.workflows, app.teams) == (("support",), ("review",), ())
+
+
+async def test_following_a_page_at_a_time_yields_what_follow_events_yields() -> None:
+    async with app_with({"output": "x" * 30}) as app:
+        started = await app.start_agent("support", "hi")
+        pages = [
+            list(page)
+            async for page in app.follow_event_pages(started.id, poll_interval=0.01, page_size=2)
+        ]
+        events = [event async for event in app.follow_events(started.id, page_size=2)]
+        assert pages
+        assert all(1 <= len(page) <= 2 for page in pages)
+        assert [event for page in pages for event in page] == events
+        assert events[-1].type == "run.completed"
+
+
+def test_following_pages_has_a_blocking_twin() -> None:
+    with app_with({"output": "x"}) as app:
+        started = app.start_agent_sync("support", "hi")
+        events = list(app.follow_events_sync(started.id))
+        after = [
+            event
+            for page in app.follow_event_pages_sync(started.id, after=events[0].id)
+            for event in page
+        ]
+        assert after == events[1:]

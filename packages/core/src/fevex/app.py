@@ -838,6 +838,25 @@ class Fevex(BlockingTwins):
             async for event in events:
                 yield event
 
+    async def follow_event_pages(
+        self,
+        run_id: str,
+        *,
+        after: str | None = None,
+        poll_interval: float = 0.2,
+        page_size: int = 100,
+    ) -> AsyncGenerator[Sequence[RunEvent], None]:
+        """``follow_events`` a page at a time: each non-empty page of at most ``page_size``
+        events as the store returned it, for a consumer that handles events in batches (an
+        SSE server writing a page's frames at once) and holds one page at a time."""
+        async with aclosing(
+            self._kernel.follow_pages(
+                run_id, after, poll_interval=poll_interval, page_size=page_size
+            )
+        ) as pages:
+            async for page in pages:
+                yield page
+
     async def list_runs(
         self,
         *,

@@ -3,7 +3,7 @@ its coroutine on the thread's reusable event loop (see :mod:`fevex._internal.syn
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from fevex._internal.sync import iterate_sync, run_sync
@@ -270,6 +270,20 @@ class BlockingTwins:
     ) -> Iterator[RunEvent]:
         return iterate_sync(
             _app(self).follow_events(
+                run_id, after=after, poll_interval=poll_interval, page_size=page_size
+            )
+        )
+
+    def follow_event_pages_sync(
+        self,
+        run_id: str,
+        *,
+        after: str | None = None,
+        poll_interval: float = 0.2,
+        page_size: int = 100,
+    ) -> Iterator[Sequence[RunEvent]]:
+        return iterate_sync(
+            _app(self).follow_event_pages(
                 run_id, after=after, poll_interval=poll_interval, page_size=page_size
             )
         )

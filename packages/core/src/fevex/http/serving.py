@@ -30,6 +30,9 @@ from fevex.runtime.in_memory_run_store import InMemoryRunStore
 
 __all__ = ["ServedApp", "check_bind", "is_loopback", "load_http_app", "served_app"]
 
+# SSE streams of paused runs never end by themselves: on SIGTERM, requests still open this
+# long after are cut (their clients reconnect, to another server or to the restarted one).
+GRACEFUL_SHUTDOWN_SECONDS = 5
 # How the parent process tells each uvicorn worker process what to serve.
 APP_VARIABLE = "FEVEX_SERVE_APP"
 WORKER_VARIABLE = "FEVEX_SERVE_WORKER"
@@ -144,7 +147,13 @@ def serve(
     os.environ[WORKER_VARIABLE] = "1" if worker else "0"
     if workers == 1:
         # This process is the one worker: serve the app already loaded.
-        uvicorn.run(ServedApp(http_app, worker=worker), host=host, port=port, lifespan="on")
+        uvicorn.run(
+            ServedApp(http_app, worker=worker),
+            host=host,
+            port=port,
+            lifespan="on",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        )
         return
     # Each worker process loads its own; this one only supervised them.
     http_app.fevex.close_sync()
@@ -155,4 +164,5 @@ def serve(
         port=port,
         workers=workers,
         lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
