@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast, get_args
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -36,11 +36,11 @@ from fevex.http.request_body import (
     whole_number,
 )
 from fevex.runtime.context import ExecutionContext
-from fevex.runtime.records import AgentRun, Session
+from fevex.runtime.records import AgentRun, RunStatus, Session
 
 __all__ = ["Endpoints"]
 
-RUN_STATUSES = ("running", "paused", "completed", "failed", "cancelled")
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 # No id fevex makes is longer; a longer one names nothing, and is never sent to the store.
 MAX_ID_LENGTH = 256
 MAX_RUN_PAGE = 1000
@@ -191,7 +191,7 @@ class Endpoints:
         next_after: str | None = None
         for _ in range(RUN_PAGES_SCANNED):
             page = await self.fevex.list_runs(
-                status=status,  # type: ignore[arg-type]
+                status=cast(RunStatus | None, status),
                 limit=limit,
                 after=cursor,
                 **filters,
