@@ -1,14 +1,16 @@
 """Sessions for the fevex monorepo.
 
 - ``suite``: every package installed editable, the whole test suite on the running Python
-  (what the README's test command and ``.ci/run`` call).
+  (what the README's test command and ``.ci/run`` call), with the HTTP tests' ``http-test``
+  group (``fevex[http]``'s libraries and a pinned schemathesis).
 - ``tests(package)``: core plus one package, over the Python matrix.  What a package's tests
   need beyond the root ``test`` group goes in its own ``[dependency-groups] test``.
 - ``contract(store)``: the run-store conformance suite on memory, SQLite and PostgreSQL.
 - ``lint``, ``typecheck``: ruff and ``mypy --strict`` with the root ``pyproject.toml`` config.
 - ``extras``: each ``fevex[extra]`` into a fresh venv from locally built wheels.
 - ``build``: sdist and wheel of every package into ``dist/``.
-- ``bench`` lives in ``benchmarks/sessions.py``.
+- ``bench`` and the other benchmarks (``bench_http``: the SSE server against sse-starlette)
+  live in ``benchmarks/sessions.py``.
 """
 
 from __future__ import annotations
@@ -125,7 +127,10 @@ def _test_dirs(*packages: str) -> list[str]:
 @nox.session
 def suite(session: nox.Session) -> None:
     """Every package installed editable, then the whole suite in one pytest run."""
-    session.install(*_editable(*PACKAGES), *_test_requirements(*PACKAGES), env=INSTALL_ENV)
+    http_test = nox.project.dependency_groups(ROOT_PYPROJECT, "http-test")
+    session.install(
+        *_editable(*PACKAGES), *_test_requirements(*PACKAGES), *http_test, env=INSTALL_ENV
+    )
     session.run("pytest", *_test_dirs(*PACKAGES), "tests", *session.posargs)
 
 

@@ -187,3 +187,20 @@ def bench_workflows_report(session: nox.Session) -> None:
 
     if report.main(["--results", str(WORKFLOW_RESULTS / "workflows.json")]) != 0:
         session.error(f"No workflow benchmark results in {WORKFLOW_RESULTS}")
+
+
+# -- the HTTP benchmark: fevex's SSE observation beside a minimal sse-starlette endpoint ----
+
+
+@nox.session(python="3.11", default=False)
+def bench_http(session: nox.Session) -> None:
+    """SSE events/s of one uvicorn worker against sse-starlette, 100 observers of one run,
+    and the server's memory under a slow consumer. See benchmarks/http/README.md."""
+    session.chdir(ROOT)
+    root = nox.project.load_toml(ROOT / "pyproject.toml")
+    editable = [
+        part for name in ("core", "sqlite") for part in ("-e", str(ROOT / "packages" / name))
+    ]
+    session.install(*nox.project.dependency_groups(root, "bench-http"), *editable)
+    out = RESULTS / "http.json"
+    session.run("python", "-m", "benchmarks.http.run", "--out", str(out), *session.posargs)

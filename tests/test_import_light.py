@@ -10,7 +10,10 @@ import sys
 
 import pytest
 
-OPTIONAL_SDKS = ("openai", "mcp", "sqlalchemy", "opentelemetry", "httpx", "httpx2", "psycopg")
+OPTIONAL_SDKS = (
+    "openai", "mcp", "sqlalchemy", "opentelemetry", "httpx", "httpx2", "psycopg", "starlette",
+    "uvicorn",
+)  # fmt: skip
 
 PROBE = """
 import json, sys
@@ -35,7 +38,9 @@ def _modules_leaked_by(code: str) -> list[str]:
     return leaked
 
 
-@pytest.mark.parametrize("module", ["fevex", "fevex.testing", "fevex.runtime", "fevex.plugins"])
+@pytest.mark.parametrize(
+    "module", ["fevex", "fevex.testing", "fevex.runtime", "fevex.plugins", "fevex.channels"]
+)
 def test_import_loads_no_optional_sdk(module: str) -> None:
     assert _modules_leaked_by(f"import {module}") == []
 
@@ -45,6 +50,15 @@ def test_plugin_discovery_loads_no_optional_sdk() -> None:
     # each plugin's registration module: factories must import their SDK lazily.
     code = "import fevex.plugins\nassert fevex.plugins.list_plugins()"
     assert _modules_leaked_by(code) == []
+
+
+def test_import_fevex_leaves_the_http_protocol_out() -> None:
+    # fevex.http needs its extra; importing the core, its CLI or its channels never loads it.
+    code = "import fevex, fevex.cli, fevex.channels; print('fevex.http' in sys.modules)"
+    completed = subprocess.run(
+        [sys.executable, "-c", f"import sys; {code}"], capture_output=True, text=True, timeout=120
+    )
+    assert completed.stdout.strip() == "False", completed.stderr
 
 
 def test_the_probe_sees_an_imported_sdk() -> None:

@@ -201,7 +201,7 @@ def test_the_plugins_command_prints_json(capsys: pytest.CaptureFixture[str]) -> 
         "trace_exporters",
         "commands",
     }
-    assert core["commands"] == ["plugins", "version", "recover", "worker", "eval"]
+    assert core["commands"] == ["plugins", "version", "recover", "worker", "eval", "serve"]
 
 
 def test_plugins_add_commands(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,11 +6,12 @@ import asyncio
 import dataclasses
 import logging
 import os
+import re
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar, overload
 
 from fevex._internal.agent_kind import AgentKind
 from fevex._internal.blocking_twins import BlockingTwins
@@ -72,6 +73,8 @@ WorkflowReference = str | WorkflowDefinition
 # A team of the app: its name (the version registered last), or its definition.
 TeamReference = str | TeamDefinition
 logger = logging.getLogger("fevex")
+# A run id a caller chooses: what every store keeps as a key and every URL path carries.
+_RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +228,16 @@ class Fevex(BlockingTwins):
         return tuple(self._composition.agents)
 
     @property
+    def workflows(self) -> tuple[str, ...]:
+        """The names of the app's workflows, each once whatever its versions."""
+        return tuple(dict.fromkeys(name for name, _ in self._composition.workflows))
+
+    @property
+    def teams(self) -> tuple[str, ...]:
+        """The names of the app's teams, each once whatever its versions."""
+        return tuple(dict.fromkeys(name for name, _ in self._composition.teams))
+
+    @property
     def lease_owner(self) -> str:
         """The owner id of every lease this app takes."""
         return self._kernel.owner
@@ -281,8 +294,11 @@ class Fevex(BlockingTwins):
         *,
         context: RunContext = None,
         batching: bool = False,
+        run_id: str | None = None,
     ) -> Execution:
         agent_name = self._agent_name(agent)
+        if run_id is not None:
+            _check_run_id(run_id)
         context_json = None if context is None else ExecutionContext.of(context).to_json()
         deadline = deadline_of(timeout)
         session = None
@@ -293,6 +309,8 @@ class Fevex(BlockingTwins):
         else:
             session_id = new_id("ses")
         run, loop = self._agent_kind.new_run(agent_name, input, session_id, context_json, session)
+        if run_id is not None:
+            run = dataclasses.replace(run, id=run_id, root_run_id=run_id)
         return await self._kernel.start(
             run,
             loop,
@@ -321,6 +339,7 @@ class Fevex(BlockingTwins):
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> RunResult[OutputT]: ...
 
     @overload
@@ -332,6 +351,7 @@ class Fevex(BlockingTwins):
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> RunResult[Any]: ...
 
     async def run_agent(
@@ -342,17 +362,23 @@ class Fevex(BlockingTwins):
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> RunResult[Any]:
         """Run an agent to its end and return the validated output.
 
         ``agent`` is the agent's name or its definition; with the definition, the result is
-        typed by the agent's output (``RunResult[Answer]``).
+        typed by the agent's output (``RunResult[Answer]``). ``run_id`` names the new run
+        (default: a fresh id): a run with that id stored already is refused with
+        ``RUN_CONFLICT`` and nothing runs, so that a caller keyed by something durable (a
+        message's delivery id) starts its run at most once.
 
         Raises ``RunPausedError`` when a tool waits for approval, and the run's error
         after persisting ``run.failed`` or ``run.cancelled``.
         """
         return await self._result(
-            await self._begin(agent, input, session_id, timeout, context=context, batching=True)
+            await self._begin(
+                agent, input, session_id, timeout, context=context, batching=True, run_id=run_id
+            )
         )
 
     async def stream_agent(
@@ -363,11 +389,14 @@ class Fevex(BlockingTwins):
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> AsyncGenerator[RunEvent, None]:
         """Yield each committed event as it happens. The run advances only while you ask
         for events; closing the iterator early cancels the run and persists that. A run
-        that pauses ends the stream with ``run.paused``."""
-        execution = await self._begin(agent, input, session_id, timeout, context=context)
+        that pauses ends the stream with ``run.paused``. ``run_id`` as for ``run_agent``."""
+        execution = await self._begin(
+            agent, input, session_id, timeout, context=context, run_id=run_id
+        )
         async with aclosing(self._kernel.events(execution)) as stream:
             async for event in stream:
                 yield event
@@ -380,9 +409,13 @@ class Fevex(BlockingTwins):
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> AgentRun:
-        """Start a run in the background and return its first snapshot."""
-        execution = await self._begin(agent, input, session_id, timeout, context=context)
+        """Start a run in the background and return its first snapshot; ``run_id`` as for
+        ``run_agent``."""
+        execution = await self._begin(
+            agent, input, session_id, timeout, context=context, run_id=run_id
+        )
         return self._in_background(execution)
 
     def _in_background(self, execution: Execution) -> AgentRun:
@@ -595,17 +628,42 @@ class Fevex(BlockingTwins):
 
     # -- durable continuation -------------------------------------------------------
 
+    @overload
     async def resume_run(
         self,
         run_id: str,
         decision: ApprovalDecision | Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
-    ) -> RunResult[Any]:
+        wait: Literal[True] = True,
+    ) -> RunResult[Any]: ...
+
+    @overload
+    async def resume_run(
+        self,
+        run_id: str,
+        decision: ApprovalDecision | Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        wait: Literal[False],
+    ) -> AgentRun: ...
+
+    async def resume_run(
+        self,
+        run_id: str,
+        decision: ApprovalDecision | Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        wait: bool = True,
+    ) -> RunResult[Any] | AgentRun:
         """Continue a paused run, from any process sharing the store: with a ``decision``
         on its pending approval (an unknown approval fails closed: nothing changes), or,
         without one, a run whose wait is over (a due timer, children that ended), as a
-        worker's wake-up pass would; ``RUN_NOT_DUE`` when it still waits."""
+        worker's wake-up pass would; ``RUN_NOT_DUE`` when it still waits.
+
+        With ``wait=False`` it returns the run's snapshot once it is taken over (a refusal
+        still raises) and the run goes on in the background, as after ``start_agent``; this
+        holds for ``send_event`` and ``recover_run`` too."""
         decided = None if decision is None else approval_decision(decision)
         run = await self.get_run(run_id)
         if run.status != "paused":
@@ -615,7 +673,9 @@ class Fevex(BlockingTwins):
                 run_id=run_id,
             )
         if decided is None:
-            return await self._result(await self._kernel.continue_due(run_id, timeout=timeout))
+            return await self._continued(
+                await self._kernel.continue_due(run_id, timeout=timeout), wait
+            )
         approval_id, verdict, actor = decided
 
         def decide(_: AgentRun, checkpoint: dict[str, Any]) -> None:
@@ -646,7 +706,45 @@ class Fevex(BlockingTwins):
             decide=decide,
             timeout=timeout,
         )
-        return await self._result(execution)
+        return await self._continued(execution, wait)
+
+    async def _continued(self, execution: Execution, wait: bool) -> RunResult[Any] | AgentRun:
+        if wait:
+            return await self._result(execution)
+        # A takeover's opening rides on the run's next commit; a caller told "continued"
+        # must find the decision durable first, so it is committed before the answer.
+        try:
+            await execution.sink.flush()
+        except BaseException:
+            self._kernel.forget(execution)
+            raise
+        taken = await self.get_run(execution.run_id)
+        self._in_background(execution)
+        return taken
+
+    @overload
+    async def send_event(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        actor: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        wait: Literal[True] = True,
+    ) -> RunResult[Any]: ...
+
+    @overload
+    async def send_event(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        actor: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        wait: Literal[False],
+    ) -> AgentRun: ...
 
     async def send_event(
         self,
@@ -656,7 +754,8 @@ class Fevex(BlockingTwins):
         *,
         actor: Mapping[str, Any] | None = None,
         timeout: float | None = None,
-    ) -> RunResult[Any]:
+        wait: bool = True,
+    ) -> RunResult[Any] | AgentRun:
         """Deliver the external event ``name`` to a run paused waiting for it, from any
         process sharing the store, and continue the run (to its end or its next pause, as
         ``resume_run`` does). The waiting step receives ``{"payload", "actor",
@@ -676,11 +775,36 @@ class Fevex(BlockingTwins):
         execution = await self._kernel.deliver_event(
             run_id, name, payload, None if actor is None else dict(actor), timeout=timeout
         )
-        return await self._result(execution)
+        return await self._continued(execution, wait)
+
+    @overload
+    async def recover_run(
+        self,
+        run_id: str,
+        *,
+        actor: Mapping[str, Any],
+        timeout: float | None = None,
+        wait: Literal[True] = True,
+    ) -> RunResult[Any]: ...
+
+    @overload
+    async def recover_run(
+        self,
+        run_id: str,
+        *,
+        actor: Mapping[str, Any],
+        timeout: float | None = None,
+        wait: Literal[False],
+    ) -> AgentRun: ...
 
     async def recover_run(
-        self, run_id: str, *, actor: Mapping[str, Any], timeout: float | None = None
-    ) -> RunResult[Any]:
+        self,
+        run_id: str,
+        *,
+        actor: Mapping[str, Any],
+        timeout: float | None = None,
+        wait: bool = True,
+    ) -> RunResult[Any] | AgentRun:
         """Take over a running run whose lease expired (its worker died or froze) and
         continue it from its last committed step. Completed tool calls are not repeated;
         an in-flight keyed tool is retried with the same idempotency key; an in-flight
@@ -688,7 +812,9 @@ class Fevex(BlockingTwins):
         that was asked to cancel (``cancel_requested``) is cancelled instead, and this
         raises ``RunCancelledError``."""
         check_actor(actor)
-        return await self._result(await self._kernel.recover(run_id, actor, timeout=timeout))
+        return await self._continued(
+            await self._kernel.recover(run_id, actor, timeout=timeout), wait
+        )
 
     async def recover_expired_runs(
         self, *, actor: Mapping[str, Any], limit: int | None = None
@@ -755,6 +881,25 @@ class Fevex(BlockingTwins):
         ) as events:
             async for event in events:
                 yield event
+
+    async def follow_event_pages(
+        self,
+        run_id: str,
+        *,
+        after: str | None = None,
+        poll_interval: float = 0.2,
+        page_size: int = 100,
+    ) -> AsyncGenerator[Sequence[RunEvent], None]:
+        """``follow_events`` a page at a time: each non-empty page of at most ``page_size``
+        events as the store returned it, for a consumer that handles events in batches (an
+        SSE server writing a page's frames at once) and holds one page at a time."""
+        async with aclosing(
+            self._kernel.follow_pages(
+                run_id, after, poll_interval=poll_interval, page_size=page_size
+            )
+        ) as pages:
+            async for page in pages:
+                yield page
 
     async def list_runs(
         self,
@@ -845,3 +990,11 @@ class Fevex(BlockingTwins):
             if callable(aclose):
                 await aclose()
         await self.run_store.close()
+
+
+def _check_run_id(run_id: object) -> None:
+    if not isinstance(run_id, str) or _RUN_ID.fullmatch(run_id) is None:
+        raise FevexRunError(
+            "INVALID_ARGUMENT",
+            "run_id must be 1 to 128 letters, digits or the characters _ . : -",
+        )

@@ -22,7 +22,7 @@ from fevex._internal.names import did_you_mean
 from fevex.errors import FevexConfigurationError, FevexError
 from fevex.plugins.discovery import add_plugin_commands, list_plugins, record_command
 
-__all__ = ["CommandRegistry", "StoreCommands", "main"]
+__all__ = ["CommandRegistry", "StoreCommands", "load_reference", "main", "work_lanes"]
 
 # The shortest wait between two passes of ``recover --interval`` or two looks of an idle
 # ``worker``: each pass queries the store, so a shorter one is a busy loop against it.
@@ -92,9 +92,22 @@ def _load_app(reference: str, store: str | None) -> Any:
     """``module:attribute``: a Fevex app, or a function that returns one, imported from the
     working directory; ``store`` (a store URL) is set as ``FEVEX_RUN_STORE`` first, since the
     app reads its store from the environment when it is created."""
-    import importlib
-
     from fevex.app import Fevex
+
+    target = load_reference(reference, store)
+    if not isinstance(target, Fevex) and callable(target):
+        target = target()
+    if not isinstance(target, Fevex):
+        raise FevexConfigurationError(
+            "INVALID_ARGUMENT", f"{reference} is not a fevex app or a function returning one."
+        )
+    return target
+
+
+def load_reference(reference: str, store: str | None) -> Any:
+    """The object ``module:attribute`` names, imported from the working directory, with
+    ``store`` set as ``FEVEX_RUN_STORE`` first (see ``_load_app``)."""
+    import importlib
 
     if store:
         os.environ["FEVEX_RUN_STORE"] = store
@@ -113,12 +126,6 @@ def _load_app(reference: str, store: str | None) -> Any:
             )
         target = getattr(target, part)
         found = f"{found}.{part}"
-    if not isinstance(target, Fevex) and callable(target):
-        target = target()
-    if not isinstance(target, Fevex):
-        raise FevexConfigurationError(
-            "INVALID_ARGUMENT", f"{reference} is not a fevex app or a function returning one."
-        )
     return target
 
 
@@ -244,7 +251,6 @@ async def _work(
     """Claim and continue expired runs and due wake-ups on ``concurrency`` lanes until
     SIGINT or SIGTERM; a lane stops between claims, so the run it holds is finished first."""
     import asyncio
-    import contextlib
     import signal
 
     stop = asyncio.Event()
@@ -257,6 +263,27 @@ async def _work(
             print(json.dumps(entry), flush=True)
         else:
             print(" ".join(str(value) for value in entry.values()), flush=True)
+
+    try:
+        await work_lanes(app, actor, concurrency, interval, report, stop)
+    finally:
+        await app.close()
+
+
+async def work_lanes(
+    app: Any,
+    actor: dict[str, str],
+    concurrency: int,
+    interval: float,
+    report: Callable[[dict[str, Any]], None],
+    stop: Any,
+) -> None:
+    """What ``fevex worker`` (and ``fevex serve`` beside its server) does until the
+    ``asyncio.Event`` ``stop`` is set: ``concurrency`` lanes, each claiming one expired run
+    or due wake-up at a time and continuing it, looking again every ``interval`` seconds
+    when idle. A failed pass is one line on stderr; the lanes go on."""
+    import asyncio
+    import contextlib
 
     # A run left for another worker is reported once, not on every pass.
     reported_skips: set[tuple[str, str]] = set()
@@ -292,10 +319,7 @@ async def _work(
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), interval)
 
-    try:
-        await asyncio.gather(*(lane() for _ in range(concurrency)))
-    finally:
-        await app.close()
+    await asyncio.gather(*(lane() for _ in range(concurrency)))
 
 
 def _describe(error: Exception) -> str:
@@ -480,6 +504,65 @@ def _add_eval_command(registry: CommandRegistry) -> None:
     parser.set_defaults(handler=_eval_command)
 
 
+def _serve_command(args: argparse.Namespace) -> int:
+    try:
+        from fevex.http.serving import serve
+    except ImportError as error:
+        raise FevexConfigurationError("MISSING_EXTRA", str(error)) from None
+
+    _check_store(args)
+    serve(
+        args.app,
+        store=args.store,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        worker=not args.no_worker,
+    )
+    return 0
+
+
+def _port(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number, not {text!r}") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 65535, not {text}")
+    return number
+
+
+def _add_serve_command(registry: CommandRegistry) -> None:
+    parser = registry.add_command(
+        "serve",
+        help="Serve the run protocol (fevex.http) with uvicorn, and continue runs whose "
+        "process died and due wake-ups beside it, until SIGINT or SIGTERM.",
+    )
+    parser.add_argument(
+        "--app",
+        required=True,
+        type=_app_reference,
+        help="module:attribute of an app of fevex.http.create_http_app (its authenticate is "
+        "used), of a fevex app (served to anonymous callers, on a loopback address only), "
+        "or of a function returning either",
+    )
+    _add_store_arguments(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=_port, default=8000, help="port to bind (default 8000)")
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="server processes (default 1); above 1, the store must be shared (SQLite, PostgreSQL)",
+    )
+    parser.add_argument(
+        "--no-worker",
+        action="store_true",
+        help="serve only: leave recovery and wake-ups to separate `fevex worker` processes",
+    )
+    parser.set_defaults(handler=_serve_command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fevex", description="The fevex agent runtime.")
     parser.add_argument("--version", action="version", version=f"fevex {__version__}")
@@ -536,6 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--json", action="store_true", help="one JSON object per line")
     worker.set_defaults(handler=_worker_command)
     _add_eval_command(registry)
+    _add_serve_command(registry)
     add_plugin_commands(registry)
     if registry.store_commands:
         _add_db_command(subparsers, list(registry.store_commands))

@@ -3,7 +3,7 @@ its coroutine on the thread's reusable event loop (see :mod:`fevex._internal.syn
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from fevex._internal.sync import iterate_sync, run_sync
@@ -49,6 +49,7 @@ class BlockingTwins:
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> RunResult[OutputT]: ...
 
     @overload
@@ -60,6 +61,7 @@ class BlockingTwins:
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> RunResult[Any]: ...
 
     def run_agent_sync(
@@ -70,10 +72,16 @@ class BlockingTwins:
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> RunResult[Any]:
         return run_sync(
             _app(self).run_agent(
-                agent, input, session_id=session_id, timeout=timeout, context=context
+                agent,
+                input,
+                session_id=session_id,
+                timeout=timeout,
+                context=context,
+                run_id=run_id,
             )
         )
 
@@ -85,10 +93,16 @@ class BlockingTwins:
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> Iterator[RunEvent]:
         return iterate_sync(
             _app(self).stream_agent(
-                agent, input, session_id=session_id, timeout=timeout, context=context
+                agent,
+                input,
+                session_id=session_id,
+                timeout=timeout,
+                context=context,
+                run_id=run_id,
             )
         )
 
@@ -100,6 +114,7 @@ class BlockingTwins:
         session_id: str | None = None,
         timeout: float | None = None,
         context: RunContext = None,
+        run_id: str | None = None,
     ) -> AgentRun:
         """Start a run in the background and return its first snapshot. The run advances
         while this thread is in a later blocking call of the app (``get_run_sync``,
@@ -107,7 +122,12 @@ class BlockingTwins:
         still running."""
         return run_sync(
             _app(self).start_agent(
-                agent, input, session_id=session_id, timeout=timeout, context=context
+                agent,
+                input,
+                session_id=session_id,
+                timeout=timeout,
+                context=context,
+                run_id=run_id,
             )
         )
 
@@ -251,6 +271,20 @@ class BlockingTwins:
     ) -> Iterator[RunEvent]:
         return iterate_sync(
             _app(self).follow_events(
+                run_id, after=after, poll_interval=poll_interval, page_size=page_size
+            )
+        )
+
+    def follow_event_pages_sync(
+        self,
+        run_id: str,
+        *,
+        after: str | None = None,
+        poll_interval: float = 0.2,
+        page_size: int = 100,
+    ) -> Iterator[Sequence[RunEvent]]:
+        return iterate_sync(
+            _app(self).follow_event_pages(
                 run_id, after=after, poll_interval=poll_interval, page_size=page_size
             )
         )

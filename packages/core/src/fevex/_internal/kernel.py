@@ -17,7 +17,7 @@ import asyncio
 import dataclasses
 import os
 import socket
-from collections.abc import AsyncGenerator, Callable, Collection, Mapping
+from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Literal, Protocol
 
@@ -154,6 +154,11 @@ class Kernel:
         )
         self.active[sink.run.id] = execution
         return execution
+
+    def forget(self, execution: Execution) -> None:
+        """Drop an execution that will never run (its opening could not be committed):
+        nothing of its takeover is stored, and its lease lapses by itself."""
+        self.active.pop(execution.run_id, None)
 
     async def events(self, execution: Execution) -> AsyncGenerator[RunEvent, None]:
         try:
@@ -440,6 +445,18 @@ class Kernel:
     ) -> AsyncGenerator[RunEvent, None]:
         """Every event of a run executing anywhere, after ``after``, until it has ended
         (see ``Fevex.follow_events``)."""
+        async with aclosing(
+            self.follow_pages(run_id, after, poll_interval=poll_interval, page_size=page_size)
+        ) as pages:
+            async for page in pages:
+                for event in page:
+                    yield event
+
+    async def follow_pages(
+        self, run_id: str, after: str | None, *, poll_interval: float, page_size: int
+    ) -> AsyncGenerator[Sequence[RunEvent], None]:
+        """The events of :meth:`follow`, a non-empty page at a time as the store returned
+        it (see ``Fevex.follow_event_pages``)."""
         check_event_page(after, page_size, "asc")
         if not isinstance(poll_interval, int | float) or not poll_interval > 0:
             raise FevexRunError("INVALID_ARGUMENT", "poll_interval must be positive seconds.")
@@ -455,9 +472,9 @@ class Kernel:
             # in it (or in the pages before).
             ended = (await self.get_run(run_id)).status in TERMINAL_STATUSES
             page = await store.list_events(run_id, after=cursor, limit=page_size)
-            for event in page:
-                yield event
-                cursor = event.id
+            if page:
+                cursor = page[-1].id
+                yield page
             if len(page) == page_size:
                 continue
             if ended:

@@ -1,0 +1,187 @@
+"""``handle_channel_input``: one message of a channel in, one agent run, its answer out.
+
+Each delivery id is handled once, durably: the run a delivery starts has an id derived from
+the channel's name and the delivery id (:func:`delivery_run_id`), and a store never keeps
+two runs with one id. A redelivery finds that run (also after the process that handled the
+first delivery crashed, and also when two deliveries race: the second one's creation is
+refused) and is ignored; the run itself, if its process died, is recovered as any other
+run. The run being the record, what a delivery led to stays consultable by its id.
+
+Channel events (:class:`ChannelEvent`) tell the host what happened around the run, in this
+order: ``channel.message.received``; then ``channel.message.ignored`` for a delivery
+handled before, or ``channel.run.started``, one of ``channel.run.completed``,
+``channel.run.paused`` (an approval: nothing is delivered until the run completes, which is
+the host's to follow) and ``channel.run.failed``, and after a completed run's answer went
+back, ``channel.message.delivered``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from fevex._internal.clock import utc_now
+from fevex.app import Fevex, RunContext
+from fevex.channels.adapter import ChannelAdapter, ChannelMessage, ChannelOutput
+from fevex.errors import FevexError, FevexRunError
+from fevex.runtime.records import TERMINAL_STATUSES, AgentRun
+
+__all__ = [
+    "ChannelEvent",
+    "ChannelResult",
+    "delivery_run_id",
+    "handle_channel_input",
+]
+
+logger = logging.getLogger("fevex")
+
+ResolveSessionId = Callable[[ChannelMessage], str | Awaitable[str | None] | None]
+OnChannelEvent = Callable[["ChannelEvent"], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelEvent:
+    """Something that happened to a channel message: ``type`` (``channel.message.received``
+    and the others of :mod:`fevex.channels.handling`), the ``channel``, the message's ids,
+    the run it concerns (if any) and a JSON ``payload``."""
+
+    type: str
+    channel: str
+    message_id: str
+    delivery_id: str
+    conversation_id: str
+    occurred_at: str
+    run_id: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelResult:
+    """The outcome: ``ignored`` when the delivery was handled before (``run`` is then the
+    run it started then); otherwise ``run`` is the run as it ended or paused and
+    ``delivery`` what the adapter's ``deliver`` returned (``None`` unless it completed).
+    ``events`` are the channel events emitted, in order."""
+
+    ignored: bool
+    message: ChannelMessage
+    run: AgentRun | None
+    delivery: Any = None
+    events: tuple[ChannelEvent, ...] = ()
+
+
+def delivery_run_id(channel: str, delivery_id: str) -> str:
+    """The id of the run that delivery ``delivery_id`` of channel ``channel`` starts."""
+    digest = hashlib.sha256(f"{channel}\0{delivery_id}".encode()).hexdigest()
+    return f"run_ch_{digest[:40]}"
+
+
+async def handle_channel_input(
+    input: Any,
+    *,
+    fevex: Fevex,
+    agent_name: str,
+    adapter: ChannelAdapter,
+    resolve_session_id: ResolveSessionId | None = None,
+    context: RunContext = None,
+    on_event: OnChannelEvent | None = None,
+) -> ChannelResult:
+    """Parse ``input`` with ``adapter``, run agent ``agent_name`` on the message in the
+    session ``resolve_session_id(message)`` names (``None``, or no function: a new one),
+    and deliver a completed run's output with the adapter.
+
+    ``context`` is the run's :class:`~fevex.runtime.ExecutionContext` (the host builds it
+    from what the adapter verified). ``on_event`` (may be async) sees every channel event
+    as it happens. A delivery id handled before is ignored, durably (see the module).
+    A run that fails raises its error after ``channel.run.failed``; an adapter that fails
+    to deliver raises after the run completed (the delivery stays handled: a redelivery
+    is ignored, and the run holds the answer)."""
+    message = await adapter.parse(input)
+    if not isinstance(message, ChannelMessage):
+        raise FevexRunError(
+            "INVALID_ARGUMENT",
+            f"The adapter {adapter.name!r} parsed the input into {type(message).__name__}, "
+            "not a ChannelMessage.",
+        )
+    emitted: list[ChannelEvent] = []
+
+    async def emit(type: str, run_id: str | None = None, **payload: Any) -> None:
+        event = ChannelEvent(
+            type,
+            adapter.name,
+            message.id,
+            message.delivery_id,
+            message.conversation_id,
+            utc_now(),
+            run_id,
+            payload,
+        )
+        emitted.append(event)
+        if on_event is None:
+            return
+        # An observer's failure never affects the run, as for the app's on_event.
+        try:
+            outcome = on_event(event)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            logger.warning("channel on_event observer failed on %s", type, exc_info=True)
+
+    await emit("channel.message.received")
+    run_id = delivery_run_id(adapter.name, message.delivery_id)
+    handled = await _existing_run(fevex, run_id)
+    if handled is not None:
+        await emit("channel.message.ignored", run_id, status=handled.status)
+        return ChannelResult(True, message, handled, events=tuple(emitted))
+
+    session_id = None
+    if resolve_session_id is not None:
+        resolved = resolve_session_id(message)
+        session_id = await resolved if inspect.isawaitable(resolved) else resolved
+    content: Any = message.content if isinstance(message.content, str) else list(message.content)
+    started = False
+    try:
+        async with aclosing(
+            fevex.stream_agent(
+                agent_name, content, session_id=session_id, context=context, run_id=run_id
+            )
+        ) as events:
+            async for event in events:
+                if event.type == "run.started":
+                    started = True
+                    await emit(
+                        "channel.run.started", run_id, session_id=event.payload.get("session_id")
+                    )
+    except FevexError as error:
+        if started:
+            await emit("channel.run.failed", run_id, code=error.code)
+        elif error.code == "RUN_CONFLICT":
+            # Refused at creation: a concurrent delivery of the same id created the run first
+            # (ignored, as any redelivery), or the conversation's session is busy (raised).
+            handled = await _existing_run(fevex, run_id)
+            if handled is not None:
+                await emit("channel.message.ignored", run_id, status=handled.status)
+                return ChannelResult(True, message, handled, events=tuple(emitted))
+        raise
+
+    run = await fevex.get_run(run_id)
+    if run.status not in TERMINAL_STATUSES:
+        await emit("channel.run.paused", run_id, status=run.status)
+        return ChannelResult(False, message, run, events=tuple(emitted))
+    await emit("channel.run.completed", run_id)
+    delivery = await adapter.deliver(ChannelOutput(message, run, run.output))
+    await emit("channel.message.delivered", run_id)
+    return ChannelResult(False, message, run, delivery, tuple(emitted))
+
+
+async def _existing_run(fevex: Fevex, run_id: str) -> AgentRun | None:
+    try:
+        return await fevex.get_run(run_id)
+    except FevexError as error:
+        if error.code == "RUN_NOT_FOUND":
+            return None
+        raise

@@ -1,0 +1,192 @@
+"""``create_http_app``: a fevex app behind the versioned run protocol, as an ASGI application."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+try:
+    from starlette.applications import Starlette
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError('The fevex HTTP server needs Starlette: pip install "fevex[http]"') from error
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from fevex.app import Fevex
+from fevex.errors import FevexConfigurationError, FevexError
+from fevex.http.authentication import Authenticate, authenticated_context
+from fevex.http.endpoints import Endpoints
+from fevex.http.errors import error_body, error_status
+from fevex.http.openapi import openapi_document
+
+__all__ = ["FevexHttpApp", "create_http_app"]
+
+logger = logging.getLogger("fevex.http")
+
+Handler = Callable[[Request], Awaitable[Response]]
+DEFAULT_MAX_BODY_SIZE = 1_048_576
+
+
+class FevexHttpApp:
+    """The ASGI application :func:`create_http_app` returns: call it as any ASGI app.
+
+    ``fevex`` is the app it serves; ``authenticates`` says whether callers are
+    authenticated (an ``authenticate`` function was given), which ``fevex serve`` requires
+    before it binds an address other hosts can reach."""
+
+    def __init__(self, asgi: Starlette, fevex: Fevex, *, authenticates: bool) -> None:
+        self._asgi = asgi
+        self.fevex = fevex
+        self.authenticates = authenticates
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._asgi(scope, receive, send)
+
+
+def create_http_app(
+    app: Fevex,
+    *,
+    authenticate: Authenticate | None = None,
+    allow_anonymous: bool = False,
+    event_page_size: int = 100,
+    poll_interval: float = 0.2,
+    heartbeat: float = 15.0,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    cors_origins: Sequence[str] = (),
+) -> FevexHttpApp:
+    """An ASGI application (Starlette) serving ``app`` under ``/v1``, with its OpenAPI 3.1
+    document at ``/v1/openapi.json``.
+
+    ``authenticate(request)`` (may be async) returns the caller's
+    :class:`~fevex.runtime.ExecutionContext`, or ``None`` when it recognises nobody (401),
+    or raises :class:`~fevex.http.Forbidden` (403). Callers without credentials are served
+    only with ``allow_anonymous=True``, with an empty context (no actor, no namespace).
+    A caller sees and controls only the runs and sessions of its context's namespace.
+
+    ``event_page_size`` (1 to 1000) bounds every read of events: a listing's page and each
+    read of an SSE stream; an idle stream reads again after ``poll_interval`` seconds, or
+    when a store that notifies says the run moved on, and sends a comment every
+    ``heartbeat`` seconds. Request bodies over ``max_body_size`` bytes are refused (413).
+    Cross-origin requests are refused by browsers unless their origin is in
+    ``cors_origins`` (``"*"``: any)."""
+    if authenticate is None and not allow_anonymous:
+        raise FevexConfigurationError(
+            "INVALID_CONFIG",
+            "create_http_app needs authenticate= (a function of the request returning its "
+            "ExecutionContext) or allow_anonymous=True.",
+        )
+    if authenticate is not None and not callable(authenticate):
+        raise FevexConfigurationError("INVALID_CONFIG", "authenticate must be callable.")
+    if not _whole(event_page_size) or not 1 <= event_page_size <= 1000:
+        raise FevexConfigurationError(
+            "INVALID_CONFIG", "event_page_size must be a whole number from 1 to 1000."
+        )
+    for name, seconds in (("poll_interval", poll_interval), ("heartbeat", heartbeat)):
+        if not _positive(seconds):
+            raise FevexConfigurationError("INVALID_CONFIG", f"{name} must be positive seconds.")
+    if not _whole(max_body_size) or max_body_size < 1:
+        raise FevexConfigurationError("INVALID_CONFIG", "max_body_size must be positive bytes.")
+    if isinstance(cors_origins, str) or not all(isinstance(o, str) for o in cors_origins):
+        raise FevexConfigurationError("INVALID_CONFIG", "cors_origins must be a list of origins.")
+
+    endpoints = Endpoints(
+        fevex=app,
+        authenticate=authenticate,
+        allow_anonymous=allow_anonymous,
+        event_page_size=event_page_size,
+        poll_interval=float(poll_interval),
+        heartbeat=float(heartbeat),
+        max_body_size=max_body_size,
+    )
+    document = openapi_document(
+        app,
+        event_page_size=event_page_size,
+        max_body_size=max_body_size,
+        anonymous=authenticate is None,
+    )
+
+    async def openapi(request: Request) -> Response:
+        # It names the app's agents, workflows and teams: only for callers it serves.
+        await authenticated_context(request, authenticate, allow_anonymous=allow_anonymous)
+        return JSONResponse(document)
+
+    routes = [
+        _route("/v1/openapi.json", openapi, "GET"),
+        _route("/v1/agents/{agent_name}/runs", endpoints.start_agent, "POST"),
+        _route("/v1/workflows/{workflow_name}/runs", endpoints.start_workflow, "POST"),
+        _route("/v1/teams/{team_name}/runs", endpoints.start_team, "POST"),
+        _route("/v1/runs", endpoints.list_runs, "GET"),
+        _route("/v1/runs/{run_id}", endpoints.get_run, "GET"),
+        _route("/v1/runs/{run_id}/events", endpoints.list_events, "GET"),
+        _route("/v1/runs/{run_id}/events/stream", endpoints.observe_run, "GET"),
+        _route("/v1/runs/{run_id}/resume", endpoints.resume_run, "POST"),
+        _route("/v1/runs/{run_id}/recover", endpoints.recover_run, "POST"),
+        _route("/v1/runs/{run_id}/cancel", endpoints.cancel_run, "POST"),
+        _route("/v1/runs/{run_id}/external-events", endpoints.send_event, "POST"),
+        _route("/v1/sessions/{session_id}", endpoints.get_session, "GET"),
+        _route("/v1/sessions/{session_id}/compact", endpoints.compact_session, "POST"),
+    ]
+    middleware = []
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+            )
+        )
+    asgi = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: _http_exception},
+    )
+    return FevexHttpApp(asgi, app, authenticates=authenticate is not None)
+
+
+def _route(path: str, handler: Handler, method: str) -> Route:
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except FevexError as error:
+            return _error_response(error_status(error), error.code, error.message)
+        except Exception:
+            # The caller learns that the server failed, never how: the traceback stays here.
+            logger.exception("fevex.http: %s %s failed", request.method, path)
+            return _error_response(500, "INTERNAL_ERROR", "The server failed to answer.")
+
+    return Route(path, endpoint, methods=[method])
+
+
+async def _http_exception(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    if error.status_code == 405:
+        response = _error_response(405, "METHOD_NOT_ALLOWED", "This path takes another method.")
+        if error.headers:
+            response.headers.update(error.headers)
+        return response
+    return _error_response(404, "NOT_FOUND", "There is nothing at this path.")
+
+
+def _error_response(status: int, code: str, message: str) -> Response:
+    return JSONResponse(error_body(code, message), status_code=status)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _positive(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )

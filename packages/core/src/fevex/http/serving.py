@@ -1,0 +1,168 @@
+"""``fevex serve``: the run protocol on uvicorn, with the background worker beside it.
+
+``--app`` names what :func:`create_http_app` returned (so that the host's ``authenticate``
+is used), a Fevex app, or a function returning either. A bare Fevex app is served to
+anonymous callers, which is only allowed on a loopback address: an address other hosts can
+reach is refused without authentication (``SERVE_UNAUTHENTICATED``), before anything binds.
+
+Each uvicorn worker process loads the app itself (uvicorn calls :func:`served_app` in it,
+configured through environment variables), serves it, and, unless ``--no-worker``, runs
+the lanes of ``fevex worker`` beside it, so that runs whose process died are recovered and
+due wake-ups continued. The lanes stop with the server; it then closes the app, which
+cancels the runs it still executes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import os
+import sys
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from fevex.app import Fevex
+from fevex.errors import FevexConfigurationError
+from fevex.http.application import FevexHttpApp, create_http_app
+from fevex.runtime.in_memory_run_store import InMemoryRunStore
+
+__all__ = ["ServedApp", "check_bind", "is_loopback", "load_http_app", "served_app"]
+
+# SSE streams of paused runs never end by themselves: on SIGTERM, requests still open this
+# long after are cut (their clients reconnect, to another server or to the restarted one).
+GRACEFUL_SHUTDOWN_SECONDS = 5
+# How the parent process tells each uvicorn worker process what to serve.
+APP_VARIABLE = "FEVEX_SERVE_APP"
+WORKER_VARIABLE = "FEVEX_SERVE_WORKER"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach ``host``: ``localhost`` or a loopback address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def load_http_app(reference: str, store: str | None) -> FevexHttpApp:
+    """The HTTP app ``module:attribute`` names (see the module's description)."""
+    from fevex.cli import load_reference
+
+    target = load_reference(reference, store)
+    if not isinstance(target, FevexHttpApp | Fevex) and callable(target):
+        target = target()
+    if isinstance(target, Fevex):
+        return create_http_app(target, allow_anonymous=True)
+    if isinstance(target, FevexHttpApp):
+        return target
+    raise FevexConfigurationError(
+        "INVALID_ARGUMENT",
+        f"{reference} is not a fevex app, an app of fevex.http.create_http_app, or a "
+        "function returning one.",
+    )
+
+
+def check_bind(http_app: FevexHttpApp, host: str, workers: int) -> None:
+    """Refuse what must not be served: anonymous callers on an address other hosts can
+    reach, and several processes on a store only one process can see."""
+    if not http_app.authenticates and not is_loopback(host):
+        raise FevexConfigurationError(
+            "SERVE_UNAUTHENTICATED",
+            f"fevex serve will not bind {host}, which other hosts can reach, without "
+            "authentication: point --app at create_http_app(app, authenticate=...), or bind "
+            "127.0.0.1.",
+            details={"host": host},
+        )
+    if workers > 1 and isinstance(http_app.fevex.run_store, InMemoryRunStore):
+        raise FevexConfigurationError(
+            "INVALID_ARGUMENT",
+            "--workers above 1 needs a store the processes share (--store sqlite:///... or "
+            "postgresql+psycopg://...); each would have its own in-memory store.",
+        )
+
+
+class ServedApp:
+    """The HTTP app plus the worker lanes, started and stopped by the ASGI lifespan."""
+
+    def __init__(self, http_app: FevexHttpApp, *, worker: bool, actor: str = "fevex-serve"):
+        self.http_app = http_app
+        self.worker = worker
+        self.actor = {"id": actor, "type": "service"}
+        self._stop = asyncio.Event()
+        self._lanes: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.http_app(scope, receive, send)
+            return
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                if self.worker:
+                    self._lanes = asyncio.create_task(self._work())
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self._stop.set()
+                if self._lanes is not None:
+                    await self._lanes
+                await self.http_app.fevex.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _work(self) -> None:
+        from fevex.cli import work_lanes
+
+        def report(entry: dict[str, Any]) -> None:
+            print(f"fevex serve: {json.dumps(entry)}", file=sys.stderr, flush=True)
+
+        await work_lanes(self.http_app.fevex, self.actor, 1, 1.0, report, self._stop)
+
+
+def served_app() -> ServedApp:
+    """What uvicorn calls in each worker process (``factory=True``): the app that
+    ``FEVEX_SERVE_APP`` names, with its store from ``FEVEX_RUN_STORE``."""
+    http_app = load_http_app(os.environ[APP_VARIABLE], None)
+    return ServedApp(http_app, worker=os.environ.get(WORKER_VARIABLE, "1") == "1")
+
+
+def serve(
+    reference: str,
+    *,
+    store: str | None,
+    host: str,
+    port: int,
+    workers: int,
+    worker: bool,
+) -> None:
+    """Check what ``reference`` serves here, then run uvicorn until SIGINT or SIGTERM."""
+    import uvicorn
+
+    http_app = load_http_app(reference, store)
+    check_bind(http_app, host, workers)
+    os.environ[APP_VARIABLE] = reference
+    os.environ[WORKER_VARIABLE] = "1" if worker else "0"
+    if workers == 1:
+        # This process is the one worker: serve the app already loaded.
+        uvicorn.run(
+            ServedApp(http_app, worker=worker),
+            host=host,
+            port=port,
+            lifespan="on",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        )
+        return
+    # Each worker process loads its own; this one only supervised them.
+    http_app.fevex.close_sync()
+    uvicorn.run(
+        "fevex.http.serving:served_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+    )
