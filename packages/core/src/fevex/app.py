@@ -435,39 +435,27 @@ class Fevex(BlockingTwins):
 
     # -- workflows ------------------------------------------------------------------
 
-    async def _begin_workflow(
+    async def _begin_function(
         self,
-        workflow: WorkflowReference,
+        kind: WorkflowKind,
+        reference: WorkflowReference | TeamReference,
         input: Any,
         *,
         context: RunContext,
         timeout: float | None,
-        limits: Limits | None,
+        limits: Limits | TeamLimits | None,
         batching: bool,
     ) -> Execution:
-        if isinstance(workflow, WorkflowDefinition):
-            prepared = self._workflow_kind.workflow(workflow.name, workflow.version)
-            if prepared.definition is not workflow and prepared.definition != workflow:
-                raise FevexRunError(
-                    "WORKFLOW_NOT_FOUND",
-                    f"The workflow definition {workflow.name!r} is not one this app was "
-                    "created with; pass it in create_fevex(workflows=[...]).",
-                )
-        elif isinstance(workflow, str):
-            prepared = self._workflow_kind.workflow(workflow, None)
-        else:
-            raise FevexRunError(
-                "WORKFLOW_NOT_FOUND", f"{workflow!r} is not a workflow name or definition."
-            )
+        """Start a run of a durable function (a workflow, or a team: ``kind`` says)."""
         context_json = None if context is None else ExecutionContext.of(context).to_json()
         deadline = deadline_of(timeout)
-        run, driver = self._workflow_kind.new_run(prepared, input, context_json, limits)
+        run, driver = kind.begin(reference, input, context_json, limits)
         return await self._kernel.start(
             run,
             driver,
             session_revision=None,
             opening={
-                "workflow_name": run.name,
+                f"{run.kind}_name": run.name,
                 "version": run.version,
                 "session_id": run.session_id,
                 "input": run.input,
@@ -492,8 +480,14 @@ class Fevex(BlockingTwins):
         limits are checkpointed. Raises ``RunPausedError`` when it waits (an event, a
         timer, a child run that paused), and the run's error after persisting it."""
         return await self._result(
-            await self._begin_workflow(
-                workflow, input, context=context, timeout=timeout, limits=limits, batching=True
+            await self._begin_function(
+                self._workflow_kind,
+                workflow,
+                input,
+                context=context,
+                timeout=timeout,
+                limits=limits,
+                batching=True,
             )
         )
 
@@ -509,8 +503,14 @@ class Fevex(BlockingTwins):
         """Yield the committed events of the workflow and of its child runs (each
         ``RunEvent.run_id`` says whose), until it ends or pauses (``run.paused``). A
         workflow's events are yielded as each of its passes ends or pauses."""
-        execution = await self._begin_workflow(
-            workflow, input, context=context, timeout=timeout, limits=limits, batching=False
+        execution = await self._begin_function(
+            self._workflow_kind,
+            workflow,
+            input,
+            context=context,
+            timeout=timeout,
+            limits=limits,
+            batching=False,
         )
         async with aclosing(self._kernel.events(execution)) as stream:
             async for event in stream:
@@ -526,51 +526,18 @@ class Fevex(BlockingTwins):
         limits: Limits | None = None,
     ) -> AgentRun:
         """Start a workflow in the background and return its first snapshot."""
-        execution = await self._begin_workflow(
-            workflow, input, context=context, timeout=timeout, limits=limits, batching=True
+        execution = await self._begin_function(
+            self._workflow_kind,
+            workflow,
+            input,
+            context=context,
+            timeout=timeout,
+            limits=limits,
+            batching=True,
         )
         return self._in_background(execution)
 
     # -- teams ----------------------------------------------------------------------
-
-    async def _begin_team(
-        self,
-        team: TeamReference,
-        input: Any,
-        *,
-        context: RunContext,
-        timeout: float | None,
-        limits: TeamLimits | None,
-        batching: bool,
-    ) -> Execution:
-        if isinstance(team, TeamDefinition):
-            prepared, _ = self._team_kind.team(team.name, team.version)
-            if prepared.definition is not team and prepared.definition != team:
-                raise FevexRunError(
-                    "TEAM_NOT_FOUND",
-                    f"The team definition {team.name!r} is not one this app was created "
-                    "with; pass it in create_fevex(teams=[...]).",
-                )
-        elif isinstance(team, str):
-            prepared, _ = self._team_kind.team(team, None)
-        else:
-            raise FevexRunError("TEAM_NOT_FOUND", f"{team!r} is not a team name or definition.")
-        context_json = None if context is None else ExecutionContext.of(context).to_json()
-        deadline = deadline_of(timeout)
-        run, driver = self._team_kind.new_team_run(prepared.definition, input, context_json, limits)
-        return await self._kernel.start(
-            run,
-            driver,
-            session_revision=None,
-            opening={
-                "team_name": run.name,
-                "version": run.version,
-                "session_id": run.session_id,
-                "input": run.input,
-            },
-            deadline=deadline,
-            batching=batching,
-        )
 
     async def run_team(
         self,
@@ -588,8 +555,14 @@ class Fevex(BlockingTwins):
         checkpointed. Raises ``RunPausedError`` when a delegation's child run pauses (an
         approval), and the run's error after persisting it."""
         return await self._result(
-            await self._begin_team(
-                team, input, context=context, timeout=timeout, limits=limits, batching=True
+            await self._begin_function(
+                self._team_kind,
+                team,
+                input,
+                context=context,
+                timeout=timeout,
+                limits=limits,
+                batching=True,
             )
         )
 
@@ -604,8 +577,14 @@ class Fevex(BlockingTwins):
     ) -> AsyncGenerator[RunEvent, None]:
         """Yield the committed events of the team and of its delegations' child runs
         (each ``RunEvent.run_id`` says whose), until it ends or pauses."""
-        execution = await self._begin_team(
-            team, input, context=context, timeout=timeout, limits=limits, batching=False
+        execution = await self._begin_function(
+            self._team_kind,
+            team,
+            input,
+            context=context,
+            timeout=timeout,
+            limits=limits,
+            batching=False,
         )
         async with aclosing(self._kernel.events(execution)) as stream:
             async for event in stream:
@@ -621,8 +600,14 @@ class Fevex(BlockingTwins):
         limits: TeamLimits | None = None,
     ) -> AgentRun:
         """Start a team in the background and return its first snapshot."""
-        execution = await self._begin_team(
-            team, input, context=context, timeout=timeout, limits=limits, batching=True
+        execution = await self._begin_function(
+            self._team_kind,
+            team,
+            input,
+            context=context,
+            timeout=timeout,
+            limits=limits,
+            batching=True,
         )
         return self._in_background(execution)
 

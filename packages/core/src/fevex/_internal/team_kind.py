@@ -85,15 +85,27 @@ class TeamKind(WorkflowKind):
     def workflow(self, name: str, version: str | None) -> PreparedWorkflow:
         return self.team(name, version)[1]
 
-    def new_team_run(
-        self,
-        definition: TeamDefinition,
-        input: Any,
-        context: dict[str, Any] | None,
-        limits: TeamLimits | None,
+    def begin(
+        self, reference: Any, input: Any, context: dict[str, Any] | None, limits: Any
     ) -> tuple[AgentRun, TeamDriver]:
-        """A new run (``INVALID_INPUT`` before anything is stored) and its driver; the
-        effective limits, the definition's narrowed by ``limits``, are checkpointed."""
+        """A new run of the team ``reference`` names (``INVALID_INPUT`` before anything is
+        stored) and its driver; the effective limits, the definition's narrowed by
+        ``limits``, are checkpointed."""
+        if isinstance(reference, TeamDefinition):
+            team, prepared = self.team(reference.name, reference.version)
+            if team.definition is not reference and team.definition != reference:
+                raise FevexRunError(
+                    "TEAM_NOT_FOUND",
+                    f"The team definition {reference.name!r} is not one this app was created "
+                    "with; pass it in create_fevex(teams=[...]).",
+                )
+        elif isinstance(reference, str):
+            team, prepared = self.team(reference, None)
+        else:
+            raise FevexRunError(
+                "TEAM_NOT_FOUND", f"{reference!r} is not a team name or definition."
+            )
+        definition = team.definition
         if limits is not None and not isinstance(limits, TeamLimits):
             raise FevexRunError("INVALID_ARGUMENT", "limits must be a TeamLimits value or None.")
         if limits is not None:
@@ -102,7 +114,6 @@ class TeamKind(WorkflowKind):
             except Exception as error:
                 raise FevexRunError("INVALID_ARGUMENT", str(error)) from None
         effective = definition.limits.narrowed(limits)
-        prepared = self.workflow(definition.name, definition.version)
         run, driver = self.new_run(prepared, input, context, None)
         state = dataclasses.replace(
             driver.state, limits={**driver.state.limits, **_team_limits(effective)}

@@ -18,6 +18,7 @@ from fevex.agents import Limits
 from fevex.errors import FevexRunError
 from fevex.runtime.records import AgentRun, Session
 from fevex.schemas.schema import ensure_json
+from fevex.workflows.definition import WorkflowDefinition
 
 __all__ = ["WorkflowKind"]
 
@@ -61,6 +62,27 @@ class WorkflowKind:
                 details={"workflow": name, "version": version},
             )
         return prepared
+
+    def begin(
+        self, reference: Any, input: Any, context: dict[str, Any] | None, limits: Any
+    ) -> tuple[AgentRun, WorkflowDriver]:
+        """A new run of the workflow ``reference`` names (its name: the version registered
+        last; its definition: that version, which must be the app's own), and its driver."""
+        if isinstance(reference, WorkflowDefinition):
+            prepared = self.workflow(reference.name, reference.version)
+            if prepared.definition is not reference and prepared.definition != reference:
+                raise FevexRunError(
+                    "WORKFLOW_NOT_FOUND",
+                    f"The workflow definition {reference.name!r} is not one this app was "
+                    "created with; pass it in create_fevex(workflows=[...]).",
+                )
+        elif isinstance(reference, str):
+            prepared = self.workflow(reference, None)
+        else:
+            raise FevexRunError(
+                "WORKFLOW_NOT_FOUND", f"{reference!r} is not a workflow name or definition."
+            )
+        return self.new_run(prepared, input, context, limits)
 
     def new_run(
         self,
