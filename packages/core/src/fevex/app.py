@@ -19,6 +19,7 @@ from fevex._internal.composition import Composition, Problems, compose
 from fevex._internal.connections import ConnectionResolver
 from fevex._internal.execution import Execution
 from fevex._internal.kernel import Kernel, deadline_of, seconds_of
+from fevex._internal.knowledge_context import attach_knowledge, open_memory_store
 from fevex._internal.names import did_you_mean
 from fevex._internal.recovery_sweep import sweep_expired_runs, wake_due_runs
 from fevex._internal.team_kind import TeamKind
@@ -31,6 +32,7 @@ from fevex.errors import (
     RunPausedError,
 )
 from fevex.events import RunEvent
+from fevex.knowledge import ContextProviderDefinition, MemoryStore, SkillDefinition
 from fevex.messages import ContentPart, Message
 from fevex.models import ModelGateway, Usage
 from fevex.policies.policy import Policy
@@ -92,6 +94,8 @@ def create_fevex(
     workflows: Iterable[WorkflowDefinition] = (),
     teams: Iterable[TeamDefinition] = (),
     lease_seconds: float = 30.0,
+    context_providers: Iterable[ContextProviderDefinition | SkillDefinition] = (),
+    memory_store: MemoryStore | str | None = None,
 ) -> Fevex:
     """Validate the whole composition and return the app.
 
@@ -104,6 +108,10 @@ def create_fevex(
     (several versions of one name may be given); ``teams`` delegate to registered agents
     (``INVALID_TEAM`` when a supervisor or member is not one). A running run holds a lease of
     ``lease_seconds``, renewed while it runs.
+
+    ``context_providers`` registers the skills and context providers agents name;
+    ``memory_store`` is a store, a store URL, or ``None`` to use ``FEVEX_MEMORY_STORE``
+    (an in-memory store when unset).
 
     Every problem of the composition is reported at once: the ``FevexConfigurationError``
     has the first one's ``code`` and lists each in ``problems``. The app is a context
@@ -131,8 +139,10 @@ def create_fevex(
         problems.add(
             FevexConfigurationError("INVALID_CONFIG", "lease_seconds must be positive seconds.")
         )
+    knowledge = attach_knowledge(composition, context_providers, problems)
     # The store is opened only for a valid composition: opening one can create it.
     problems.raise_if_any()
+    knowledge.memory_store = open_memory_store(memory_store)
     if run_store is None and not os.environ.get("FEVEX_RUN_STORE"):
         store: RunStore = InMemoryRunStore()
     elif run_store is None or isinstance(run_store, str):
@@ -154,7 +164,9 @@ def create_fevex(
             f"The run store {type(store).__name__} lacks {', '.join(missing)} of the run-store "
             "contract; upgrade the store's plugin or implement them.",
         )
-    return Fevex(composition, store, lease_seconds=float(lease_seconds))
+    app = Fevex(composition, store, lease_seconds=float(lease_seconds))
+    app.memory_store = knowledge.memory_store
+    return app
 
 
 class Fevex(BlockingTwins):
@@ -163,6 +175,9 @@ class Fevex(BlockingTwins):
     Every coroutine method has a blocking twin with a ``_sync`` suffix for scripts. Use it
     as ``async with`` (or ``with`` in scripts): it is closed on exit.
     """
+
+    # The store agents' memory= reads and writes; closed with the app.
+    memory_store: MemoryStore | None = None
 
     def __init__(
         self, composition: Composition, store: RunStore, *, lease_seconds: float = 30.0
@@ -795,3 +810,5 @@ class Fevex(BlockingTwins):
             if callable(aclose):
                 await aclose()
         await self.run_store.close()
+        if self.memory_store is not None:
+            await self.memory_store.close()

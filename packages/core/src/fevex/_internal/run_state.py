@@ -83,6 +83,9 @@ class RunState:
     # Bounds narrower than the agent's, given when the run started (a workflow's
     # remaining token budget); the agent's own limits apply over them on every takeover.
     limits: Limits | None = None
+    # What the run's context providers and memory search returned at its start, so that
+    # a run continued elsewhere never reads them again (see knowledge_context.py).
+    knowledge: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if len(self.transcript_json) != len(self.transcript):
@@ -105,6 +108,8 @@ class RunState:
         }
         if self.limits is not None:
             checkpoint["limits"] = self.limits.to_json()
+        if self.knowledge is not None:
+            checkpoint["knowledge"] = self.knowledge
         return checkpoint
 
     @classmethod
@@ -148,6 +153,7 @@ class RunState:
                 pending=pending,
                 journal=journal,
                 limits=limits,
+                knowledge=_knowledge(data.get("knowledge")),
             )
         except Exception as error:
             # Whatever the stored JSON holds, reading it is a plain-data walk: any failure
@@ -173,3 +179,13 @@ def _journal_of_version_1(pending: PendingCalls | None, pending_json: Any) -> St
         call = next(c for c in pending.calls if c.id == in_flight)
         journal.started(tool_step_id(call.id), "tool", call.input)
     return journal
+
+
+def _knowledge(data: Any) -> list[dict[str, Any]] | None:
+    if data is None:
+        return None
+    if not isinstance(data, list) or not all(
+        isinstance(block, dict) and isinstance(block.get("items"), list) for block in data
+    ):
+        raise ValueError("knowledge must be a list of blocks with items")
+    return data
