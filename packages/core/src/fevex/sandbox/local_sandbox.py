@@ -23,8 +23,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.sandbox.sandbox import CommandResult
@@ -149,8 +151,13 @@ class LocalSandbox:
                     "cannot make a network namespace (unshare --net); the command did not run.",
                 )
             argv = [*isolation, *argv]
-        process = await asyncio.create_subprocess_exec(
-            *argv,
+        # A thread, not asyncio's subprocess: asyncio waits for the pipes to close as well,
+        # so a background child holding them would pass for a command still running.
+        return await asyncio.to_thread(self._run, argv)
+
+    def _run(self, argv: list[str]) -> CommandResult:
+        process = subprocess.Popen(
+            argv,
             cwd=self.workspace,
             env=self._environment(),
             stdin=subprocess.DEVNULL,
@@ -159,46 +166,28 @@ class LocalSandbox:
             start_new_session=True,
         )
         assert process.stdout is not None and process.stderr is not None
-        readers = (
-            asyncio.ensure_future(self._bounded(process.stdout)),
-            asyncio.ensure_future(self._bounded(process.stderr)),
-        )
+        stdout = _BoundedReader(process.stdout, self.max_output_bytes)
+        stderr = _BoundedReader(process.stderr, self.max_output_bytes)
         timed_out = False
         try:
-            await asyncio.wait_for(process.wait(), self.timeout)
-        except TimeoutError:
+            process.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
             timed_out = True
         finally:
             # Whatever the command left behind (a background child) ends with it.
             _kill_group(process.pid)
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
-            await process.wait()
-        done, pending = await asyncio.wait(readers, timeout=_DRAIN_SECONDS)
-        for reader in pending:
-            reader.cancel()
-        (stdout, cut_out), (stderr, cut_err) = (
-            reader.result() if reader in done else (b"", True) for reader in readers
-        )
+            process.wait()
+        stdout.join(_DRAIN_SECONDS)
+        stderr.join(_DRAIN_SECONDS)
         return CommandResult(
             None if timed_out else process.returncode,
-            stdout.decode("utf-8", errors="replace"),
-            stderr.decode("utf-8", errors="replace"),
+            stdout.text(),
+            stderr.text(),
             timed_out=timed_out,
-            truncated=cut_out or cut_err,
+            truncated=stdout.truncated or stderr.truncated,
         )
-
-    async def _bounded(self, stream: asyncio.StreamReader) -> tuple[bytes, bool]:
-        """What ``stream`` carries up to the bound; the rest is read and dropped, so that a
-        command is never blocked on a full pipe."""
-        kept = bytearray()
-        truncated = False
-        while chunk := await stream.read(_READ_CHUNK):
-            room = self.max_output_bytes - len(kept)
-            if len(chunk) > room:
-                truncated = True
-            kept += chunk[: max(room, 0)]
-        return bytes(kept), truncated
 
     def _environment(self) -> dict[str, str]:
         # The app's environment holds its secrets: a command sees only these.
@@ -207,6 +196,33 @@ class LocalSandbox:
             "HOME": str(self.workspace),
             "LANG": "C.UTF-8",
         }
+
+
+class _BoundedReader(threading.Thread):
+    """Reads a pipe to its end, keeping up to ``bound`` bytes; the rest is read and dropped,
+    so that a command is never blocked on a full pipe."""
+
+    def __init__(self, pipe: IO[bytes], bound: int) -> None:
+        super().__init__(daemon=True)
+        self.pipe = pipe
+        self.bound = bound
+        self.kept = bytearray()
+        self.truncated = False
+        self.start()
+
+    def run(self) -> None:
+        with self.pipe:
+            while chunk := self.pipe.read1(_READ_CHUNK):
+                room = self.bound - len(self.kept)
+                if len(chunk) > room:
+                    self.truncated = True
+                self.kept += chunk[: max(room, 0)]
+
+    def text(self) -> str:
+        if self.is_alive():
+            # A process outside the command's group still holds the pipe.
+            self.truncated = True
+        return bytes(self.kept).decode("utf-8", errors="replace")
 
 
 def network_isolation() -> tuple[str, ...] | None:
