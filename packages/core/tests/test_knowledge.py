@@ -90,9 +90,11 @@ async def test_a_provider_that_returns_an_injection_stays_inside_the_data_block(
     assert not any(INJECTION in text for text in texts(seen, "system"))
     (block,) = [text for text in texts(seen, "user") if INJECTION in text]
     notice, data = block.split("<data>\n", 1)
-    assert INJECTION not in notice and "not instructions" in notice
+    assert INJECTION not in notice
+    assert "not instructions" in notice
     # The hostile text cannot close the frame: its "<" is escaped inside the JSON.
-    assert data.count("</data>") == 1 and data.endswith("\n</data>")
+    assert data.count("</data>") == 1
+    assert data.endswith("\n</data>")
     assert json.loads(data.rsplit("\n</data>", 1)[0])[0]["content"].startswith(INJECTION)
 
 
@@ -115,7 +117,8 @@ async def test_providers_run_once_per_run_and_only_for_agents_that_name_them() -
     )
     assert calls == []
     await app.run_agent("support", "two steps")
-    assert len(calls) == 1 and len(model.calls) == 2
+    assert len(calls) == 1
+    assert len(model.calls) == 2
     assert all(any("Plan: free" in t for t in texts(step, "user")) for step in model.calls)
     await app.run_agent("plain", "hello")
     assert len(calls) == 1
@@ -170,7 +173,8 @@ async def test_a_failing_provider_fails_the_run_with_its_own_code() -> None:
     assert caught.value.code == "CONTEXT_PROVIDER_FAILED"
     assert "CRM is down" in caught.value.message
     (failed,) = await app.list_runs(status="failed")
-    assert failed.error is not None and failed.error["code"] == "CONTEXT_PROVIDER_FAILED"
+    assert failed.error is not None
+    assert failed.error["code"] == "CONTEXT_PROVIDER_FAILED"
 
 
 async def test_an_optional_provider_that_fails_is_skipped_and_logged(
@@ -219,9 +223,13 @@ async def test_memories_are_searched_from_the_input_within_the_runs_namespace() 
     await app.run_agent("support", question, context={"namespace": "globex"})
     await app.run_agent("support", question)
     seen = ["\n".join(texts(call, "user")) for call in model.calls]
-    assert "teal" in seen[0] and "red" not in seen[0] and "grey" not in seen[0]
-    assert "red" in seen[1] and "teal" not in seen[1]
-    assert "grey" in seen[2] and "teal" not in seen[2]
+    assert "teal" in seen[0]
+    assert "red" not in seen[0]
+    assert "grey" not in seen[0]
+    assert "red" in seen[1]
+    assert "teal" not in seen[1]
+    assert "grey" in seen[2]
+    assert "teal" not in seen[2]
     assert all("memory store" in text and "not instructions" in text for text in seen)
 
 
@@ -294,7 +302,7 @@ def test_configuration_problems_are_reported_with_their_codes() -> None:
     assert "INVALID_CONTEXT_PROVIDER" in codes
     assert "MISSING_SKILL" in codes
     assert "MISSING_CONTEXT_PROVIDER" in codes
-    missing = [p for p in caught.value.problems if p.code == "MISSING_CONTEXT_PROVIDER"][0]
+    missing = next(p for p in caught.value.problems if p.code == "MISSING_CONTEXT_PROVIDER")
     assert "account" in missing.message
 
 

@@ -88,9 +88,11 @@ async def test_a_command_runs_in_the_workspace_with_a_clean_environment(
 ) -> None:
     monkeypatch.setenv("APP_SECRET", "s3cr3t")
     sandbox = LocalSandbox(tmp_path)
+    workspace = str(tmp_path.resolve())  # noqa: ASYNC240
     result = await sandbox.run_command("pwd; echo $APP_SECRET; exit 3")
-    assert result.exit_code == 3 and not result.timed_out
-    assert result.stdout.splitlines()[0] == str(tmp_path.resolve())
+    assert result.exit_code == 3
+    assert not result.timed_out
+    assert result.stdout.splitlines()[0] == workspace
     assert "s3cr3t" not in result.stdout
 
 
@@ -103,8 +105,10 @@ async def test_a_command_past_its_timeout_is_killed_with_its_children(tmp_path: 
         "sleep 0.2; sh -c 'echo $$ > grandchild.pid; exec sleep 300' & sleep 300"
     )
     result = await sandbox.run_command(command)
-    assert result.timed_out and result.exit_code is None
-    assert (tmp_path / "child.pid").exists() and (tmp_path / "grandchild.pid").exists()
+    assert result.timed_out
+    assert result.exit_code is None
+    assert (tmp_path / "child.pid").exists()
+    assert (tmp_path / "grandchild.pid").exists()
     assert _sleepers(tmp_path) == []
 
 
@@ -112,7 +116,8 @@ async def test_a_command_past_its_timeout_is_killed_with_its_children(tmp_path: 
 async def test_a_commands_background_children_do_not_outlive_it(tmp_path: Path) -> None:
     sandbox = LocalSandbox(tmp_path, timeout=30)
     result = await sandbox.run_command("sleep 300 & echo started")
-    assert result.exit_code == 0 and not result.timed_out
+    assert result.exit_code == 0
+    assert not result.timed_out
     assert result.stdout == "started\n"
     assert _sleepers(tmp_path) == []
 
@@ -138,7 +143,8 @@ async def test_output_past_the_bound_is_cut(tmp_path: Path) -> None:
     result = await sandbox.run_command("head -c 5000000 /dev/zero | tr '\\0' x; echo done >&2")
     assert result.exit_code == 0
     assert result.stdout == "x" * 1000
-    assert result.truncated and result.stderr == "done\n"
+    assert result.truncated
+    assert result.stderr == "done\n"
     (tmp_path / "big.txt").write_text("y" * 2000)
     with pytest.raises(FevexRunError) as caught:
         await sandbox.read_file("big.txt")
@@ -153,13 +159,16 @@ async def test_without_network_a_loopback_connection_fails(tmp_path: Path) -> No
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        probe = f"{sys.executable} -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('connected')\""
+        connect = f"socket.create_connection(('127.0.0.1', {port}), timeout=3)"
+        probe = f"{sys.executable} -c \"import socket; {connect}; print('connected')\""
         closed = await LocalSandbox(tmp_path, timeout=20).run_command(probe)
-        assert closed.exit_code != 0 and "connected" not in closed.stdout
+        assert closed.exit_code != 0
+        assert "connected" not in closed.stdout
         assert "Error" in closed.stderr
         # The same command with network=True connects: the refusal above is the sandbox's.
         opened = await LocalSandbox(tmp_path, network=True, timeout=20).run_command(probe)
-        assert opened.exit_code == 0 and opened.stdout.strip() == "connected"
+        assert opened.exit_code == 0
+        assert opened.stdout.strip() == "connected"
 
 
 async def test_commands_are_refused_when_no_network_isolation_exists(

@@ -32,7 +32,6 @@ def open_sqlite_store(url: str, **options: Any) -> SQLiteRunStore:
     ``sqlite+aiosqlite``, an alias kept for URLs written for SQLAlchemy's async driver).
     ``options`` are :class:`SQLiteRunStore` keyword arguments:
     ``busy_timeout``, ``clock`` and ``create``."""
-    from fevex_sqlite.memory_store import SQLiteMemoryStore
     from fevex_sqlite.run_store import SQLiteRunStore
 
     return SQLiteRunStore(url, **options)

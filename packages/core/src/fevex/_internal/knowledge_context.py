@@ -104,9 +104,7 @@ def _entries(
         context_providers, Sequence | set | frozenset
     ):
         problems.add(
-            FevexConfigurationError(
-                "INVALID_CONTEXT_PROVIDER", "context_providers must be a list."
-            )
+            FevexConfigurationError("INVALID_CONTEXT_PROVIDER", "context_providers must be a list.")
         )
         return entries
     for entry in context_providers:
@@ -204,7 +202,7 @@ def _remember_tool(store: MemoryStore | None, namespace: str) -> PreparedTool:
             raise FevexRunError("MEMORY_NOT_CONFIGURED", "The app has no memory store.")
         return (await store.add(namespace, request.content, metadata={"source": "agent"})).id
 
-    return _prepared(define_tool(remember, name=REMEMBER_TOOL, risk="medium"))
+    return _prepared(define_tool(name=REMEMBER_TOOL, risk="medium")(remember))
 
 
 def open_memory_store(memory_store: Any) -> MemoryStore:
@@ -284,7 +282,9 @@ async def _read(
     return {"source": f"context provider {provider.name!r}", "items": items}
 
 
-def _skipped(provider: ContextProviderDefinition, run_id: str, error: BaseException) -> None:
+def _skipped(
+    provider: ContextProviderDefinition, run_id: str, error: BaseException
+) -> dict[str, Any] | None:
     logger.warning(
         "Run %s: optional context provider %s failed with %s and was skipped",
         run_id,
@@ -341,4 +341,3 @@ def _data_message(block: dict[str, Any]) -> Message:
     encoded = json.dumps(block["items"], ensure_ascii=False).replace("<", "\\u003c")
     notice = _DATA_NOTICE.format(source=block["source"])
     return Message.user(f"{notice}<data>\n{encoded}\n</data>")
-

@@ -33,7 +33,9 @@ class SkillDefinition:
             )
 
 
-def define_skill(*, name: str, instructions: str, description: str | None = None) -> SkillDefinition:
+def define_skill(
+    *, name: str, instructions: str, description: str | None = None
+) -> SkillDefinition:
     """Define a skill; register it in ``create_fevex(context_providers=[...])``."""
     skill = SkillDefinition(name, instructions, description)
     skill.check()

@@ -165,7 +165,8 @@ class LocalSandbox:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout is not None
+        assert process.stderr is not None
         stdout = _BoundedReader(process.stdout, self.max_output_bytes)
         stderr = _BoundedReader(process.stderr, self.max_output_bytes)
         timed_out = False
@@ -212,7 +213,7 @@ class _BoundedReader(threading.Thread):
 
     def run(self) -> None:
         with self.pipe:
-            while chunk := self.pipe.read1(_READ_CHUNK):
+            while chunk := os.read(self.pipe.fileno(), _READ_CHUNK):
                 room = self.bound - len(self.kept)
                 if len(chunk) > room:
                     self.truncated = True
@@ -240,9 +241,7 @@ def network_isolation() -> tuple[str, ...] | None:
             (unshare, "--net"),
             (unshare, "--net", "--map-root-user"),
         ):
-            probe = subprocess.run(
-                [*prefix, "true"], capture_output=True, timeout=10, check=False
-            )
+            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10, check=False)
             if probe.returncode == 0:
                 found = (*prefix, "--")
                 break

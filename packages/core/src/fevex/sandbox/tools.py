@@ -50,9 +50,8 @@ def sandbox_tools(sandbox: Sandbox, *, approval: Approval = "never") -> tuple[To
         await sandbox.write_file(request.path, request.content)
         return "written"
 
-    risky: dict[str, Any] = {"approval": approval, "risk": "high"}
     return (
-        define_tool(sandbox_run_command, output_schema=dict, **risky),
-        define_tool(sandbox_read_file, risk="medium", approval=approval),
-        define_tool(sandbox_write_file, **risky),
+        define_tool(output_schema=dict, approval=approval, risk="high")(sandbox_run_command),
+        define_tool(approval=approval, risk="medium")(sandbox_read_file),
+        define_tool(approval=approval, risk="high")(sandbox_write_file),
     )

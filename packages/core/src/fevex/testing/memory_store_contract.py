@@ -15,6 +15,7 @@ from fevex.knowledge.memory_store import MemoryStore
 
 __all__ = ["MemoryStoreContractError", "check_memory_store"]
 
+
 class MemoryStoreContractError(AssertionError):
     """Names each check a store failed."""
 
@@ -41,7 +42,8 @@ async def check_memory_store(store: MemoryStore) -> list[str]:
 
 async def finds_a_memory_by_its_words(store: MemoryStore, namespace: str) -> None:
     kept = await store.add(namespace, "The customer's favourite colour is teal.")
-    assert kept.id and kept.namespace == namespace, kept
+    assert kept.id, kept
+    assert kept.namespace == namespace, kept
     found = await store.search(namespace, "Which colour do they like?")
     assert [memory.id for memory in found] == [kept.id], found
     assert found[0].content == "The customer's favourite colour is teal."
