@@ -349,3 +349,34 @@ def test_the_memory_store_is_chosen_by_environment(monkeypatch: pytest.MonkeyPat
 async def test_the_in_memory_store_passes_the_contract() -> None:
     passed = await check_memory_store(InMemoryMemoryStore())
     assert "keeps_namespaces_apart" in passed
+
+
+def test_the_knowledge_and_sandbox_exports_are_the_documented_ones() -> None:
+    import fevex.knowledge
+    import fevex.sandbox
+
+    assert set(fevex.knowledge.__all__) == {
+        "DEFAULT_NAMESPACE",
+        "ContextItem",
+        "ContextProviderDefinition",
+        "ContextRequest",
+        "InMemoryMemoryStore",
+        "Memory",
+        "MemoryAccess",
+        "MemoryStore",
+        "SkillDefinition",
+        "define_context_provider",
+        "define_skill",
+        "search_terms",
+    }
+    assert set(fevex.sandbox.__all__) == {
+        "SANDBOX_TOOL_NAMES",
+        "CommandResult",
+        "LocalSandbox",
+        "Sandbox",
+        "network_isolation",
+        "sandbox_tools",
+    }
+    for module in (fevex.knowledge, fevex.sandbox):
+        for name in module.__all__:
+            assert hasattr(module, name)
