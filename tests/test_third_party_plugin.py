@@ -198,6 +198,7 @@ def test_fevex_plugins_lists_the_plugin_with_its_distribution(acme: AcmeVenv) ->
         "run_stores": ["acme"],
         "tool_providers": [],
         "trace_exporters": [],
+        "memory_stores": [],
         "commands": [],
     }
     about: dict[str, str] = {}

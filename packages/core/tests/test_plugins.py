@@ -199,6 +199,7 @@ def test_the_plugins_command_prints_json(capsys: pytest.CaptureFixture[str]) -> 
         "run_stores",
         "tool_providers",
         "trace_exporters",
+        "memory_stores",
         "commands",
     }
     assert core["commands"] == ["plugins", "version", "recover", "worker", "eval", "serve"]

@@ -21,6 +21,7 @@ from fevex._internal.connections import ConnectionResolver
 from fevex._internal.event_sink import Observers
 from fevex._internal.execution import Execution
 from fevex._internal.kernel import Kernel, deadline_of, seconds_of
+from fevex._internal.knowledge_context import attach_knowledge, open_memory_store
 from fevex._internal.names import did_you_mean
 from fevex._internal.recovery_sweep import sweep_expired_runs, wake_due_runs
 from fevex._internal.team_kind import TeamKind
@@ -33,6 +34,7 @@ from fevex.errors import (
     RunPausedError,
 )
 from fevex.events import RunEvent
+from fevex.knowledge import ContextProviderDefinition, MemoryStore, SkillDefinition
 from fevex.messages import ContentPart, Message
 from fevex.models import ModelGateway, Usage
 from fevex.policies.policy import Policy
@@ -103,6 +105,8 @@ def create_fevex(
     teams: Iterable[TeamDefinition] = (),
     lease_seconds: float = 30.0,
     observability: Observability | None = None,
+    context_providers: Iterable[ContextProviderDefinition | SkillDefinition] = (),
+    memory_store: MemoryStore | str | None = None,
 ) -> Fevex:
     """Validate the whole composition and return the app.
 
@@ -118,6 +122,10 @@ def create_fevex(
     price of model steps and the content spans may carry (see
     :class:`~fevex.observability.Observability`); without it, ``FEVEX_TRACE_EXPORTERS``
     names the exporters plugins open.
+
+    ``context_providers`` registers the skills and context providers agents name;
+    ``memory_store`` is a store, a store URL, or ``None`` to use ``FEVEX_MEMORY_STORE``
+    (an in-memory store when unset).
 
     Every problem of the composition is reported at once: the ``FevexConfigurationError``
     has the first one's ``code`` and lists each in ``problems``. The app is a context
@@ -158,8 +166,10 @@ def create_fevex(
                     f"observability must be an Observability, not {type(observability).__name__}.",
                 )
             )
+    knowledge = attach_knowledge(composition, context_providers, problems)
     # The store is opened only for a valid composition: opening one can create it.
     problems.raise_if_any()
+    knowledge.memory_store = open_memory_store(memory_store)
     tracing = None
     if observability is not None or os.environ.get("FEVEX_TRACE_EXPORTERS"):
         from fevex._internal.trace_pipeline import open_pipeline
@@ -188,7 +198,9 @@ def create_fevex(
             f"The run store {type(store).__name__} lacks {', '.join(missing)} of the run-store "
             "contract; upgrade the store's plugin or implement them.",
         )
-    return Fevex(composition, store, lease_seconds=float(lease_seconds), tracing=tracing)
+    app = Fevex(composition, store, lease_seconds=float(lease_seconds), tracing=tracing)
+    app.memory_store = knowledge.memory_store
+    return app
 
 
 class Fevex(BlockingTwins):
@@ -197,6 +209,9 @@ class Fevex(BlockingTwins):
     Every coroutine method has a blocking twin with a ``_sync`` suffix for scripts. Use it
     as ``async with`` (or ``with`` in scripts): it is closed on exit.
     """
+
+    # The store agents' memory= reads and writes; closed with the app.
+    memory_store: MemoryStore | None = None
 
     def __init__(
         self,
@@ -975,6 +990,8 @@ class Fevex(BlockingTwins):
             if callable(aclose):
                 await aclose()
         await self.run_store.close()
+        if self.memory_store is not None:
+            await self.memory_store.close()
 
 
 def _check_run_id(run_id: object) -> None:

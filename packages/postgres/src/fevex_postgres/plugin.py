@@ -1,5 +1,5 @@
-"""The ``fevex`` entry point: registers the ``postgresql`` run-store scheme and the
-``fevex db`` command.
+"""The ``fevex`` entry point: registers the ``postgresql`` run-store and memory-store
+schemes and the ``fevex db`` command.
 
 Importing this module imports neither SQLAlchemy nor psycopg: plugin discovery stays
 cheap, and the driver loads when a store is opened or a ``db`` command runs.
@@ -14,9 +14,16 @@ from fevex.plugins import hookimpl
 if TYPE_CHECKING:
     from fevex.cli import CommandRegistry
     from fevex.plugins.hookspecs import Register
+    from fevex_postgres.memory_store import PostgresMemoryStore
     from fevex_postgres.postgres_run_store import PostgresRunStore
 
-__all__ = ["fevex_register_commands", "fevex_register_run_stores", "open_postgres_store"]
+__all__ = [
+    "fevex_register_commands",
+    "fevex_register_memory_stores",
+    "fevex_register_run_stores",
+    "open_postgres_memory",
+    "open_postgres_store",
+]
 
 
 def open_postgres_store(url: str, **options: Any) -> PostgresRunStore:
@@ -32,6 +39,19 @@ def fevex_register_run_stores(register: Register) -> None:
     # "postgresql" also serves postgresql+psycopg:// URLs.
     register("postgresql", open_postgres_store)
     register("postgres", open_postgres_store)
+
+
+def open_postgres_memory(url: str, **options: Any) -> PostgresMemoryStore:
+    """Open the :class:`~fevex_postgres.memory_store.PostgresMemoryStore` of a URL."""
+    from fevex_postgres.memory_store import open_postgres_memory_store
+
+    return open_postgres_memory_store(url, **options)
+
+
+@hookimpl
+def fevex_register_memory_stores(register: Register) -> None:
+    register("postgresql", open_postgres_memory)
+    register("postgres", open_postgres_memory)
 
 
 @hookimpl

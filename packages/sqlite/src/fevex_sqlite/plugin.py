@@ -1,4 +1,5 @@
-"""The ``sqlite`` entry point of the ``fevex`` plugin group: the ``sqlite`` run-store scheme,
+"""The ``sqlite`` entry point of the ``fevex`` plugin group: the ``sqlite`` run-store and
+memory-store schemes,
 and its answers to ``fevex db`` and ``--store``/``--create`` on the command line.
 
 Discovering plugins imports this module, so it imports neither SQLAlchemy nor sqlite3: the
@@ -14,9 +15,16 @@ from fevex.plugins.hookspecs import Register
 
 if TYPE_CHECKING:
     from fevex.cli import CommandRegistry
+    from fevex_sqlite.memory_store import SQLiteMemoryStore
     from fevex_sqlite.run_store import SQLiteRunStore
 
-__all__ = ["fevex_register_commands", "fevex_register_run_stores", "open_sqlite_store"]
+__all__ = [
+    "fevex_register_commands",
+    "fevex_register_memory_stores",
+    "fevex_register_run_stores",
+    "open_sqlite_memory",
+    "open_sqlite_store",
+]
 
 
 def open_sqlite_store(url: str, **options: Any) -> SQLiteRunStore:
@@ -32,6 +40,18 @@ def open_sqlite_store(url: str, **options: Any) -> SQLiteRunStore:
 @hookimpl
 def fevex_register_run_stores(register: Register) -> None:
     register("sqlite", open_sqlite_store)
+
+
+def open_sqlite_memory(url: str, **options: Any) -> SQLiteMemoryStore:
+    """Open the memory store of ``sqlite:///memory.db`` (it may be the run store's file)."""
+    from fevex_sqlite.memory_store import open_sqlite_memory_store
+
+    return open_sqlite_memory_store(url, **options)
+
+
+@hookimpl
+def fevex_register_memory_stores(register: Register) -> None:
+    register("sqlite", open_sqlite_memory)
 
 
 @hookimpl

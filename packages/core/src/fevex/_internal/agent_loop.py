@@ -33,6 +33,7 @@ from fevex._internal.composition import DEFAULT_MODEL_KEY, PreparedAgent, Prepar
 from fevex._internal.connections import ConnectionResolver
 from fevex._internal.deadline import DeadlineReached
 from fevex._internal.execution import Execution
+from fevex._internal.knowledge_context import start_knowledge
 from fevex._internal.run_state import PendingCalls, RunState, tool_step_id
 from fevex._internal.tool_runner import CredentialResolver, ToolCallRun, summarize
 from fevex.errors import FevexError, FevexRunError
@@ -77,6 +78,7 @@ class AgentLoop:
         self.calculate_cost = calculate_cost
         self.model_name, self.provider = _model_identity(agent)
         self._provider_state: Any = None
+        self.knowledge_messages: list[Message] = []
 
     @property
     def usage(self) -> Usage:
@@ -101,6 +103,11 @@ class AgentLoop:
             )
             self.tools = {**self.agent.tools, **remote}
             tool_specs = (*tool_specs, *(tool.spec() for tool in remote.values()))
+        if self.agent.knowledge is not None:
+            self.knowledge_messages, bound = await start_knowledge(
+                self.agent.knowledge, self.state, execution
+            )
+            self.tools = {**self.tools, **bound}
         provider_state: Any = None
         while True:
             if self.state.pending is None:
@@ -142,7 +149,7 @@ class AgentLoop:
             started["provider"] = self.provider
         yield await sink.emit("model.started", started)
         model_input = ModelInput(
-            (*self.prefix, *state.transcript),
+            (*self.prefix, *self.knowledge_messages, *state.transcript),
             tool_specs,
             output_schema,
             self._remaining_output_tokens(),

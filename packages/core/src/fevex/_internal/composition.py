@@ -49,6 +49,8 @@ class PreparedAgent:
     # Connection name -> the remote tool names the agent uses (checked against allowlists).
     connection_tools: dict[str, tuple[str, ...]] = field(default_factory=dict)
     input_schema: CompiledSchema | None = None
+    # Skills, context providers and memory (an AgentKnowledge, see knowledge_context.py).
+    knowledge: Any = None
     _specs: tuple[ToolSpec, ...] | None = None
     _output_json_schema: dict[str, Any] | None = None
 

@@ -86,6 +86,9 @@ class RunState:
     limits: Limits | None = None
     # What the run's model steps cost so far, when the app prices them.
     cost: Cost | None = None
+    # What the run's context providers and memory search returned at its start, so that
+    # a run continued elsewhere never reads them again (see knowledge_context.py).
+    knowledge: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if len(self.transcript_json) != len(self.transcript):
@@ -110,6 +113,8 @@ class RunState:
             checkpoint["limits"] = self.limits.to_json()
         if self.cost is not None:
             checkpoint["cost"] = self.cost.to_json()
+        if self.knowledge is not None:
+            checkpoint["knowledge"] = self.knowledge
         return checkpoint
 
     @classmethod
@@ -154,6 +159,7 @@ class RunState:
                 journal=journal,
                 limits=limits,
                 cost=Cost.from_json(data.get("cost")),
+                knowledge=_knowledge(data.get("knowledge")),
             )
         except Exception as error:
             # Whatever the stored JSON holds, reading it is a plain-data walk: any failure
@@ -179,3 +185,13 @@ def _journal_of_version_1(pending: PendingCalls | None, pending_json: Any) -> St
         call = next(c for c in pending.calls if c.id == in_flight)
         journal.started(tool_step_id(call.id), "tool", call.input)
     return journal
+
+
+def _knowledge(data: Any) -> list[dict[str, Any]] | None:
+    if data is None:
+        return None
+    if not isinstance(data, list) or not all(
+        isinstance(block, dict) and isinstance(block.get("items"), list) for block in data
+    ):
+        raise ValueError("knowledge must be a list of blocks with items")
+    return data

@@ -9,6 +9,8 @@ from typing import Any, Generic, TypeVar, overload
 from fevex._internal.names import did_you_mean, is_valid_name
 from fevex._internal.schema_check import check_schema
 from fevex.errors import FevexConfigurationError
+from fevex.knowledge.memory_store import MemoryAccess
+from fevex.tools.definition import Approval
 
 __all__ = ["AgentDefinition", "Limits", "define_agent"]
 
@@ -106,6 +108,13 @@ class AgentDefinition(Generic[OutputT]):
     model_options: Mapping[str, Any] = field(default_factory=dict)
     description: str | None = None
     input_schema: Any = None
+    # Knowledge: skill and context provider names, memory access, and a sandbox whose
+    # tools the agent gets (each call subject to sandbox_approval).
+    skills: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
+    memory: MemoryAccess | None = None
+    sandbox: Any = None
+    sandbox_approval: Approval = "never"
 
     def check(self) -> None:
         """Raise ``INVALID_AGENT`` when a field holds a value its type does not allow."""
@@ -122,6 +131,39 @@ class AgentDefinition(Generic[OutputT]):
         self.limits.check()
         if not isinstance(self.model_options, Mapping):
             raise _invalid(f"Agent {self.name}: model_options must be a mapping.")
+        self._check_knowledge()
+
+    def _check_knowledge(self) -> None:
+        for field_name in ("skills", "context"):
+            names = getattr(self, field_name)
+            if not isinstance(names, tuple) or not all(isinstance(n, str) for n in names):
+                raise _invalid(f"Agent {self.name}: {field_name} must be a list of names.")
+        if self.memory is not None:
+            if not isinstance(self.memory, MemoryAccess):
+                raise _invalid(f"Agent {self.name}: memory must be a MemoryAccess value.")
+            try:
+                self.memory.check()
+            except ValueError as error:
+                raise _invalid(f"Agent {self.name}: memory: {error}.") from None
+        if self.sandbox is not None and not all(
+            callable(getattr(self.sandbox, method, None))
+            for method in ("run_command", "read_file", "write_file")
+        ):
+            raise _invalid(
+                f"Agent {self.name}: sandbox must be a Sandbox (run_command, read_file, "
+                "write_file)."
+            )
+        if self.sandbox_approval not in ("never", "required"):
+            raise _invalid(f"Agent {self.name}: sandbox_approval must be 'never' or 'required'.")
+
+
+def _names(names: Iterable[str], agent: str, field_name: str) -> tuple[str, ...]:
+    if isinstance(names, str):
+        raise _invalid(f"Agent {agent!r}: {field_name} must be a list of names, not a string.")
+    try:
+        return tuple(names)
+    except TypeError:
+        raise _invalid(f"Agent {agent!r}: {field_name} must be a list of names.") from None
 
 
 def _invalid(message: str) -> FevexConfigurationError:
@@ -140,6 +182,11 @@ def define_agent(
     model_options: Mapping[str, Any] | None = None,
     description: str | None = None,
     input_schema: Any = None,
+    skills: Iterable[str] = (),
+    context: Iterable[str] = (),
+    memory: MemoryAccess | None = None,
+    sandbox: Any = None,
+    sandbox_approval: Approval = "never",
 ) -> AgentDefinition[OutputT]: ...
 
 
@@ -155,6 +202,11 @@ def define_agent(
     model_options: Mapping[str, Any] | None = None,
     description: str | None = None,
     input_schema: Any = None,
+    skills: Iterable[str] = (),
+    context: Iterable[str] = (),
+    memory: MemoryAccess | None = None,
+    sandbox: Any = None,
+    sandbox_approval: Approval = "never",
 ) -> AgentDefinition[str]: ...
 
 
@@ -170,6 +222,11 @@ def define_agent(
     model_options: Mapping[str, Any] | None = None,
     description: str | None = None,
     input_schema: Any = None,
+    skills: Iterable[str] = (),
+    context: Iterable[str] = (),
+    memory: MemoryAccess | None = None,
+    sandbox: Any = None,
+    sandbox_approval: Approval = "never",
 ) -> AgentDefinition[Any]: ...
 
 
@@ -184,6 +241,11 @@ def define_agent(
     model_options: Mapping[str, Any] | None = None,
     description: str | None = None,
     input_schema: Any = None,
+    skills: Iterable[str] = (),
+    context: Iterable[str] = (),
+    memory: MemoryAccess | None = None,
+    sandbox: Any = None,
+    sandbox_approval: Approval = "never",
 ) -> AgentDefinition[Any]:
     """Define an agent. Lists and mappings are copied, so later changes by the caller do
     not change the definition. ``output_schema`` and ``input_schema`` are compiled here:
@@ -215,6 +277,11 @@ def define_agent(
         model_options=dict(model_options) if model_options else {},
         description=description,
         input_schema=input_schema,
+        skills=_names(skills, name, "skills"),
+        context=_names(context, name, "context"),
+        memory=memory,
+        sandbox=sandbox,
+        sandbox_approval=sandbox_approval,
     )
     definition.check()
     if output_schema is not None:

@@ -33,6 +33,7 @@ from fevex.plugins.install_hints import (
 )
 
 if TYPE_CHECKING:
+    from fevex.knowledge.memory_store import MemoryStore
     from fevex.runtime.run_store import RunStore
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "add_plugin_commands",
     "get_plugin_manager",
     "list_plugins",
+    "open_memory_store",
     "open_run_store",
     "open_tool_provider",
     "open_trace_exporter",
@@ -49,7 +51,13 @@ __all__ = [
     "resolve_model",
 ]
 
-KINDS: tuple[PluginKind, ...] = ("models", "run_stores", "tool_providers", "trace_exporters")
+KINDS: tuple[PluginKind, ...] = (
+    "models",
+    "run_stores",
+    "tool_providers",
+    "trace_exporters",
+    "memory_stores",
+)
 
 
 @dataclass
@@ -266,6 +274,25 @@ def open_run_store(url: str, **options: Any) -> RunStore:
     if factory is None:
         raise _missing(plugins, "run_stores", base)
     store: RunStore = factory(url, **options)
+    return store
+
+
+def open_memory_store(url: str, **options: Any) -> MemoryStore:
+    """Open the memory store for ``url`` with the plugin registered for its scheme
+    (``sqlite:///memory.db``, ``postgresql://...``, ``memory://``)."""
+    scheme, separator, _ = url.partition(":")
+    if not separator or not scheme:
+        raise FevexConfigurationError(
+            "INVALID_CONFIG",
+            "A memory store URL needs a scheme, like 'memory://' or 'sqlite:///'.",
+        )
+    plugins = _plugins()
+    factories = plugins.factories["memory_stores"]
+    base = scheme.partition("+")[0]
+    factory = factories.get(scheme) or factories.get(base)
+    if factory is None:
+        raise _missing(plugins, "memory_stores", base)
+    store: MemoryStore = factory(url, **options)
     return store
 
 

@@ -36,6 +36,14 @@ def fevex_register_run_stores(register: Register) -> None:
 
 
 @hookspec
+def fevex_register_memory_stores(register: Register) -> None:
+    """Called once when plugins load. Register memory-store URL schemes:
+    ``register("acme", open_acme_memory)`` where ``open_acme_memory(url: str, **options)``
+    returns a :class:`~fevex.knowledge.MemoryStore` for ``acme://...`` URLs, as
+    ``FEVEX_MEMORY_STORE`` or ``create_fevex(memory_store=...)`` name them. Returns nothing."""
+
+
+@hookspec
 def fevex_register_tool_providers(register: Register) -> None:
     """Called once when plugins load. Register tool providers:
     ``register("acme", create_acme_provider)`` where ``create_acme_provider(**options)``

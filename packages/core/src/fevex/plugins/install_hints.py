@@ -24,7 +24,7 @@ __all__ = [
     "unknown_selected_plugins",
 ]
 
-PluginKind = Literal["models", "run_stores", "tool_providers", "trace_exporters"]
+PluginKind = Literal["models", "run_stores", "tool_providers", "trace_exporters", "memory_stores"]
 
 ENTRY_POINT_GROUP = "fevex"
 AUTOLOAD_SWITCH = "FEVEX_DISABLE_PLUGIN_AUTOLOAD"
@@ -35,6 +35,7 @@ KIND_WORDS: dict[PluginKind, str] = {
     "run_stores": "run store for scheme",
     "tool_providers": "tool provider",
     "trace_exporters": "trace exporter",
+    "memory_stores": "memory store for scheme",
 }
 
 # The names fevex's own plugins register, and the extra of the core that installs each:
@@ -44,6 +45,7 @@ OFFICIAL_EXTRAS: dict[PluginKind, dict[str, str]] = {
     "run_stores": {"sqlite": "sqlite", "postgresql": "postgres", "postgres": "postgres"},
     "tool_providers": {"mcp": "mcp", "openapi": "openapi"},
     "trace_exporters": {"opentelemetry": "opentelemetry"},
+    "memory_stores": {"sqlite": "sqlite", "postgresql": "postgres", "postgres": "postgres"},
 }
 
 

@@ -7,6 +7,7 @@ from fevex.testing.cassette import (
     replay_model,
 )
 from fevex.testing.fake_model import FakeModel, FakeResponse
+from fevex.testing.memory_store_contract import MemoryStoreContractError, check_memory_store
 from fevex.testing.model_contract import check_model_gateway, default_contract_inputs
 from fevex.testing.run_store_contract import (
     RUN_STORE_CHECKS,
@@ -25,12 +26,14 @@ __all__ = [
     "FakeResponse",
     "InMemoryTraceExporter",
     "ManualClock",
+    "MemoryStoreContractError",
     "ModelRecorder",
     "ModelReplay",
     "RunStoreCheck",
     "RunStoreContractError",
     "RunStoreFactory",
     "RunStoreReport",
+    "check_memory_store",
     "check_model_gateway",
     "check_run_store",
     "check_trace_exporter",
