@@ -28,18 +28,18 @@ CHROMIUM_ARGUMENTS = [
 class ConsoleServer:
     """One ``fevex serve --ui`` process; its stderr is drained by a thread into ``lines``."""
 
-    def __init__(self, store_url: str) -> None:
+    def __init__(self, store_url: str, port: int = 0) -> None:
         self.lines: list[str] = []
-        self.port = 0
+        self.port = port
         listening = threading.Event()
         self.process = subprocess.Popen(
             [
                 sys.executable, "-m", "fevex.cli", "serve", "--ui",
                 "--app", "console_service:http_app", "--store", store_url, "--create",
-                "--port", "0",
+                "--port", str(port),
             ],
             cwd=HERE,
-            env={**os.environ, "FEVEX_TEST_TICK_SECONDS": "0.3"},
+            env={**os.environ, "FEVEX_TEST_TICK_SECONDS": "0.3", "FEVEX_TEST_LEASE_SECONDS": "2"},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -65,6 +65,12 @@ class ConsoleServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def kill(self) -> None:
+        """SIGKILL: the server dies mid-run, cutting every stream, as a crashed host would."""
+        self.process.kill()
+        self.process.wait(GUARD)
+        self._close()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -73,7 +79,18 @@ class ConsoleServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(GUARD)
+        self._close()
+
+    def _close(self) -> None:
         self._drain.join(GUARD)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+@pytest.fixture
+def console_server_type() -> type[ConsoleServer]:
+    """``ConsoleServer(store_url, port=0)``, for a test that kills and restarts its own."""
+    return ConsoleServer
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.requests import Request
 
-from fevex import create_fevex, define_agent, define_tool
+from fevex import Limits, create_fevex, define_agent, define_tool
 from fevex.events import Cost
 from fevex.http import create_http_app
 from fevex.observability import Observability
@@ -102,7 +102,12 @@ def http_app() -> Any:
         models={"default": ScriptedModel()},
         agents=[
             define_agent(name="support", instructions="Help.", tools=["charge"]),
-            define_agent(name="ticker", instructions="Tick.", tools=["tick"]),
+            define_agent(
+                name="ticker",
+                instructions="Tick.",
+                tools=["tick"],
+                limits=Limits(max_steps=100, max_tool_calls=100),
+            ),
             define_agent(name="browser", instructions="Browse.", tools=["fetch_page"]),
         ],
         tools=[

@@ -101,6 +101,38 @@ def test_the_timeline_fills_live_and_the_view_and_chart_follow(
     assert problems == []
 
 
+def test_the_timeline_resumes_after_the_server_dies_with_each_event_once(
+    browser: Any, console_server_type: Any, tmp_path: Path
+) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    first = console_server_type(store)
+    try:
+        with FevexClient(first.url, headers=ALICE) as client:
+            run = client.start_agent("ticker", "8")
+        page, problems = open_console(browser, first, f"#/runs/{run.id}")
+        page.wait_for_selector("#timeline tr[data-sequence='6']")
+        first.kill()
+    finally:
+        first.stop()
+    # The same address again: the page reconnects there with Last-Event-ID, and the new
+    # server's worker recovers the run once the dead one's lease has expired.
+    second = console_server_type(store, port=first.port)
+    try:
+        page.wait_for_selector("#connection:text('The run ended: completed.')")
+        assert page.locator("#connection").get_attribute("data-history") == (
+            "connected reconnected"
+        )
+        sequences = page.locator("#timeline tr").evaluate_all(
+            "rows => rows.map(r => Number(r.dataset.sequence))"
+        )
+        with FevexClient(second.url, headers=ALICE) as client:
+            assert sequences == [e.sequence for e in client.list_events(run.id, limit=100)]
+        # The page's own reads failed while no server listened: the only errors allowed.
+        assert all("Failed to load resource" in p or "ERR_" in p for p in problems)
+    finally:
+        second.stop()
+
+
 def test_an_approval_clicked_in_the_page_lets_the_run_complete(
     console_server: Any, browser: Any, artifacts: Path
 ) -> None:

@@ -10,7 +10,6 @@ const ENDED = new Set(["completed", "failed", "cancelled"]);
 
 export function showRun(main, runId, signal) {
   const events = [];
-  const seen = new Set();
   let run = null;
   let layer = "stream";
   const summary = el("dl", { id: "summary" });
@@ -116,9 +115,8 @@ export function showRun(main, runId, signal) {
     replace(layerView, renderLayer(layer, view));
   }
 
+  // No duplicate check: a reconnection resumes after the last event (Last-Event-ID).
   function addEvent(event) {
-    if (seen.has(event.id)) return;
-    seen.add(event.id);
     events.push(event);
     timeline.append(el("tr", { "data-sequence": event.sequence },
       el("td", {}, String(event.sequence)), el("td", {}, event.type), el("td", {}, formatTime(event.occurred_at)),
@@ -132,7 +130,11 @@ export function showRun(main, runId, signal) {
   followRun(runId, {
     signal,
     onEvent: addEvent,
-    onConnect: (count) => replace(connection, count === 1 ? "Live." : `Live (reconnected ${count - 1}×, resumed after the last event received).`),
+    onConnect: (count) => {
+      const said = count === 1 ? "connected" : "reconnected";
+      connection.dataset.history = `${connection.dataset.history || ""} ${said}`.trim();
+      replace(connection, count === 1 ? "Live." : `Live (reconnected ${count - 1}×, resumed after the last event received).`);
+    },
     onEnd: (end) => { replace(connection, `The run ended: ${end.status}.`); refresh(); },
   }).catch((error) => replace(connection, problem(error)));
 }
