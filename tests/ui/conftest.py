@@ -102,7 +102,9 @@ def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console
 
 def _missing(reason: str) -> None:
     if os.environ.get("CI"):
-        pytest.fail(f"{reason}: .ci/run installs Debian's chromium and the suite installs playwright")
+        pytest.fail(
+            f"{reason}: .ci/run installs Debian's chromium and the suite installs playwright"
+        )
     pytest.skip(reason)
 
 

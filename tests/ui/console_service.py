@@ -21,8 +21,8 @@ from starlette.requests import Request
 from fevex import Limits, create_fevex, define_agent, define_tool
 from fevex.events import Cost
 from fevex.http import create_http_app
-from fevex.observability import Observability
 from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, ToolCall, Usage
+from fevex.observability import Observability
 from fevex.runtime import ExecutionContext
 from fevex.teams import TeamMember, TeamStep, define_team
 
@@ -82,7 +82,10 @@ class ScriptedModel:
 
 
 @define_team(
-    name="desk", version="1", supervisor="support", members=[TeamMember(agent="support", role="help")]
+    name="desk",
+    version="1",
+    supervisor="support",
+    members=[TeamMember(agent="support", role="help")],
 )
 async def desk(team: TeamStep, request: str) -> Any:
     answer = await team.delegate("answer", agent="support", task=request)

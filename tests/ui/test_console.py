@@ -27,15 +27,17 @@ def open_console(browser: Any, server: Any, hash_path: str = "#/") -> tuple[Any,
     page.on("pageerror", lambda error: problems.append(f"pageerror: {error}"))
     page.on(
         "console",
-        lambda message: problems.append(f"console: {message.text}")
-        if message.type == "error"
-        else None,
+        lambda message: (
+            problems.append(f"console: {message.text}") if message.type == "error" else None
+        ),
     )
     page.on(
         "request",
-        lambda request: None
-        if request.url.startswith(server.url)
-        else problems.append(f"request to another host: {request.url}"),
+        lambda request: (
+            None
+            if request.url.startswith(server.url)
+            else problems.append(f"request to another host: {request.url}")
+        ),
     )
     page.goto(f"{server.url}/ui/")
     # Before the token is given, the list's read is refused (401), as it should be.
@@ -213,7 +215,7 @@ def test_console_pages_carry_a_strict_content_security_policy(console_server: An
             assert response.headers["content-security-policy"] == CSP
             assert response.headers["x-content-type-options"] == "nosniff"
         index = http.get("/ui/").text
-        assert "<script type=\"module\" src=\"app.js\"></script>" in index
+        assert '<script type="module" src="app.js"></script>' in index
         assert "http" not in index.replace("http-equiv", "")  # no other host is named
         assert http.get("/ui/../pyproject.toml").status_code == 404
         assert http.get("/ui/console.py").status_code == 404

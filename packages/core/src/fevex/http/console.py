@@ -12,8 +12,9 @@ into markup still could not run.
 With the console on, a state-changing request (POST) must carry ``X-Fevex-Request: 1``,
 which a cross-site form cannot send and a cross-site script cannot send without a CORS
 preflight this app refuses, and must not come from another site (``Sec-Fetch-Site``) or
-origin (``Origin``, unless listed by name in ``cors_origins``: ``"*"`` trusts none). Otherwise it is refused with 403
-``CROSS_SITE_REQUEST`` before the app reads it. The fevex clients send the header.
+origin (``Origin``, unless listed by name in ``cors_origins``: ``"*"`` trusts none).
+Otherwise it is refused with 403 ``CROSS_SITE_REQUEST`` before the app reads it. The fevex
+clients send the header.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fevex.http.errors import error_body
 
-__all__ = ["CONSOLE_PATH", "CONTENT_SECURITY_POLICY", "REQUEST_HEADER", "Console"]
+__all__ = ["Console", "console_assets"]
 
 CONSOLE_PATH = "/ui"
 REQUEST_HEADER = "X-Fevex-Request"
@@ -47,7 +48,8 @@ CONTENT_TYPES = {
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
 }
-STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The protocol's only state-changing method; its router answers any other one with 405.
+STATE_CHANGING = frozenset({"POST"})
 # Sec-Fetch-Site values of requests this origin's own pages (or no page at all) made.
 OWN_SITES = frozenset({"same-origin", "none"})
 
@@ -95,9 +97,12 @@ class Console:
         if site is not None and site not in OWN_SITES:
             return "This request came from another site."
         origin = headers.get("origin")
-        if origin is not None and origin not in self.trusted_origins:
-            if urlsplit(origin).netloc.lower() != headers.get("host", "").lower():
-                return "This request came from another origin."
+        if (
+            origin is not None
+            and origin not in self.trusted_origins
+            and urlsplit(origin).netloc.lower() != headers.get("host", "").lower()
+        ):
+            return "This request came from another origin."
         return None
 
     async def _page(self, scope: Scope, send: Send) -> None:

@@ -127,9 +127,7 @@ class ServedApp:
 def served_app() -> ServedApp:
     """What uvicorn calls in each worker process (``factory=True``): the app that
     ``FEVEX_SERVE_APP`` names, with its store from ``FEVEX_RUN_STORE``."""
-    http_app = load_http_app(
-        os.environ[APP_VARIABLE], None, ui=os.environ.get(UI_VARIABLE) == "1"
-    )
+    http_app = load_http_app(os.environ[APP_VARIABLE], None, ui=os.environ.get(UI_VARIABLE) == "1")
     return ServedApp(http_app, worker=os.environ.get(WORKER_VARIABLE, "1") == "1")
 
 
