@@ -518,6 +518,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         port=args.port,
         workers=args.workers,
         worker=not args.no_worker,
+        ui=args.ui,
     )
     return 0
 
@@ -559,6 +560,12 @@ def _add_serve_command(registry: CommandRegistry) -> None:
         "--no-worker",
         action="store_true",
         help="serve only: leave recovery and wake-ups to separate `fevex worker` processes",
+    )
+    parser.add_argument(
+        "--ui",
+        action="store_true",
+        help="also serve the run inspector and approval console at /ui (state-changing "
+        "requests then need the X-Fevex-Request: 1 header, which the fevex clients send)",
     )
     parser.set_defaults(handler=_serve_command)
 

@@ -17,11 +17,12 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fevex.app import Fevex
 from fevex.errors import FevexConfigurationError, FevexError
 from fevex.http.authentication import Authenticate, authenticated_context
+from fevex.http.console import REQUEST_HEADER, Console
 from fevex.http.endpoints import Endpoints
 from fevex.http.errors import error_body, error_status
 from fevex.http.openapi import openapi_document
@@ -39,12 +40,36 @@ class FevexHttpApp:
 
     ``fevex`` is the app it serves; ``authenticates`` says whether callers are
     authenticated (an ``authenticate`` function was given), which ``fevex serve`` requires
-    before it binds an address other hosts can reach."""
+    before it binds an address other hosts can reach; ``ui`` whether it serves the console
+    under ``/ui`` (see :mod:`fevex.http.console`)."""
 
-    def __init__(self, asgi: Starlette, fevex: Fevex, *, authenticates: bool) -> None:
-        self._asgi = asgi
+    def __init__(
+        self,
+        asgi: ASGIApp,
+        fevex: Fevex,
+        *,
+        authenticates: bool,
+        cors_origins: Sequence[str] = (),
+        ui: bool = False,
+    ) -> None:
+        self._protocol = asgi
+        self._asgi = Console(asgi, cors_origins=cors_origins) if ui else asgi
         self.fevex = fevex
         self.authenticates = authenticates
+        self.cors_origins = tuple(cors_origins)
+        self.ui = ui
+
+    def with_console(self) -> FevexHttpApp:
+        """This app serving the console too (what ``fevex serve --ui`` serves)."""
+        if self.ui:
+            return self
+        return FevexHttpApp(
+            self._protocol,
+            self.fevex,
+            authenticates=self.authenticates,
+            cors_origins=self.cors_origins,
+            ui=True,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._asgi(scope, receive, send)
@@ -60,6 +85,7 @@ def create_http_app(
     heartbeat: float = 15.0,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     cors_origins: Sequence[str] = (),
+    ui: bool = False,
 ) -> FevexHttpApp:
     """An ASGI application (Starlette) serving ``app`` under ``/v1``, with its OpenAPI 3.1
     document at ``/v1/openapi.json``.
@@ -75,7 +101,11 @@ def create_http_app(
     when a store that notifies says the run moved on, and sends a comment every
     ``heartbeat`` seconds. Request bodies over ``max_body_size`` bytes are refused (413).
     Cross-origin requests are refused by browsers unless their origin is in
-    ``cors_origins`` (``"*"``: any)."""
+    ``cors_origins`` (``"*"``: any).
+
+    ``ui=True`` also serves the run inspector and approval console under ``/ui`` and then
+    refuses state-changing requests another site could have made (403
+    ``CROSS_SITE_REQUEST``; see :mod:`fevex.http.console`)."""
     if authenticate is None and not allow_anonymous:
         raise FevexConfigurationError(
             "INVALID_CONFIG",
@@ -140,7 +170,7 @@ def create_http_app(
                 CORSMiddleware,
                 allow_origins=list(cors_origins),
                 allow_methods=["GET", "POST"],
-                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+                allow_headers=["Authorization", "Content-Type", "Last-Event-ID", REQUEST_HEADER],
             )
         )
     asgi = Starlette(
@@ -148,7 +178,9 @@ def create_http_app(
         middleware=middleware,
         exception_handlers={HTTPException: _http_exception},
     )
-    return FevexHttpApp(asgi, app, authenticates=authenticate is not None)
+    return FevexHttpApp(
+        asgi, app, authenticates=authenticate is not None, cors_origins=cors_origins, ui=ui
+    )
 
 
 def _route(path: str, handler: Handler, method: str) -> Route:

@@ -24,6 +24,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 from fevex.events import RunEvent
 from fevex.http.client_calls import RECONNECT_FOR, Call, Calls, Observation, RunPage
 from fevex.http.client_calls import error_from_response as _error
+from fevex.http.console import REQUEST_HEADER
 from fevex.runtime.records import AgentRun, RunStatus, Session
 
 __all__ = ["AsyncFevexClient", "FevexClient"]
@@ -62,7 +63,7 @@ class FevexClient:
         transport: httpx2.BaseTransport | None = None,
     ) -> None:
         self._http = httpx2.Client(
-            base_url=base_url, headers=dict(headers or {}), timeout=timeout, transport=transport
+            base_url=base_url, headers=_headers(headers), timeout=timeout, transport=transport
         )
         self._timeout = timeout
         self.reconnect_for = reconnect_for
@@ -247,7 +248,7 @@ class AsyncFevexClient:
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self._http = httpx2.AsyncClient(
-            base_url=base_url, headers=dict(headers or {}), timeout=timeout, transport=transport
+            base_url=base_url, headers=_headers(headers), timeout=timeout, transport=transport
         )
         self._timeout = timeout
         self.reconnect_for = reconnect_for
@@ -410,3 +411,8 @@ class AsyncFevexClient:
     ) -> Session:
         session: Session = await self._send(Calls.compact_session(session_id, summary, revision))
         return session
+
+
+def _headers(given: Mapping[str, str] | None) -> dict[str, str]:
+    # A server with the console on refuses state-changing requests without it (CSRF).
+    return {REQUEST_HEADER: "1", **(given or {})}

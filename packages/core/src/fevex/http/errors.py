@@ -33,6 +33,7 @@ ERROR_STATUS: dict[str, int] = {
     # Who asks.
     "UNAUTHENTICATED": 401,
     "FORBIDDEN": 403,
+    "CROSS_SITE_REQUEST": 403,
     "EVENT_ACTOR_REQUIRED": 403,
     # What it names: missing, or of another namespace (never told apart).
     "NOT_FOUND": 404,

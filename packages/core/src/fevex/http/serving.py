@@ -36,6 +36,7 @@ GRACEFUL_SHUTDOWN_SECONDS = 5
 # How the parent process tells each uvicorn worker process what to serve.
 APP_VARIABLE = "FEVEX_SERVE_APP"
 WORKER_VARIABLE = "FEVEX_SERVE_WORKER"
+UI_VARIABLE = "FEVEX_SERVE_UI"
 
 
 def is_loopback(host: str) -> bool:
@@ -48,17 +49,18 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def load_http_app(reference: str, store: str | None) -> FevexHttpApp:
-    """The HTTP app ``module:attribute`` names (see the module's description)."""
+def load_http_app(reference: str, store: str | None, *, ui: bool = False) -> FevexHttpApp:
+    """The HTTP app ``module:attribute`` names (see the module's description), serving
+    the console under ``/ui`` too when ``ui``."""
     from fevex.cli import load_reference
 
     target = load_reference(reference, store)
     if not isinstance(target, FevexHttpApp | Fevex) and callable(target):
         target = target()
     if isinstance(target, Fevex):
-        return create_http_app(target, allow_anonymous=True)
+        return create_http_app(target, allow_anonymous=True, ui=ui)
     if isinstance(target, FevexHttpApp):
-        return target
+        return target.with_console() if ui else target
     raise FevexConfigurationError(
         "INVALID_ARGUMENT",
         f"{reference} is not a fevex app, an app of fevex.http.create_http_app, or a "
@@ -125,7 +127,7 @@ class ServedApp:
 def served_app() -> ServedApp:
     """What uvicorn calls in each worker process (``factory=True``): the app that
     ``FEVEX_SERVE_APP`` names, with its store from ``FEVEX_RUN_STORE``."""
-    http_app = load_http_app(os.environ[APP_VARIABLE], None)
+    http_app = load_http_app(os.environ[APP_VARIABLE], None, ui=os.environ.get(UI_VARIABLE) == "1")
     return ServedApp(http_app, worker=os.environ.get(WORKER_VARIABLE, "1") == "1")
 
 
@@ -137,14 +139,16 @@ def serve(
     port: int,
     workers: int,
     worker: bool,
+    ui: bool = False,
 ) -> None:
     """Check what ``reference`` serves here, then run uvicorn until SIGINT or SIGTERM."""
     import uvicorn
 
-    http_app = load_http_app(reference, store)
+    http_app = load_http_app(reference, store, ui=ui)
     check_bind(http_app, host, workers)
     os.environ[APP_VARIABLE] = reference
     os.environ[WORKER_VARIABLE] = "1" if worker else "0"
+    os.environ[UI_VARIABLE] = "1" if ui else "0"
     if workers == 1:
         # This process is the one worker: serve the app already loaded.
         uvicorn.run(

@@ -1,0 +1,29 @@
+// The console's entry: the credentials form and the routes #/ (runs) and #/runs/<id>.
+import { setToken, token } from "./api.js";
+import { showRun } from "./run_page.js";
+import { showRuns } from "./runs_page.js";
+
+let current = null;
+
+function route() {
+  if (current) current.abort();
+  current = new AbortController();
+  const main = document.getElementById("main");
+  const match = /^#\/runs\/(.+)$/.exec(location.hash);
+  if (match) showRun(main, decodeURIComponent(match[1]), current.signal);
+  else showRuns(main, current.signal);
+}
+
+function start() {
+  const field = document.getElementById("token");
+  field.value = token();
+  document.getElementById("credentials").addEventListener("submit", (event) => {
+    event.preventDefault();
+    setToken(field.value.trim());
+    route();
+  });
+  window.addEventListener("hashchange", route);
+  route();
+}
+
+start();

@@ -1,0 +1,127 @@
+"""The service the console tests serve with ``fevex serve --ui --app console_service:http_app``.
+
+Callers authenticate with ``Authorization: Bearer alice`` (namespace ``acme``). Agents:
+``support`` asks for one ``charge`` that needs approval, then answers; ``ticker`` calls
+``tick`` as many times as its input says (each tick waits ``FEVEX_TEST_TICK_SECONDS``);
+``browser`` calls ``fetch_page``, whose output is hostile markup. Every model step
+reports 10 input and 5 output tokens, priced at 0.001 USD a token. The ``desk`` team
+delegates to ``support``, so its run has a child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.requests import Request
+
+from fevex import Limits, create_fevex, define_agent, define_tool
+from fevex.events import Cost
+from fevex.http import create_http_app
+from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, ToolCall, Usage
+from fevex.observability import Observability
+from fevex.runtime import ExecutionContext
+from fevex.teams import TeamMember, TeamStep, define_team
+
+ALICE = ExecutionContext(actor={"id": "alice", "type": "user"}, namespace="acme")
+HOSTILE = (
+    "<script>window.__fevexInjected = 'script'</script>"
+    "<img src=x onerror=\"window.__fevexInjected = 'img'\">"
+)
+STEP_USAGE = Usage(input_tokens=10, output_tokens=5, total_tokens=15)
+
+
+class Amount(BaseModel):
+    amount: int
+
+
+class Tick(BaseModel):
+    number: int
+
+
+class Page(BaseModel):
+    url: str
+
+
+async def charge(request: Amount) -> dict[str, Any]:
+    return {"charged": request.amount}
+
+
+async def tick(request: Tick) -> dict[str, Any]:
+    await asyncio.sleep(float(os.environ.get("FEVEX_TEST_TICK_SECONDS", "0")))
+    return {"tick": request.number}
+
+
+async def fetch_page(request: Page) -> str:
+    return HOSTILE
+
+
+class ScriptedModel:
+    """``support`` charges once; ``ticker`` ticks as often as its input says;
+    ``browser`` fetches one page, then answers with hostile markup too."""
+
+    async def stream(self, input: ModelInput) -> AsyncIterator[Any]:
+        done = sum(1 for message in input.messages if message.role == "tool")
+        first = next(message.text for message in input.messages if message.role == "user")
+        if first.startswith("browse"):
+            wanted, tool, arguments = 1, "fetch_page", {"url": "https://example.test"}
+        elif first.isdigit():
+            wanted, tool, arguments = int(first), "tick", {"number": done + 1}
+        else:
+            wanted, tool, arguments = 1, "charge", {"amount": 30}
+        if done < wanted:
+            call = ToolCall(f"call-{done + 1}", tool, arguments)
+            yield Completed(ModelResult(tool_calls=[call], usage=STEP_USAGE))
+        else:
+            answer = HOSTILE if tool == "fetch_page" else "Done."
+            yield OutputDelta(answer)
+            yield Completed(ModelResult(output=answer, usage=STEP_USAGE))
+
+
+@define_team(
+    name="desk",
+    version="1",
+    supervisor="support",
+    members=[TeamMember(agent="support", role="help")],
+)
+async def desk(team: TeamStep, request: str) -> Any:
+    answer = await team.delegate("answer", agent="support", task=request)
+    return answer.output
+
+
+def authenticate(request: Request) -> ExecutionContext | None:
+    return ALICE if request.headers.get("authorization") == "Bearer alice" else None
+
+
+def price(usage: Usage, model: str | None) -> Cost:
+    return Cost(0.001 * (usage.total_tokens or 0), "USD")
+
+
+def http_app() -> Any:
+    app = create_fevex(
+        models={"default": ScriptedModel()},
+        agents=[
+            define_agent(name="support", instructions="Help.", tools=["charge"]),
+            define_agent(
+                name="ticker",
+                instructions="Tick.",
+                tools=["tick"],
+                limits=Limits(max_steps=100, max_tool_calls=100),
+            ),
+            define_agent(name="browser", instructions="Browse.", tools=["fetch_page"]),
+        ],
+        tools=[
+            define_tool(
+                name="charge", description="Charge.", approval="required", idempotency="keyed"
+            )(charge),
+            define_tool(name="tick", description="Tick once.", idempotency="keyed")(tick),
+            define_tool(name="fetch_page", description="Fetch a page.")(fetch_page),
+        ],
+        teams=[desk],
+        observability=Observability(exporters=[], calculate_cost=price),
+        lease_seconds=float(os.environ.get("FEVEX_TEST_LEASE_SECONDS", "30")),
+    )
+    return create_http_app(app, authenticate=authenticate, poll_interval=0.05)
