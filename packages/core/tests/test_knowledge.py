@@ -6,6 +6,7 @@ import json
 import logging
 from typing import Any
 
+import anyio
 import pytest
 
 from fevex import create_fevex
@@ -380,3 +381,38 @@ def test_the_knowledge_and_sandbox_exports_are_the_documented_ones() -> None:
     for module in (fevex.knowledge, fevex.sandbox):
         for name in module.__all__:
             assert hasattr(module, name)
+
+
+class Crash(BaseException):
+    """The process dying during the first model call: nothing of fevex's handles it."""
+
+
+async def test_a_run_recovered_after_a_crash_in_its_first_model_call_reuses_the_sources() -> None:
+    store = InMemoryRunStore()
+    provider, calls = counting_provider()
+
+    def crash(model_input: ModelInput) -> Any:
+        raise Crash
+
+    def app_with(model: FakeModel) -> Any:
+        return create_fevex(
+            models={"default": model},
+            context_providers=[provider],
+            agents=[support_agent(context=["account"])],
+            run_store=store,
+            lease_seconds=0.2,
+        )
+
+    with pytest.raises(Crash):
+        await app_with(FakeModel(crash)).run_agent("support", "hello")
+    (run,) = await store.list_runs()
+    types = [event.type for event in await store.list_events(run.id)]
+    assert types == ["run.started", "knowledge.loaded"]
+    await anyio.sleep(0.3)
+    second_model = FakeModel({"output": "hi"})
+
+    result = await app_with(second_model).recover_run(run.id, actor={"id": "worker"})
+
+    assert result.output == "hi"
+    assert len(calls) == 1
+    assert any("Plan: free" in text for text in texts(second_model.calls[0], "user"))

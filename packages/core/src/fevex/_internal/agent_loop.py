@@ -104,10 +104,12 @@ class AgentLoop:
             self.tools = {**self.agent.tools, **remote}
             tool_specs = (*tool_specs, *(tool.spec() for tool in remote.values()))
         if self.agent.knowledge is not None:
-            self.knowledge_messages, bound = await start_knowledge(
+            self.knowledge_messages, bound, loaded = await start_knowledge(
                 self.agent.knowledge, self.state, execution
             )
             self.tools = {**self.tools, **bound}
+            if loaded is not None:
+                yield loaded
         provider_state: Any = None
         while True:
             if self.state.pending is None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from fevex._internal.composition import Composition, PreparedAgent, PreparedTool, Problems
 from fevex._internal.names import did_you_mean
 from fevex.errors import FevexConfigurationError, FevexError, FevexRunError
+from fevex.events import RunEvent
 from fevex.knowledge.context_provider import (
     ContextItem,
     ContextProviderDefinition,
@@ -234,25 +235,34 @@ def open_memory_store(memory_store: Any) -> MemoryStore:
 
 async def start_knowledge(
     knowledge: AgentKnowledge, state: RunState, execution: Execution
-) -> tuple[list[Message], dict[str, PreparedTool]]:
-    """The messages that go between the prompt's prefix and the run's own messages, and the
-    run's memory tool bound to its namespace. Sources are read only when the run's
-    checkpoint does not hold them yet."""
+) -> tuple[list[Message], dict[str, PreparedTool], RunEvent | None]:
+    """The messages that go between the prompt's prefix and the run's own messages, the
+    run's memory tool bound to its namespace, and the ``knowledge.loaded`` event when the
+    sources were read now. Sources are read only when the run's checkpoint does not hold
+    them yet; what they returned is committed with that event, before the first model
+    step, so that no takeover reads them again."""
     run = execution.sink.run
     namespace = namespace_of(run.context)
     store = knowledge.setup.memory_store
+    loaded = None
     if state.knowledge is None:
         blocks = [
             *[await _read(provider, run, execution) for provider in knowledge.providers],
             *await _recall(knowledge, store, namespace, state, execution),
         ]
         state.knowledge = [block for block in blocks if block is not None]
+        loaded = await execution.sink.emit(
+            "knowledge.loaded",
+            {"sources": [str(block.get("source")) for block in state.knowledge]},
+            durable=True,
+            checkpoint=state.checkpoint,
+        )
     messages = [Message.system(skill.instructions) for skill in knowledge.skills]
     messages.extend(_data_message(block) for block in state.knowledge)
     tools = {}
     if knowledge.memory is not None and knowledge.memory.write:
         tools[REMEMBER_TOOL] = _remember_tool(store, namespace)
-    return messages, tools
+    return messages, tools, loaded
 
 
 async def _read(

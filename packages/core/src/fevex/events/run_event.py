@@ -46,6 +46,7 @@ RunEventType = Literal[
     "team.parallel.completed",
     "team.parallel.failed",
     "team.waiting",
+    "knowledge.loaded",
 ]
 
 EVENT_TYPES: tuple[str, ...] = RunEventType.__args__  # type: ignore[attr-defined]
