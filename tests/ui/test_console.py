@@ -82,7 +82,8 @@ def test_the_timeline_fills_live_and_the_view_and_chart_follow(
     console_server: Any, browser: Any, artifacts: Path
 ) -> None:
     with FevexClient(console_server.url, headers=ALICE) as client:
-        run = client.start_agent("ticker", "4")
+        # Eight ticks of 0.3 s: long enough for the page to open while the run goes on.
+        run = client.start_agent("ticker", "8")
     page, problems = open_console(browser, console_server, f"#/runs/{run.id}")
     page.wait_for_selector("#timeline tr")
     # Seen while the run still goes on: the events come in over the stream, not at load.
@@ -94,10 +95,11 @@ def test_the_timeline_fills_live_and_the_view_and_chart_follow(
     assert sequences == list(range(1, len(sequences) + 1))
     with FevexClient(console_server.url, headers=ALICE) as client:
         assert len(sequences) == len(client.list_events(run.id, limit=100))
-    assert page.locator("#chart rect.tokens").count() == 5
-    assert page.locator("#chart rect.cost").count() == 5
+    # A model step per tick, and the answer.
+    assert page.locator("#chart rect.tokens").count() == 9
+    assert page.locator("#chart rect.cost").count() == 9
     page.click("button[data-layer=turn]")
-    assert "0.075 USD" in page.locator("#turn").text_content()
+    assert "0.135 USD" in page.locator("#turn").text_content()
     page.click("button[data-layer=state]")
     assert "tool_completed" in page.locator("#layer").text_content()
     assert page.locator("#output").text_content() == '"Done."'
