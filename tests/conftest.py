@@ -98,6 +98,17 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue("postgres_url"))
 
 
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
+    """A run store for an app: ``None`` (an in-memory store, which apps of one test share
+    by passing the first app's ``run_store``), a SQLite file or a PostgreSQL database."""
+    if request.param == "memory":
+        return None
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
 @pytest.fixture
 def service() -> Iterator[EffectService]:
     with EffectService() as running:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -51,15 +50,6 @@ worker = define_agent(name="worker", instructions="Work.", tools=["wait_forever"
 )
 async def crew(team: TeamStep, task: str) -> Any:
     return (await team.delegate("work", agent="worker", task=task)).output
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
-    if request.param == "memory":
-        return None
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'runs.db'}"
-    return str(request.getfixturevalue("postgres_url"))
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,6 @@ import asyncio
 import dataclasses
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -250,15 +249,6 @@ async def bounded(team: TeamStep, input: Any) -> Any:
 
 
 TEAMS = [software, fanout, gated, mixed, twice, passing, bounded]
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
-    if request.param == "memory":
-        return None
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'runs.db'}"
-    return str(request.getfixturevalue("postgres_url"))
 
 
 @pytest.fixture(autouse=True)

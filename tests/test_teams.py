@@ -8,7 +8,6 @@ import asyncio
 import dataclasses
 from collections import Counter
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -92,15 +91,6 @@ async def widening(team: TeamStep, request: Any) -> Any:
 
 
 TEAMS = [software, greedy, stray, widening]
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
-    if request.param == "memory":
-        return None
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'runs.db'}"
-    return str(request.getfixturevalue("postgres_url"))
 
 
 def make_app(store: Any, *responses: Any) -> Fevex:

@@ -26,15 +26,6 @@ from fevex.testing import FakeModel
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
-    if request.param == "memory":
-        return None
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'runs.db'}"
-    return str(request.getfixturevalue("postgres_url"))
-
-
 def make_app(store: Any) -> Fevex:
     app = create_fevex(
         models={"fake": FakeModel({"output": "hi"})},

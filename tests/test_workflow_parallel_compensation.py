@@ -8,7 +8,6 @@ import asyncio
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -143,15 +142,6 @@ async def parallel_saga(step: WorkflowStep, input: Any) -> str:
 
 
 WORKFLOWS = [fan, three_fail, two_waits, saga, parallel_saga]
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
-    if request.param == "memory":
-        return None
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'runs.db'}"
-    return str(request.getfixturevalue("postgres_url"))
 
 
 def make_app(store: Any) -> Fevex:
