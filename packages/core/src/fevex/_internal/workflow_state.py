@@ -97,12 +97,8 @@ class WorkflowState:
 
 
 def limits_json(limits: Limits) -> dict[str, int | None]:
-    return {
-        "max_steps": limits.max_steps,
-        "max_tool_calls": limits.max_tool_calls,
-        "max_input_tokens": limits.max_input_tokens,
-        "max_output_tokens": limits.max_output_tokens,
-    }
+    """The limits a workflow checkpoints: all but ``max_tool_retries``, an agent's alone."""
+    return {name: value for name, value in limits.to_json().items() if name != "max_tool_retries"}
 
 
 def error_from_json(error: dict[str, Any] | None) -> FevexRunError:
