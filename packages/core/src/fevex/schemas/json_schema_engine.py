@@ -22,10 +22,12 @@ with the value and is named by its position (``value.<property 2>``).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from fevex.schemas.json_schema_budget import TooComplexError, ValidationBudget, budget
 from fevex.schemas.pattern import linear_pattern
 from fevex.schemas.schema import MAX_JSON_DEPTH, ensure_json
 
@@ -96,7 +98,6 @@ class CompiledJsonSchema:
         from referencing.exceptions import Unresolvable
 
         from fevex.schemas.json_equality import NestedTooDeepError
-        from fevex.schemas.json_schema_keywords import TooComplexError, ValidationBudget, budget
 
         shape = _shape_problem(value, name, self._declared)
         if shape is not None:
@@ -139,17 +140,14 @@ def compile_json_schema(document: Any) -> CompiledJsonSchema:
 
     _check_against_metaschema(document, Validator)
     declared = _check_subschemas(document)
-    from referencing import Registry
-
-    # An explicit registry: references resolve inside the document (and to the bundled
-    # metaschemas), and jsonschema never fetches one from the network.
-    return CompiledJsonSchema(document, Validator(document, registry=Registry()), declared)
+    # An explicit registry: references resolve inside the document and to the bundled
+    # metaschemas, and jsonschema never fetches one from the network.
+    registry, _ = _metaschemas()
+    return CompiledJsonSchema(document, Validator(document, registry=registry), declared)
 
 
 def _check_against_metaschema(document: Any, validator_class: Any) -> None:
     from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
-
-    from fevex.schemas.json_schema_keywords import TooComplexError, ValidationBudget, budget
 
     # The document is checked with the same bounded keywords as values are: it may come
     # from a remote server too (a ``required`` of 100,000 numbers is no reason to stall).
@@ -169,14 +167,13 @@ def _check_against_metaschema(document: Any, validator_class: Any) -> None:
 
 def _check_subschemas(document: Any) -> frozenset[str]:
     """Compile every pattern, resolve every reference; the property names it declares."""
-    from referencing import Registry
     from referencing.exceptions import Unresolvable
     from referencing.jsonschema import DRAFT202012
 
     declared: set[str] = set()
     root = DRAFT202012.create_resource(document)
-    resolver = Registry().resolver_with_root(root)
-    has_unevaluated = has_pattern_properties = False
+    registry, bundled = _metaschemas()
+    resolver = registry.resolver_with_root(root)
     stack: list[tuple[Any, Any, tuple[str | int, ...]]] = [(document, resolver, ())]
     seen: set[int] = set()
     while stack:
@@ -188,9 +185,7 @@ def _check_subschemas(document: Any) -> frozenset[str]:
         if isinstance(pattern, str):
             _check_pattern(pattern, (*path, "pattern"))
         for key in schema.get("patternProperties") or ():
-            has_pattern_properties = True
             _check_pattern(key, (*path, "patternProperties", key))
-        has_unevaluated = has_unevaluated or "unevaluatedProperties" in schema
         declared.update(schema.get("properties") or ())
         declared.update(schema.get("required") or ())
         for owner, names in (schema.get("dependentRequired") or {}).items():
@@ -208,16 +203,32 @@ def _check_subschemas(document: Any) -> frozenset[str]:
                         "(references to other documents are not fetched)",
                     ) from None
                 # A reference may lead where no keyword does (``#/anything``): what it
-                # reaches is checked as well.
-                stack.append((resolved.contents, resolved.resolver, (*path, keyword)))
+                # reaches is checked as well, unless it is a metaschema fevex ships.
+                if id(resolved.contents) not in bundled:
+                    stack.append((resolved.contents, resolved.resolver, (*path, keyword)))
         for steps, child in _children(schema):
             resource = DRAFT202012.create_resource(child)
             stack.append((child, resolver.in_subresource(resource), (*path, *steps)))
-    if has_unevaluated and has_pattern_properties:
-        raise JsonSchemaError(
-            "#", "unevaluatedProperties together with patternProperties is not supported"
-        )
     return frozenset(declared)
+
+
+@functools.cache
+def _metaschemas() -> tuple[Any, frozenset[int]]:
+    """The registry of the metaschemas jsonschema bundles (every draft's, and the 2020-12
+    vocabularies'), and the ``id()`` of every object inside them: they are trusted, need
+    no check, and their keyword names are not names a document declares."""
+    from jsonschema_specifications import REGISTRY
+
+    nodes: set[int] = set()
+    stack: list[Any] = [REGISTRY.contents(uri) for uri in REGISTRY]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            nodes.add(id(node))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return REGISTRY, frozenset(nodes)
 
 
 _SCHEMA = (

@@ -12,7 +12,10 @@ Replaced, because the document and the value may both come from a remote server:
   falls back to comparing every pair, quadratic in the array);
 - ``$ref`` and ``$dynamicRef`` spend from a budget and count their nesting, so a schema that
   refers to itself without consuming the value ends with a problem, not a stack overflow;
-- ``multipleOf`` tolerates binary rounding (``0.3`` is a multiple of ``0.1``);
+- ``unevaluatedProperties`` finds the properties a schema evaluated with the same linear-time
+  patterns and reference budget (:mod:`fevex.schemas.json_schema_evaluated`);
+- ``multipleOf`` divides exactly the decimal numbers the JSON text wrote (``0.3`` is a
+  multiple of ``0.1``, and ``1e308`` of ``0.5``, where a float quotient overflows);
 - ``required`` and ``additionalProperties`` report one problem per property, at its place.
 
 Messages are fevex's own: they say what is wrong, never what the value is.
@@ -20,47 +23,19 @@ Messages are fevex's own: they say what is wrong, never what the value is.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from jsonschema import Draft202012Validator, validators  # type: ignore[import-untyped]
 from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
 
-from fevex.schemas.json_equality import JsonEquality
-from fevex.schemas.pattern import linear_pattern
+from fevex.schemas.json_schema_budget import budget, following_reference
+from fevex.schemas.json_schema_evaluated import evaluated_properties
 
-__all__ = ["TooComplexError", "ValidationBudget", "Validator", "budget"]
+__all__ = ["FEVEX_MESSAGES", "Validator"]
 
-
-class TooComplexError(Exception):
-    """The value needs more schema work than one validation may spend."""
-
-
-class ValidationBudget:
-    """What one validation shares with every branch of its combinations: the references it
-    may still follow, how deep they nest now, and what it computed once."""
-
-    def __init__(self, steps: int, max_ref_depth: int, max_depth: int) -> None:
-        self.steps = steps
-        self.ref_depth = 0
-        self.max_ref_depth = max_ref_depth
-        self.equality = JsonEquality(max_depth)
-        self.pattern_results: dict[tuple[str, int], bool] = {}
-
-    def matches(self, pattern: str, text: str) -> bool:
-        # Combinations may check one string against one pattern many times; each search is
-        # linear in the string, so it is done once. id(): the string outlives validation.
-        key = (pattern, id(text))
-        found = self.pattern_results.get(key)
-        if found is None:
-            # Every pattern of the document was compiled when it was loaded.
-            found = self.pattern_results[key] = linear_pattern(pattern).search(text)
-        return found
-
-
-budget: ContextVar[ValidationBudget] = ContextVar("fevex_json_schema_budget")
 
 #: Keywords whose problems carry a message written here rather than looked up by keyword.
 FEVEX_MESSAGES = frozenset(
@@ -139,27 +114,40 @@ def _multiple_of(validator: Any, divisor: float, instance: Any, schema: Any) -> 
     if isinstance(instance, int) and isinstance(divisor, int):
         multiple = instance % divisor == 0
     else:
-        quotient = instance / divisor
-        multiple = math.isfinite(quotient) and math.isclose(quotient, round(quotient), abs_tol=1e-9)
+        # Exact, so never an overflow (``1e308 / 0.5``) nor a rounding error: a float stands
+        # for the shortest decimal that reads back as it, the number its JSON text wrote.
+        # Both sides are bounded (floats by their exponent, integers by ``ensure_json``).
+        multiple = (_exact(instance) / _exact(divisor)).denominator == 1
     if not multiple:
         yield ValidationError("not a multiple of the required step")
+
+
+def _exact(number: float) -> Fraction:
+    return Fraction(Decimal(repr(number))) if isinstance(number, float) else Fraction(number)
 
 
 def _bounded_reference(keyword: str) -> Any:
     follow = Draft202012Validator.VALIDATORS[keyword]
 
     def reference(validator: Any, ref: Any, instance: Any, schema: Any) -> Iterator[Any]:
-        state = budget.get()
-        state.steps -= 1
-        state.ref_depth += 1
-        try:
-            if state.steps < 0 or state.ref_depth > state.max_ref_depth:
-                raise TooComplexError
+        with following_reference():
             yield from follow(validator, ref, instance, schema)
-        finally:
-            state.ref_depth -= 1
 
     return reference
+
+
+def _unevaluated_properties(
+    validator: Any, unevaluated: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[Any]:
+    if not isinstance(instance, dict):
+        return
+    evaluated = evaluated_properties(validator, instance, schema)
+    for key, value in instance.items():
+        if key not in evaluated and next(
+            validator.descend(value, unevaluated, path=key, schema_path=key), None
+        ):
+            yield ValidationError("unevaluated")
+            return
 
 
 Validator: Any = validators.extend(
@@ -174,6 +162,7 @@ Validator: Any = validators.extend(
         "pattern": _pattern,
         "patternProperties": _pattern_properties,
         "required": _required,
+        "unevaluatedProperties": _unevaluated_properties,
         "uniqueItems": _unique_items,
     },
 )
