@@ -141,6 +141,7 @@ class Wire:
         finish_reason: str | None = None,
         usage: dict[str, Any] | None = None,
         role: str | None = None,
+        reasoning_field: str = "reasoning_content",
     ) -> dict[str, Any]:
         delta: dict[str, Any] = {}
         if role is not None:
@@ -148,7 +149,7 @@ class Wire:
         if content is not None:
             delta["content"] = content
         if reasoning is not None:
-            delta["reasoning_content"] = reasoning
+            delta[reasoning_field] = reasoning
         if tool_calls is not None:
             delta["tool_calls"] = tool_calls
         data: dict[str, Any] = {

@@ -67,6 +67,24 @@ async def test_reasoning_content_is_thinking_not_output(
     )
 
 
+async def test_only_deepseeks_reasoning_field_is_read(
+    deepseek: Any, deepseek_server: Any, wire: Any, drain: Any
+) -> None:
+    # Other OpenAI-compatible servers name it ``reasoning``; DeepSeek's profile reads only
+    # its own ``reasoning_content``.
+    deepseek_server.stream(
+        wire.chunk(role="assistant", reasoning="Not DeepSeek's. ", reasoning_field="reasoning"),
+        wire.chunk(reasoning="DeepSeek's."),
+        wire.chunk(content="Hello."),
+        wire.chunk(finish_reason="stop"),
+    )
+
+    step = await drain(deepseek(), ASK)
+
+    assert step.deltas == ["Hello."]
+    assert step.result.reasoning == "DeepSeek's."
+
+
 async def test_tool_call_arguments_are_joined_from_awkward_fragments(
     deepseek: Any, deepseek_server: Any, wire: Any, drain: Any
 ) -> None:

@@ -361,9 +361,12 @@ class ChatChunks:
             self._chunk({"content": delta})
         return self
 
-    def reasoning(self, *deltas: str) -> ChatChunks:
+    def reasoning(
+        self, *deltas: str, fields: tuple[str, ...] = ("reasoning_content",)
+    ) -> ChatChunks:
+        """Reasoning deltas, each carried in every one of ``fields`` (servers differ)."""
         for delta in deltas:
-            self._chunk({"reasoning_content": delta})
+            self._chunk(dict.fromkeys(fields, delta))
         return self
 
     def refusal(self, *deltas: str) -> ChatChunks:

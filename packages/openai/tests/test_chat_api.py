@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from openai_loopback import ChatChunks, LoopbackServer
 
-from fevex.errors import FevexRunError
+from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.messages import (
     FilePart,
     ImagePart,
@@ -21,7 +21,7 @@ from fevex.messages import (
 )
 from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, ToolSpec, Usage
 from fevex.testing import check_model_gateway, default_contract_inputs
-from fevex_openai import OpenAIModel
+from fevex_openai import OpenAIModel, ProviderProfile
 
 pytestmark = pytest.mark.anyio
 
@@ -310,3 +310,56 @@ async def test_the_gateway_passes_the_shared_contract_check(
     first, second = await check_model_gateway(chat_model(), default_contract_inputs())
     assert first.output == "Hello!"
     assert second.tool_calls[0].input == {"account_id": 42}
+
+
+@pytest.mark.parametrize(
+    "fields", [("reasoning_content",), ("reasoning",), ("reasoning", "reasoning_content")]
+)
+async def test_reasoning_is_read_from_either_field_and_counted_once(
+    server: LoopbackServer, chat_model: Callable[..., OpenAIModel], fields: tuple[str, ...]
+) -> None:
+    # DeepSeek and llama.cpp say reasoning_content, vLLM and OpenRouter say reasoning, and
+    # a server that keeps both names sends the same text in both.
+    server.respond(
+        ChatChunks()
+        .reasoning("Greet ", "briefly.", fields=fields)
+        .content("Hello.")
+        .finish()
+        .scripted()
+    )
+    deltas, result = await collect(chat_model(), ask())
+    assert deltas == ["Hello."]
+    assert result.output == "Hello."
+    assert result.reasoning == "Greet briefly."
+
+
+async def test_a_profile_names_the_reasoning_fields_it_reads(
+    server: LoopbackServer, chat_model: Callable[..., OpenAIModel]
+) -> None:
+    base = chat_model()
+    only_reasoning = OpenAIModel(
+        base.model_name,
+        base.settings,
+        api="chat",
+        profile=ProviderProfile(reasoning_fields=("reasoning",)),
+    )
+    try:
+        server.respond(
+            ChatChunks()
+            .reasoning("Ignored.", fields=("reasoning_content",))
+            .reasoning("Read.", fields=("reasoning",))
+            .content("Hi.")
+            .finish()
+            .scripted()
+        )
+        _, result = await collect(only_reasoning, ask())
+    finally:
+        await only_reasoning.aclose()
+    assert result.reasoning == "Read."
+    assert result.output == "Hi."
+
+
+def test_reasoning_fields_must_be_a_tuple_of_names() -> None:
+    with pytest.raises(FevexConfigurationError) as caught:
+        ProviderProfile(reasoning_fields="reasoning")  # type: ignore[arg-type]
+    assert caught.value.code == "INVALID_MODEL"

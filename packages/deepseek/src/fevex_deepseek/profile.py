@@ -15,8 +15,8 @@ is what DeepSeek adds:
 - no strict structured output: JSON output mode with the schema in the system prompt;
 - ``max_tokens`` for the output-token budget, no ``parallel_tool_calls``, text-only
   messages;
-- thinking: ``reasoning_content`` goes back on the assistant messages of turns with tool
-  calls, as DeepSeek requires;
+- thinking: read from ``reasoning_content`` only (DeepSeek's field), and sent back in it on
+  the assistant messages of turns with tool calls, as DeepSeek requires;
 - none of the environment's OpenAI settings (organization, project, custom headers).
 """
 
@@ -59,6 +59,7 @@ DEEPSEEK_PROFILE = ProviderProfile(
     output_token_field="max_tokens",
     parallel_tool_calls=False,
     media_parts=False,
+    reasoning_fields=("reasoning_content",),
     reasoning_passback=True,
     openai_environment=False,
 )

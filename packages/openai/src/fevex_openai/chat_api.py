@@ -4,8 +4,8 @@ and the chunks it reads back.
 This is also the API of most OpenAI-compatible servers (vLLM, llama.cpp, Ollama,
 DeepSeek, ...), so the reader is forgiving where those differ from OpenAI: a tool call
 without an id gets one, a call without argument text means ``{}``, ``reasoning_content``
-deltas become the step's reasoning, and ``prompt_cache_hit_tokens`` counts as cached
-input. What a provider changes beyond that is its :class:`ProviderProfile`.
+or ``reasoning`` deltas (the profile's ``reasoning_fields``) become the step's reasoning,
+and ``prompt_cache_hit_tokens`` counts as cached input. What a provider changes beyond that is its :class:`ProviderProfile`.
 """
 
 from __future__ import annotations
@@ -324,9 +324,12 @@ class ChatStep:
         return text
 
     def _delta(self, delta: Any) -> str | None:
-        reasoning = getattr(delta, "reasoning_content", None)
-        if isinstance(reasoning, str):
-            self.reasoning.append(reasoning)
+        for field in self.profile.reasoning_fields:
+            # Fields the SDK does not model arrive as extra attributes of the delta.
+            reasoning = getattr(delta, field, None)
+            if isinstance(reasoning, str) and reasoning:
+                self.reasoning.append(reasoning)
+                break
         if delta.refusal:
             self.end.refusal += delta.refusal
         for fragment in delta.tool_calls or ():

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from fevex.errors import FevexConfigurationError
 from fevex_openai.strict_schema import OPENAI_STRICT_SUBSET, StrictSubset
 
 __all__ = ["OPENAI_PROFILE", "ProviderProfile"]
@@ -30,6 +31,11 @@ class ProviderProfile:
     - ``output_token_field``: the request field that carries the run's output-token budget.
     - ``parallel_tool_calls``: whether to send ``parallel_tool_calls: false``.
     - ``media_parts``: whether user messages may carry images and files.
+    - ``reasoning_fields``: the fields of a streamed delta that carry the model's reasoning,
+      in order of preference. OpenAI-compatible servers differ: DeepSeek and llama.cpp send
+      ``reasoning_content``, OpenRouter and vLLM (since late 2025) send ``reasoning``, and a
+      server keeping both names sends the same text twice; each delta's reasoning is the
+      first of these fields that holds text, so it counts once.
     - ``reasoning_passback``: whether assistant messages of a turn with tool calls carry
       their thinking back as ``reasoning_content`` (the model's rule, not OpenAI's).
     - ``openai_environment``: whether the SDK may add ``OPENAI_ORG_ID``,
@@ -46,8 +52,18 @@ class ProviderProfile:
     output_token_field: str = "max_completion_tokens"
     parallel_tool_calls: bool = True
     media_parts: bool = True
+    reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
     reasoning_passback: bool = False
     openai_environment: bool = True
+
+    def __post_init__(self) -> None:
+        fields = self.reasoning_fields
+        if not (isinstance(fields, tuple) and all(isinstance(f, str) and f for f in fields)):
+            raise FevexConfigurationError(
+                "INVALID_MODEL",
+                f"reasoning_fields must be a tuple of field names, not {fields!r}.",
+                details={"provider": self.name},
+            )
 
 
 OPENAI_PROFILE = ProviderProfile()
