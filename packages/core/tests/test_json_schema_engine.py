@@ -221,6 +221,13 @@ def test_a_backtracking_pattern_is_matched_in_linear_time() -> None:
         ["value.<property 0>: not allowed"],
     )
     assert problems({"pattern": "^(a+)+$"}, "aaaa") == []
+    # unevaluatedProperties finds which properties patternProperties evaluated with the
+    # same engine (jsonschema's own rule for it runs Python's re).
+    unevaluated = {"patternProperties": {"^(a+)+$": {}}, "unevaluatedProperties": False}
+    assert finishes_within(HANG_GUARD_S, lambda: problems(unevaluated, {BACKTRACKING: 1})) == [
+        "value: has properties its schema does not allow (unevaluatedProperties)"
+    ]
+    assert problems(unevaluated, {"aaaa": 1}) == []
 
 
 def test_unique_items_are_checked_in_linear_time() -> None:

@@ -5,7 +5,8 @@ This is also the API of most OpenAI-compatible servers (vLLM, llama.cpp, Ollama,
 DeepSeek, ...), so the reader is forgiving where those differ from OpenAI: a tool call
 without an id gets one, a call without argument text means ``{}``, ``reasoning_content``
 or ``reasoning`` deltas (the profile's ``reasoning_fields``) become the step's reasoning,
-and ``prompt_cache_hit_tokens`` counts as cached input. What a provider changes beyond that is its :class:`ProviderProfile`.
+and ``prompt_cache_hit_tokens`` counts as cached input. What a provider changes beyond
+that is its :class:`ProviderProfile`.
 """
 
 from __future__ import annotations

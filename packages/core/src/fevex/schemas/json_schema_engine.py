@@ -9,8 +9,8 @@ jsonschema is imported when the first schema is compiled, not by ``import fevex`
 A document is checked whole when it is compiled, and refused with :class:`JsonSchemaError`
 when it is not a 2020-12 schema, has a ``pattern`` (or ``patternProperties`` key) that a
 linear-time engine cannot run (look-around, back-references), or a ``$ref`` that points
-outside the document or at nothing: no reference is ever fetched. Callers turn the error
-into their own stable code.
+at nothing or outside the document, but for the metaschemas jsonschema bundles: no
+reference is ever fetched. Callers turn the error into their own stable code.
 
 Both the document and the value may come from a remote server, so validation is bounded:
 patterns run in linear time, equality is linear, a value nested deeper than
@@ -217,7 +217,7 @@ def _metaschemas() -> tuple[Any, frozenset[int]]:
     """The registry of the metaschemas jsonschema bundles (every draft's, and the 2020-12
     vocabularies'), and the ``id()`` of every object inside them: they are trusted, need
     no check, and their keyword names are not names a document declares."""
-    from jsonschema_specifications import REGISTRY
+    from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
 
     nodes: set[int] = set()
     stack: list[Any] = [REGISTRY.contents(uri) for uri in REGISTRY]

@@ -34,7 +34,7 @@ from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped
 from fevex.schemas.json_schema_budget import budget, following_reference
 from fevex.schemas.json_schema_evaluated import evaluated_properties
 
-__all__ = ["FEVEX_MESSAGES", "Validator"]
+__all__ = ["Validator"]
 
 
 #: Keywords whose problems carry a message written here rather than looked up by keyword.
