@@ -143,9 +143,9 @@ def _unevaluated_properties(
         return
     evaluated = evaluated_properties(validator, instance, schema)
     for key, value in instance.items():
-        if key not in evaluated and next(
-            validator.descend(value, unevaluated, path=key, schema_path=key), None
-        ):
+        errors = validator.descend(value, unevaluated, path=key, schema_path=key)
+        if key not in evaluated and next(errors, None) is not None:
+            # One problem, at the object, as jsonschema reports this keyword.
             yield ValidationError("unevaluated")
             return
 
