@@ -289,3 +289,80 @@ def test_the_pytest_option_records_when_asked_and_replays_otherwise(
         "test_support.json",
     ]
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+PROVIDER_SECRET = "sek-provider-session-4d1e-never-in-a-cassette"
+
+
+def stateful_model() -> FakeModel:
+    """A model whose provider state carries a session token at several depths, the way a
+    provider's conversation handle may (``…_token``, camelCase, inside lists)."""
+    state = {
+        "response_id": "resp_1",
+        "session_token": PROVIDER_SECRET,
+        "conversation": {
+            "turns": [{"id": 1, "auth": {"sessionToken": PROVIDER_SECRET}}],
+            "meta": {"deeper": {"even_deeper": {"session_token": PROVIDER_SECRET}}},
+        },
+    }
+    return FakeModel(
+        {
+            "tool_calls": [{"id": "call-1", "name": "accounts_get", "input": {"account_id": 42}}],
+            "provider_state": state,
+        },
+        {"output": "Account 42 is active.", "provider_state": {"session_token": PROVIDER_SECRET}},
+    )
+
+
+async def test_provider_state_is_scrubbed_at_any_depth_and_still_replays(tmp_path: Path) -> None:
+    cassette = tmp_path / "stateful.json"
+    model = stateful_model()
+    recorded = await app_on(record_model(model, cassette)).run_agent("support", "Is 42 up?")
+    # The model saw its real state on the second step: only the cassette is scrubbed.
+    assert model.calls[1].provider_state["session_token"] == PROVIDER_SECRET
+
+    raw = cassette.read_bytes()
+    assert PROVIDER_SECRET.encode() not in raw
+    assert b"sek-" not in raw
+    first, second = json.loads(raw)["exchanges"]
+    returned = first["events"][-1]["result"]["provider_state"]
+    assert returned == {
+        "response_id": "resp_1",
+        "session_token": "[redacted]",
+        "conversation": {
+            "turns": [{"id": 1, "auth": "[redacted]"}],
+            "meta": {"deeper": {"even_deeper": {"session_token": "[redacted]"}}},
+        },
+    }
+    assert second["input"]["provider_state"] == returned
+    assert second["events"][-1]["result"]["provider_state"] == {"session_token": "[redacted]"}
+
+    # The replay hands the scrubbed state back; the next step's input still matches.
+    replay = replay_model(cassette)
+    replayed = await app_on(replay).run_agent("support", "Is 42 up?")
+    assert replayed.output == recorded.output == "Account 42 is active."
+    assert replay.pending == 0
+
+
+def test_secret_looking_keys_are_recognised_in_every_spelling() -> None:
+    state = {
+        "sessionToken": "a",
+        "Session-Token": "b",
+        "accessToken": "c",
+        "idToken": "d",
+        "max_completion_tokens": 100,
+        "maxTokens": 5,
+        "response_id": "r",
+    }
+    kept = model_input_json(ModelInput((Message.user("Hi"),), provider_state=[state]))
+    assert kept["provider_state"] == [
+        {
+            "sessionToken": "[redacted]",
+            "Session-Token": "[redacted]",
+            "accessToken": "[redacted]",
+            "idToken": "[redacted]",
+            "max_completion_tokens": 100,
+            "maxTokens": 5,
+            "response_id": "r",
+        }
+    ]

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
+import stat
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from fevex import create_fevex
@@ -248,3 +253,123 @@ async def test_sandbox_tools_are_gated_by_policies_and_approvals(tmp_path: Path)
         await approving.run_agent("coder", "go")
     assert paused.value.pause["approvals"][0]["tool_name"] == "sandbox_run_command"
     assert not (tmp_path / "ran").exists()
+
+
+# -- files that are not regular files ------------------------------------------------------
+#
+# Each refusal below must come at once: a sandbox that opened a FIFO waited for a writer for
+# ever. The bound is the test's, so that a regression fails instead of hanging the suite.
+
+
+def _release_readers(fifo: Path) -> None:
+    """Lets a reader stuck opening ``fifo`` through, so that a failed test ends."""
+    # OSError: no reader waits (ENXIO), or the FIFO is gone.
+    with contextlib.suppress(OSError):
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+async def _refusals(sandbox: LocalSandbox, path: str) -> list[str]:
+    codes = []
+    for attempt in (sandbox.read_file(path), sandbox.write_file(path, "overwritten")):
+        with anyio.fail_after(5), pytest.raises(FevexRunError) as caught:
+            await attempt
+        codes.append(caught.value.code)
+    return codes
+
+
+@needs_unshare
+async def test_a_fifo_made_by_a_command_is_refused_without_blocking(tmp_path: Path) -> None:
+    sandbox = LocalSandbox(tmp_path, timeout=30)
+    made = await sandbox.run_command("mkfifo f")
+    assert made.exit_code == 0, made.stderr
+    try:
+        assert await _refusals(sandbox, "f") == ["SANDBOX_NOT_A_FILE", "SANDBOX_NOT_A_FILE"]
+    finally:
+        _release_readers(tmp_path / "f")
+    # Nothing waits on the FIFO: a writer finds no reader.
+    with pytest.raises(OSError, match="No such device or address"):
+        os.open(tmp_path / "f", os.O_WRONLY | os.O_NONBLOCK)
+
+
+async def test_special_files_and_directories_are_refused_with_a_stable_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sandbox = LocalSandbox(tmp_path, timeout=30)
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "notes").mkdir()
+    # A socket's path is short only relative to the workspace (sun_path holds 108 bytes).
+    monkeypatch.chdir(tmp_path)
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind("sock")
+        listening.listen()
+        try:
+            for path in ("pipe", "notes", ".", "sock"):
+                codes = await _refusals(sandbox, path)
+                assert codes == ["SANDBOX_NOT_A_FILE", "SANDBOX_NOT_A_FILE"], path
+        finally:
+            _release_readers(tmp_path / "pipe")
+    assert (tmp_path / "notes").is_dir()
+    assert stat.S_ISFIFO((tmp_path / "pipe").lstat().st_mode)
+
+
+async def test_devices_are_refused_before_they_are_opened() -> None:
+    # /dev as the workspace: its character devices are real, and reading /dev/zero or
+    # writing /dev/null would succeed if the sandbox opened them.
+    sandbox = LocalSandbox("/dev", timeout=30, max_output_bytes=16)
+    for device in ("null", "zero"):
+        assert await _refusals(sandbox, device) == ["SANDBOX_NOT_A_FILE", "SANDBOX_NOT_A_FILE"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="file leases are Linux's")
+async def test_a_file_another_process_holds_a_lease_on_is_not_waited_for(tmp_path: Path) -> None:
+    # A write lease makes every other open of the file wait until the holder lets go, up to
+    # /proc/sys/fs/lease-break-time (45 s by default).
+    leased = tmp_path / "leased.txt"
+    leased.write_text("held")
+    # The holder starts in a moment, before the event loop has anything else to do.
+    with subprocess.Popen(  # noqa: ASYNC220
+        [sys.executable, "-c", LEASE_HOLDER, str(leased)], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        try:
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == "leased"
+            sandbox = LocalSandbox(tmp_path, timeout=30)
+            assert await _refusals(sandbox, "leased.txt") == ["SANDBOX_FILE_BUSY"] * 2
+        finally:
+            holder.kill()
+    assert leased.read_text() == "held"
+
+
+LEASE_HOLDER = """
+import fcntl, os, signal, sys, time
+signal.signal(signal.SIGIO, signal.SIG_IGN)  # a lease break is signalled; keep the lease
+descriptor = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.fcntl(descriptor, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+print("leased", flush=True)
+time.sleep(120)
+"""
+
+
+async def test_a_file_operation_past_the_timeout_is_abandoned_with_a_stable_code(
+    tmp_path: Path,
+) -> None:
+    sandbox = LocalSandbox(tmp_path, timeout=0.001)
+    started = time.monotonic()
+    with pytest.raises(FevexRunError) as caught:
+        await sandbox.write_file("big.txt", "x" * 64_000_000)
+    assert caught.value.code == "SANDBOX_TIMEOUT"
+    assert time.monotonic() - started < 1
+
+
+async def test_unnameable_paths_and_commands_are_refused(tmp_path: Path) -> None:
+    sandbox = LocalSandbox(tmp_path)
+    for path in ("bad\ud800.txt", "a\x00b"):
+        assert await _refusals(sandbox, path) == ["SANDBOX_PATH_REFUSED"] * 2
+    with pytest.raises(FevexRunError) as caught:
+        await sandbox.write_file("text.txt", "lone \udc00 surrogate")
+    assert caught.value.code == "INVALID_ARGUMENT"
+    assert not (tmp_path / "text.txt").exists()
+    for command in ("echo \x00", ["echo", "\ud800"]):
+        with pytest.raises(FevexRunError) as caught:
+            await sandbox.run_command(command)
+        assert caught.value.code == "INVALID_ARGUMENT"

@@ -8,6 +8,11 @@ starting together do not race. A query is made of :func:`~fevex.knowledge.search
 only (letters and digits), each a prefix, joined by ``|`` and ranked by ``ts_rank``: text a
 model or user wrote is never read as tsquery syntax. Each operation uses its own
 autocommit connection.
+
+``fevex_memory_migrations`` records what was done to a table an older fevex wrote: its
+memories of the former default namespace (``"default"``) are moved to
+``DEFAULT_NAMESPACE`` once, under the same lock and in the transaction that creates the
+record, so that a run that names ``"default"`` later keeps its own memories there.
 """
 
 from __future__ import annotations
@@ -21,8 +26,13 @@ from typing import Any
 import psycopg
 
 from fevex.knowledge import Memory, search_terms
-from fevex.knowledge.memory_store import check_content, check_namespace
-from fevex.schemas.schema import ensure_json
+from fevex.knowledge.memory_store import (
+    DEFAULT_NAMESPACE,
+    FORMER_DEFAULT_NAMESPACE,
+    check_memory_id,
+    check_namespace,
+    check_new_memory,
+)
 from fevex_postgres.store_url import parse_store_url
 
 __all__ = ["PostgresMemoryStore", "open_postgres_memory_store"]
@@ -39,7 +49,10 @@ _SCHEMA = (
     " search tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED)",
     "CREATE INDEX IF NOT EXISTS fevex_memories_search ON fevex_memories USING gin (search)",
     "CREATE INDEX IF NOT EXISTS fevex_memories_namespace ON fevex_memories (namespace)",
+    "CREATE TABLE IF NOT EXISTS fevex_memory_migrations ("
+    " version integer PRIMARY KEY, name text NOT NULL, applied_at text NOT NULL)",
 )
+_DEFAULT_NAMESPACE_MOVED = (1, "memories of the former default namespace moved to ''")
 
 
 class PostgresMemoryStore:
@@ -56,16 +69,14 @@ class PostgresMemoryStore:
                 await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 for statement in _SCHEMA:
                     await connection.execute(statement)
+                await _move_the_former_default_namespace(connection)
             self._ready = True
         return connection
 
     async def add(
         self, namespace: str, content: str, *, metadata: Mapping[str, Any] | None = None
     ) -> Memory:
-        check_namespace(namespace)
-        check_content(content)
-        kept = dict(metadata or {})
-        ensure_json(kept)
+        kept = check_new_memory(namespace, content, metadata)
         memory = Memory(
             f"mem_{os.urandom(12).hex()}",
             namespace,
@@ -101,6 +112,7 @@ class PostgresMemoryStore:
 
     async def delete(self, namespace: str, memory_id: str) -> bool:
         check_namespace(namespace)
+        check_memory_id(memory_id)
         async with await self._connect() as connection:
             cursor = await connection.execute(
                 "DELETE FROM fevex_memories WHERE id = %s AND namespace = %s",
@@ -110,6 +122,23 @@ class PostgresMemoryStore:
 
     async def close(self) -> None:
         return None
+
+
+async def _move_the_former_default_namespace(connection: psycopg.AsyncConnection[Any]) -> None:
+    version, name = _DEFAULT_NAMESPACE_MOVED
+    cursor = await connection.execute(
+        "SELECT 1 FROM fevex_memory_migrations WHERE version = %s", (version,)
+    )
+    if await cursor.fetchone() is not None:
+        return
+    await connection.execute(
+        "UPDATE fevex_memories SET namespace = %s WHERE namespace = %s",
+        (DEFAULT_NAMESPACE, FORMER_DEFAULT_NAMESPACE),
+    )
+    await connection.execute(
+        "INSERT INTO fevex_memory_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+        (version, name, datetime.now(UTC).isoformat().replace("+00:00", "Z")),
+    )
 
 
 def open_postgres_memory_store(url: str, **options: Any) -> PostgresMemoryStore:

@@ -7,6 +7,11 @@ is created on first use. A query is made of :func:`~fevex.knowledge.search_terms
 each quoted as an FTS5 string and used as a prefix, joined by ``OR`` and ranked by bm25:
 text a model or user wrote is never read as FTS5 syntax. Each operation opens its own
 connection in a worker thread, so that the store holds nothing between calls.
+
+``fevex_memory_migrations`` records what was done to a table an older fevex wrote: its
+memories of the former default namespace (``"default"``) are moved to
+``DEFAULT_NAMESPACE`` once, in the transaction that creates the record, so that a run that
+names ``"default"`` later keeps its own memories there.
 """
 
 from __future__ import annotations
@@ -22,8 +27,13 @@ from typing import Any
 
 from fevex.errors import FevexConfigurationError
 from fevex.knowledge import Memory, search_terms
-from fevex.knowledge.memory_store import check_content, check_namespace
-from fevex.schemas.schema import ensure_json
+from fevex.knowledge.memory_store import (
+    DEFAULT_NAMESPACE,
+    FORMER_DEFAULT_NAMESPACE,
+    check_memory_id,
+    check_namespace,
+    check_new_memory,
+)
 from fevex_sqlite.location import parse_location
 
 __all__ = ["SQLiteMemoryStore", "open_sqlite_memory_store"]
@@ -33,6 +43,11 @@ _SCHEMA = (
     "content, memory_id UNINDEXED, namespace UNINDEXED, metadata UNINDEXED, "
     "created_at UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')"
 )
+_MIGRATIONS = (
+    "CREATE TABLE IF NOT EXISTS fevex_memory_migrations ("
+    "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+)
+_DEFAULT_NAMESPACE_MOVED = (1, "memories of the former default namespace moved to ''")
 
 
 class SQLiteMemoryStore:
@@ -48,17 +63,24 @@ class SQLiteMemoryStore:
         if not self._ready:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute(_SCHEMA)
+            # IMMEDIATE: processes opening an old file together migrate it exactly once.
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.execute(_SCHEMA)
+                connection.execute(_MIGRATIONS)
+                _move_the_former_default_namespace(connection)
+            except BaseException:
+                connection.execute("ROLLBACK")
+                connection.close()
+                raise
+            connection.execute("COMMIT")
             self._ready = True
         return connection
 
     async def add(
         self, namespace: str, content: str, *, metadata: Mapping[str, Any] | None = None
     ) -> Memory:
-        check_namespace(namespace)
-        check_content(content)
-        kept = dict(metadata or {})
-        ensure_json(kept)
+        kept = check_new_memory(namespace, content, metadata)
         memory = Memory(
             f"mem_{os.urandom(12).hex()}",
             namespace,
@@ -103,6 +125,7 @@ class SQLiteMemoryStore:
 
     async def delete(self, namespace: str, memory_id: str) -> bool:
         check_namespace(namespace)
+        check_memory_id(memory_id)
         return await asyncio.to_thread(self._delete, namespace, memory_id)
 
     def _delete(self, namespace: str, memory_id: str) -> bool:
@@ -115,6 +138,23 @@ class SQLiteMemoryStore:
 
     async def close(self) -> None:
         return None
+
+
+def _move_the_former_default_namespace(connection: sqlite3.Connection) -> None:
+    version, name = _DEFAULT_NAMESPACE_MOVED
+    done = connection.execute(
+        "SELECT 1 FROM fevex_memory_migrations WHERE version = ?", (version,)
+    ).fetchone()
+    if done is not None:
+        return
+    connection.execute(
+        "UPDATE fevex_memories SET namespace = ? WHERE namespace = ?",
+        (DEFAULT_NAMESPACE, FORMER_DEFAULT_NAMESPACE),
+    )
+    connection.execute(
+        "INSERT INTO fevex_memory_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+        (version, name, datetime.now(UTC).isoformat().replace("+00:00", "Z")),
+    )
 
 
 class _closing:

@@ -7,8 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fevex._internal.clock import new_id, utc_now
-from fevex.knowledge.memory_store import Memory, check_content, check_namespace, search_terms
-from fevex.schemas.schema import ensure_json
+from fevex.knowledge.memory_store import (
+    Memory,
+    check_memory_id,
+    check_namespace,
+    check_new_memory,
+    search_terms,
+)
 
 __all__ = ["InMemoryMemoryStore"]
 
@@ -25,10 +30,7 @@ class InMemoryMemoryStore:
     async def add(
         self, namespace: str, content: str, *, metadata: Mapping[str, Any] | None = None
     ) -> Memory:
-        check_namespace(namespace)
-        check_content(content)
-        kept = dict(metadata or {})
-        ensure_json(kept)
+        kept = check_new_memory(namespace, content, metadata)
         memory = Memory(new_id("mem"), namespace, content, utc_now(), kept)
         async with self._lock:
             self._memories.setdefault(namespace, []).append(memory)
@@ -50,6 +52,7 @@ class InMemoryMemoryStore:
 
     async def delete(self, namespace: str, memory_id: str) -> bool:
         check_namespace(namespace)
+        check_memory_id(memory_id)
         async with self._lock:
             kept = self._memories.get(namespace, [])
             remaining = [memory for memory in kept if memory.id != memory_id]

@@ -2,7 +2,11 @@
 
 Rules every store follows live here as plain functions, so that the in-memory, SQLite and
 PostgreSQL stores agree: which words of a query are searched (:func:`search_terms`), what a
-namespace and a memory's content may be (:func:`check_namespace`, :func:`check_content`).
+new memory may hold (:func:`check_new_memory`: its namespace, content and metadata), what
+a namespace and a memory id may be (:func:`check_namespace`, :func:`check_memory_id`).
+Text a store keeps must be storable by every store, as run stores' text is: no NUL
+(PostgreSQL's text refuses it) and no lone surrogate (no UTF-8 encodes it); anything else
+is refused with ``INVALID_ARGUMENT`` before a store is touched.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from fevex._internal.storable_text import UNSTORABLE_TEXT
 from fevex.errors import FevexRunError
+from fevex.schemas.schema import ensure_json
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -20,15 +26,24 @@ __all__ = [
     "Memory",
     "MemoryAccess",
     "MemoryStore",
+    "FORMER_DEFAULT_NAMESPACE",
     "check_content",
+    "check_memory_id",
     "check_namespace",
+    "check_new_memory",
     "namespace_of",
     "search_terms",
 ]
 
 # The namespace of runs whose ExecutionContext names none: memories written by such runs
-# are shared by every other run without a namespace, and by no run that has one.
-DEFAULT_NAMESPACE = "default"
+# are shared by every other run without a namespace, and by no run that has one. It is the
+# empty text because no ExecutionContext can name it (a context's namespace is None or
+# non-empty), so no tenant's name can collide with it.
+DEFAULT_NAMESPACE = ""
+# What DEFAULT_NAMESPACE was before: durable stores move their rows of it to
+# DEFAULT_NAMESPACE once, when they first open a table written by an older fevex (a run
+# named "default" then shared them with the runs that name none).
+FORMER_DEFAULT_NAMESPACE = "default"
 MAX_SEARCH_TERMS = 32
 MAX_CONTENT_CHARS = 10_000
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -109,25 +124,53 @@ def search_terms(query: str) -> list[str]:
     return terms
 
 
+def check_new_memory(
+    namespace: Any, content: Any, metadata: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Refuse what no store could keep (``INVALID_ARGUMENT``); the metadata to keep."""
+    check_namespace(namespace)
+    check_content(content)
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise _invalid("A memory's metadata must be a mapping of JSON values.")
+    kept = dict(metadata or {})
+    try:
+        ensure_json(kept)  # plain JSON whose text every store can keep
+    except TypeError as error:
+        raise _invalid(f"A memory's metadata cannot be stored: {error}.") from None
+    return kept
+
+
 def check_namespace(namespace: Any) -> str:
-    if not isinstance(namespace, str) or not namespace or len(namespace) > 200:
-        raise FevexRunError(
-            "INVALID_ARGUMENT", "A memory namespace must be text of 1 to 200 characters."
+    """``DEFAULT_NAMESPACE`` (``""``) or the text of a namespace, of at most 200 storable
+    characters."""
+    if not isinstance(namespace, str) or len(namespace) > 200 or not _storable(namespace):
+        raise _invalid(
+            "A memory namespace must be text of at most 200 characters, without NUL or lone "
+            "surrogates."
         )
     return namespace
 
 
 def check_content(content: Any) -> str:
-    if not isinstance(content, str) or not content.strip() or "\x00" in content:
-        raise FevexRunError(
-            "INVALID_ARGUMENT", "A memory's content must be non-empty text without NUL."
-        )
+    if not isinstance(content, str) or not content.strip() or not _storable(content):
+        raise _invalid("A memory's content must be non-empty text without NUL or lone surrogates.")
     if len(content) > MAX_CONTENT_CHARS:
-        raise FevexRunError(
-            "INVALID_ARGUMENT",
-            f"A memory's content is limited to {MAX_CONTENT_CHARS} characters.",
-        )
+        raise _invalid(f"A memory's content is limited to {MAX_CONTENT_CHARS} characters.")
     return content
+
+
+def check_memory_id(memory_id: Any) -> str:
+    if not isinstance(memory_id, str) or not memory_id or not _storable(memory_id):
+        raise _invalid("A memory id must be non-empty text without NUL or lone surrogates.")
+    return memory_id
+
+
+def _storable(text: str) -> bool:
+    return UNSTORABLE_TEXT.search(text) is None
+
+
+def _invalid(message: str) -> FevexRunError:
+    return FevexRunError("INVALID_ARGUMENT", message)
 
 
 def namespace_of(context: Mapping[str, Any] | None) -> str:

@@ -10,8 +10,10 @@ where its input differs, when an input no longer matches.
 A cassette holds what the model saw, never how it was reached: a gateway's API key, base
 URL and headers are not in a :class:`~fevex.models.ModelInput`, and model options or
 provider state under a key that names a secret (``api_key``, ``authorization``,
-``extra_headers``, ``password``, ``..._token``...) are kept as ``"[redacted]"``, in the
-digest too, so that replays match whatever key a run is given.
+``extra_headers``, ``password``, ``..._token``, ``sessionToken``...), at any depth, are
+kept as ``"[redacted]"``: in the input and its digest, so that replays match whatever key
+a run is given, and in the provider state a step returned, which a replay hands back
+redacted (the next step's input, redacted again, still matches).
 """
 
 from __future__ import annotations
@@ -36,15 +38,16 @@ from fevex.models import (
     ToolCall,
     Usage,
 )
+from fevex.tools.redaction import REDACTED
 
 __all__ = ["ModelRecorder", "ModelReplay", "model_input_json", "record_model", "replay_model"]
 
 CASSETTE_FORMAT = 1
-REDACTED = "[redacted]"
 _SECRET_KEY = re.compile(
     r"authorization|api_?key|secret|passw(or)?d|credential|cookie|header|bearer|private_key"
     r"|(^|_)(auth|token|access_token|refresh_token|id_token)$"
 )
+_CAMEL_HUMP = re.compile(r"([a-z0-9])([A-Z])")
 
 
 def record_model(gateway: ModelGateway, path: str | Path) -> ModelRecorder:
@@ -213,7 +216,11 @@ def _without_secrets(value: Any) -> Any:
 
 
 def _is_secret(key: Any) -> bool:
-    return isinstance(key, str) and bool(_SECRET_KEY.search(key.lower().replace("-", "_")))
+    if not isinstance(key, str):
+        return False
+    # camelCase is snake_case to the rule: "sessionToken" names a token as "session_token".
+    snake = _CAMEL_HUMP.sub(r"\1_\2", key).lower().replace("-", "_")
+    return bool(_SECRET_KEY.search(snake))
 
 
 def _event_json(event: Any) -> dict[str, Any]:
@@ -230,7 +237,7 @@ def _event_json(event: Any) -> dict[str, Any]:
                     for call in result.tool_calls
                 ],
                 "usage": result.usage.to_json(),
-                "provider_state": result.provider_state,
+                "provider_state": _without_secrets(result.provider_state),
                 "reasoning": result.reasoning,
             },
         }

@@ -1,17 +1,20 @@
 """The memory-store contract as checks any store can be run against.
 
 A store passes when it keeps and finds memories by their words, never lets one namespace
-see or delete another's, honours ``limit``, treats query text as words (never as search
-syntax), and keeps what it was given exactly.
+see or delete another's (the default namespace included), honours ``limit``, treats query
+text as words (never as search syntax), keeps what it was given exactly, and refuses text
+no store can keep with ``INVALID_ARGUMENT``.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
-from fevex.knowledge.memory_store import MemoryStore
+from fevex.errors import FevexError
+from fevex.knowledge.memory_store import DEFAULT_NAMESPACE, FORMER_DEFAULT_NAMESPACE, MemoryStore
 
 __all__ = ["MemoryStoreContractError", "check_memory_store"]
 
@@ -22,7 +25,8 @@ class MemoryStoreContractError(AssertionError):
 
 async def check_memory_store(store: MemoryStore) -> list[str]:
     """Run every check on ``store`` (in namespaces of their own, so a store holding other
-    memories can be checked); raise :class:`MemoryStoreContractError` naming each failed
+    memories can be checked; the one check that writes to ``DEFAULT_NAMESPACE`` deletes
+    what it wrote); raise :class:`MemoryStoreContractError` naming each failed
     one, or return the names of the checks that passed."""
     passed: list[str] = []
     failures: dict[str, BaseException] = {}
@@ -111,6 +115,53 @@ async def keeps_content_exactly(store: MemoryStore, namespace: str) -> None:
     assert found.id == kept.id
 
 
+async def keeps_the_default_namespace_to_itself(store: MemoryStore, namespace: str) -> None:
+    # A word of this check only, so that memories already in the shared namespace match
+    # nothing here.
+    word = f"sharedcheck{namespace.rpartition('-')[2]}"
+    kept = await store.add(DEFAULT_NAMESPACE, f"A note for runs without a namespace: {word}.")
+    try:
+        assert kept.namespace == DEFAULT_NAMESPACE, kept
+        assert [m.id for m in await store.search(DEFAULT_NAMESPACE, word)] == [kept.id]
+        # The name the default namespace had before is an ordinary namespace now.
+        assert list(await store.search(FORMER_DEFAULT_NAMESPACE, word)) == []
+        assert await store.delete(FORMER_DEFAULT_NAMESPACE, kept.id) is False
+        theirs = await store.add(FORMER_DEFAULT_NAMESPACE, f"A tenant named default: {word}.")
+        assert [m.id for m in await store.search(DEFAULT_NAMESPACE, word)] == [kept.id]
+        assert await store.delete(FORMER_DEFAULT_NAMESPACE, theirs.id) is True
+    finally:
+        await store.delete(DEFAULT_NAMESPACE, kept.id)
+
+
+async def refuses_text_no_store_can_keep(store: MemoryStore, namespace: str) -> None:
+    for bad in ("lone \ud800 surrogate", "a NUL \x00 inside", "\udcff"):
+        attempts: dict[str, Callable[[], Awaitable[Any]]] = {
+            "content": partial(store.add, namespace, f"Unstorable {bad} text"),
+            "namespace": partial(store.add, f"{namespace}{bad}", "Unstorable namespace"),
+            "metadata value": partial(
+                store.add, namespace, "Unstorable metadata", metadata={"note": [{"deep": bad}]}
+            ),
+            "metadata key": partial(store.add, namespace, "Unstorable key", metadata={bad: 1}),
+            "search namespace": partial(store.search, f"{namespace}{bad}", "unstorable"),
+            "delete namespace": partial(store.delete, f"{namespace}{bad}", "mem_x"),
+            "delete id": partial(store.delete, namespace, f"mem_{bad}"),
+        }
+        for what, attempt in attempts.items():
+            code = await _code_of(attempt)
+            assert code == "INVALID_ARGUMENT", (what, bad, code)
+    assert list(await store.search(namespace, "unstorable namespace metadata key")) == []
+
+
+async def _code_of(attempt: Callable[[], Awaitable[Any]]) -> str | None:
+    """The fevex code ``attempt()`` failed with; ``None`` when it succeeded. Any other
+    exception propagates, and fails the check."""
+    try:
+        await attempt()
+    except FevexError as error:
+        return error.code
+    return None
+
+
 _CHECKS: tuple[Callable[[MemoryStore, str], Awaitable[Any]], ...] = (
     finds_a_memory_by_its_words,
     does_not_find_what_no_word_matches,
@@ -119,4 +170,6 @@ _CHECKS: tuple[Callable[[MemoryStore, str], Awaitable[Any]], ...] = (
     honours_the_limit_and_ranks_more_matches_first,
     reads_query_text_as_words_only,
     keeps_content_exactly,
+    keeps_the_default_namespace_to_itself,
+    refuses_text_no_store_can_keep,
 )
