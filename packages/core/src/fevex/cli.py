@@ -519,6 +519,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         workers=args.workers,
         worker=not args.no_worker,
         ui=args.ui,
+        actor=args.actor,
     )
     return 0
 
@@ -566,6 +567,13 @@ def _add_serve_command(registry: CommandRegistry) -> None:
         action="store_true",
         help="also serve the run inspector and approval console at /ui (state-changing "
         "requests then need the X-Fevex-Request: 1 header, which the fevex clients send)",
+    )
+    parser.add_argument(
+        "--actor",
+        metavar="NAME",
+        help="with --ui, a bare fevex app on a loopback address serves every caller as the "
+        "local actor NAME, who decides approvals from the console and the fevex clients "
+        "(default: the OS user); refused on any other address",
     )
     parser.set_defaults(handler=_serve_command)
 
