@@ -20,7 +20,12 @@ from typing import Any
 from fevex.__about__ import __version__
 from fevex._internal.names import did_you_mean
 from fevex.errors import FevexConfigurationError, FevexError
-from fevex.plugins.discovery import add_plugin_commands, list_plugins, record_command
+from fevex.plugins.discovery import (
+    add_plugin_commands,
+    list_plugins,
+    record_command,
+    run_store_factory,
+)
 
 __all__ = ["CommandRegistry", "StoreCommands", "load_reference", "main", "work_lanes"]
 
@@ -28,6 +33,7 @@ __all__ = ["CommandRegistry", "StoreCommands", "load_reference", "main", "work_l
 # ``worker``: each pass queries the store, so a shorter one is a busy loop against it.
 MIN_INTERVAL = 0.1
 _SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):")
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,11 +188,13 @@ def _store_commands_for(args: argparse.Namespace, url: str) -> StoreCommands | N
 
 
 def _check_store(args: argparse.Namespace) -> None:
-    """Before a command opens the store: let the plugin of its scheme refuse one that does
-    not exist (a misspelt SQLite path) unless ``--create``."""
+    """Before a command opens the store: refuse a URL no loaded plugin serves (rather than
+    let the app's import fail on it), and let the plugin of its scheme refuse a store that
+    does not exist (a misspelt SQLite path) unless ``--create``."""
     url = _store_url(args)
     if not url:
         return
+    run_store_factory(url)
     commands = _store_commands_for(args, url)
     if commands is not None and commands.check is not None:
         commands.check(url, args.create)
@@ -236,9 +244,29 @@ def _worker_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _exit_cleanly)
     _check_store(args)
     app = _load_app(args.app, args.store)
+    # Without --store, a worker on the default in-memory store would wait forever for runs
+    # that other processes keep in their own memory: say where it looks.
+    print(f"fevex worker: {_store_description(args, app)}", file=sys.stderr, flush=True)
     actor = {"id": args.actor, "type": "service"}
     asyncio.run(_work(app, actor, args.concurrency, args.interval, args.json))
     return 0
+
+
+def _store_description(args: argparse.Namespace, app: Any) -> str:
+    from fevex.runtime.in_memory_run_store import InMemoryRunStore
+
+    if isinstance(app.run_store, InMemoryRunStore):
+        return (
+            "warning: this worker runs on memory://, whose runs no other process can see; "
+            "name the store the app's processes share with --store (sqlite:///runs.db, "
+            "postgresql+psycopg://...) or FEVEX_RUN_STORE."
+        )
+    url = _store_url(args)
+    if url:
+        # A password in the URL stays out of the terminal and the logs.
+        shown = _PASSWORD.sub(r"\1***@", url)
+        return f"runs on the store {shown}"
+    return f"runs on the app's own store ({type(app.run_store).__name__})"
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:
