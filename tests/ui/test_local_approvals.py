@@ -98,7 +98,9 @@ def test_a_client_decides_a_workflow_s_approval_as_the_local_actor(demo_server: 
         client.resume_run(child_id, approval_id=approval["id"], decision="approve")
         done = wait_for_status(client, workflow.id, "completed")
         decided = next(
-            event for event in client.list_events(child_id, limit=100) if event.type == "run.resumed"
+            event
+            for event in client.list_events(child_id, limit=100)
+            if event.type == "run.resumed"
         )
     assert decided.payload["actor"] == {"id": "ada", "type": "local"}
     assert done.output == (

@@ -24,7 +24,9 @@ async def test_a_sync_function_passes_the_contract_again_and_again() -> None:
     for _ in range(3):  # never exhausted
         results = await check_model_gateway(model)
         assert results[0].output == "Hello there, friend."
-        assert list(results[1].tool_calls) == [ToolCall("call-1", "accounts_get", {"account_id": 42})]
+        assert list(results[1].tool_calls) == [
+            ToolCall("call-1", "accounts_get", {"account_id": 42})
+        ]
     assert len(model.calls) == 6
 
 
