@@ -80,9 +80,7 @@ def support_model(model_input: ModelInput) -> ModelResult | str:
     if not results:
         if "refund" in request.lower():
             amount = numbers[0] if len(numbers) > 1 else 10
-            call = ToolCall(
-                "call-1", "refunds_issue", {"account_id": account_id, "amount": amount}
-            )
+            call = ToolCall("call-1", "refunds_issue", {"account_id": account_id, "amount": amount})
         else:
             call = ToolCall("call-1", "accounts_get", {"account_id": account_id})
         return ModelResult(tool_calls=[call], usage=usage)
