@@ -139,7 +139,8 @@ def test_the_blocking_twin_handles_messages_without_an_event_loop() -> None:
         repeated = handle_channel_input_sync(
             message("d1", "hello"), fevex=app, agent_name="assistant", adapter=adapter
         )
-        assert first.run is not None and second.run is not None
+        assert first.run is not None
+        assert second.run is not None
         assert (first.run.status, second.run.status) == ("completed", "completed")
         assert first.run.session_id == second.run.session_id
         assert repeated.ignored
