@@ -448,10 +448,11 @@ def _db_command(args: argparse.Namespace) -> int:
         )
     commands = _store_commands_for(args, url)
     if commands is None:
-        # A store whose plugin is not loaded (fevex-sqlite left uninstalled) is
-        # MISSING_PLUGIN, with the install that brings it.
-        run_store_factory(url)
         known: dict[str, StoreCommands] = args.store_commands
+        if not known:
+            # No store plugin is loaded at all (fevex-sqlite left uninstalled): the URL's
+            # is MISSING_PLUGIN, with the install that brings it.
+            run_store_factory(url)
         match = _SCHEME.match(url)
         scheme = match["scheme"] if match else url
         managed = (
