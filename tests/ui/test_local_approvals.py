@@ -154,3 +154,15 @@ def test_a_local_actor_other_hosts_could_use_is_refused_in_one_line(
     assert message in completed.stderr
     assert "Traceback" not in completed.stderr
     assert "Uvicorn running" not in completed.stderr
+
+
+def test_an_app_that_authenticates_takes_no_local_actor() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "fevex.cli", "serve", "--ui", "--app", "console_service:http_app",
+         "--port", "0", "--actor", "ada"],
+        cwd=ROOT / "tests" / "ui", capture_output=True, text=True, timeout=GUARD, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 1
+    assert completed.stderr.count("\n") == 1
+    assert completed.stderr.startswith("fevex: [INVALID_ARGUMENT] --actor names the local actor")
+    assert "Traceback" not in completed.stderr

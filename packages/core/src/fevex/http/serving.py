@@ -34,7 +34,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import uvicorn
+try:
+    import uvicorn
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError('fevex serve needs uvicorn: pip install "fevex[http]"') from error
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
