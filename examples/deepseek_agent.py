@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 
 from pydantic import BaseModel, ConfigDict
 
-from fevex import create_fevex, define_agent, define_tool
+from fevex import FevexError, create_fevex, define_agent, define_tool
 
 MODEL = "deepseek:deepseek-v4-flash"
 
@@ -61,4 +62,9 @@ if __name__ == "__main__":
             'adapter with: pip install "fevex[deepseek]", then run it again.'
         )
         raise SystemExit(0)
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except FevexError as error:
+        # One line that says what went wrong and what to do; a traceback would bury it.
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None

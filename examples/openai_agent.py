@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 
 from pydantic import BaseModel, ConfigDict
 
-from fevex import create_fevex, define_agent, define_tool
+from fevex import FevexError, create_fevex, define_agent, define_tool
 
 
 # OpenAI's strict mode (the default schema policy) wants closed objects whose fields are
@@ -78,4 +79,10 @@ if __name__ == "__main__":
             "then run: python examples/openai_agent.py"
         )
         raise SystemExit(0)
-    asyncio.run(main(os.environ.get("OPENAI_MODEL", "gpt-5-mini")))
+    try:
+        asyncio.run(main(os.environ.get("OPENAI_MODEL", "gpt-5-mini")))
+    except FevexError as error:
+        # A fevex error says what went wrong and what to do in one line (an unreachable
+        # OPENAI_BASE_URL is PROVIDER_NETWORK_ERROR): the traceback would only bury it.
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None

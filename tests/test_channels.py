@@ -21,8 +21,10 @@ import pytest
 from fevex.channels import (
     ChannelAdapter,
     ChannelEvent,
+    conversation_session_id,
     delivery_run_id,
     handle_channel_input,
+    handle_channel_input_sync,
 )
 from fevex.errors import FevexError
 
@@ -87,6 +89,65 @@ async def test_a_conversation_continues_its_session_and_answers_go_back() -> Non
         assert second.delivery == {"sent": "Echo: again"}
         history = (await app.get_session(second.run.session_id)).messages()
         assert [m.text for m in history if m.role == "user"] == ["hello", "again"]
+
+
+async def test_without_a_resolver_a_conversation_keeps_one_session() -> None:
+    adapter = channel_app.MemoryAdapter()
+    async with channel_app.build_app() as app:
+        results = [
+            await handle_channel_input(
+                message(delivery, text, conversation),
+                fevex=app,
+                agent_name="assistant",
+                adapter=adapter,
+            )
+            for delivery, text, conversation in (
+                ("d1", "hello", "c1"),
+                ("d2", "again", "c1"),
+                ("d3", "other", "c2"),
+            )
+        ]
+        first, second, other = (result.run for result in results)
+        assert first.session_id == second.session_id == conversation_session_id("memory", "c1")
+        assert other.session_id == conversation_session_id("memory", "c2") != first.session_id
+        # The second message's run saw the first exchange: the session holds both.
+        history = (await app.get_session(first.session_id)).messages()
+        said = [item.text for item in history if item.role == "user"]
+        assert said == ["hello", "again"]
+        assert [output.output for output in adapter.delivered] == [
+            "Echo: hello",
+            "Echo: again",
+            "Echo: other",
+        ]
+
+
+def test_the_blocking_twin_handles_messages_without_an_event_loop() -> None:
+    adapter = channel_app.MemoryAdapter()
+    app = channel_app.build_app()
+    try:
+        events: list[str] = []
+        first = handle_channel_input_sync(
+            message("d1", "hello"),
+            fevex=app,
+            agent_name="assistant",
+            adapter=adapter,
+            on_event=lambda event: events.append(event.type),
+        )
+        second = handle_channel_input_sync(
+            message("d2", "again"), fevex=app, agent_name="assistant", adapter=adapter
+        )
+        repeated = handle_channel_input_sync(
+            message("d1", "hello"), fevex=app, agent_name="assistant", adapter=adapter
+        )
+        assert first.run is not None
+        assert second.run is not None
+        assert (first.run.status, second.run.status) == ("completed", "completed")
+        assert first.run.session_id == second.run.session_id
+        assert repeated.ignored
+        assert events[-1] == "channel.message.delivered"
+        assert len(app.get_session_sync(first.run.session_id).messages()) == 8
+    finally:
+        app.close_sync()
 
 
 async def test_a_delivery_handled_before_is_ignored() -> None:

@@ -244,3 +244,27 @@ async def test_fevex_workers_share_orphaned_runs_and_stop_cleanly(
             if worker.poll() is None:
                 worker.kill()
         await app.run_store.close()
+
+
+async def test_fevex_recover_right_after_a_crash_names_the_run_whose_lease_is_live(
+    environment: dict[str, str], store_url: str
+) -> None:
+    long_lease = {"FEVEX_TEST_LEASE_SECONDS": "30"}
+    worker, run_id = start_worker(environment, FEVEX_TEST_TOOL_DELAY="2", **long_lease)
+    kill(worker)
+    completed = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "fevex.cli", "recover", "--app", "durable_app:build_app",
+         "--store", store_url],
+        cwd=HERE, env={**environment, **long_lease}, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == ""
+    lines = completed.stderr.splitlines()
+    assert lines[0] == "fevex recover: 0 recovered, 0 skipped, 0 unclaimed"
+    assert lines[1].startswith(
+        f"fevex recover: run {run_id} (agent billing) is running and its lease has not expired"
+    )
+    assert "(30 s for this app)" in lines[1]
+    assert len(lines) == 2

@@ -135,3 +135,11 @@ def test_the_core_readme_first_agent_runs_as_written(tmp_path: Path) -> None:
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "Account 42 is active.\n"
+
+
+def test_the_core_readme_lists_every_extra_of_the_core() -> None:
+    extras = _project(ROOT / "packages" / "core").get("optional-dependencies", {})
+    assert isinstance(extras, dict)
+    readme = (ROOT / "packages" / "core" / "README.md").read_text()
+    listed = set(re.findall(r"^\| `([a-z]+)` \|", readme, flags=re.MULTILINE))
+    assert listed == set(extras) - {"all"}

@@ -221,6 +221,20 @@ async def test_events_the_definition_refuses_change_nothing(apps: tuple[Fevex, F
     assert ledger == Counter({"first": 1, "second": 1})
 
 
+async def test_a_misspelt_event_names_the_event_the_run_waits_for(
+    apps: tuple[Fevex, Fevex],
+) -> None:
+    app, other = apps
+    with pytest.raises(RunPausedError) as paused:
+        await app.run_workflow("review", {"item": "book"})
+    with pytest.raises(FevexRunError) as refused:
+        await other.send_event(paused.value.run_id, "review.aproved", {"approved": True})
+    assert refused.value.code == "EVENT_NOT_EXPECTED"
+    assert refused.value.message.endswith(
+        "It waits for the event 'review.approved'. Did you mean 'review.approved'?"
+    )
+
+
 async def test_a_sleep_is_fired_by_a_wake_up_pass_once_due(apps: tuple[Fevex, Fevex]) -> None:
     app, worker = apps
     run = await app.start_workflow("napper")

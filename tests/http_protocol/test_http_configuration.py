@@ -31,7 +31,8 @@ def test_public_names() -> None:
     }  # fmt: skip
     assert set(fevex.channels.__all__) == {
         "ChannelAdapter", "ChannelEvent", "ChannelMessage", "ChannelOutput", "ChannelResult",
-        "delivery_run_id", "handle_channel_input",
+        "conversation_session_id", "delivery_run_id", "handle_channel_input",
+        "handle_channel_input_sync",
     }  # fmt: skip
     for module in (fevex.http, fevex.channels):
         for name in module.__all__:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 GUARD = 60.0  # seconds; a hang guard, never a timing assertion
 _LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 CHROMIUM_ARGUMENTS = [
@@ -26,19 +27,29 @@ CHROMIUM_ARGUMENTS = [
 
 
 class ConsoleServer:
-    """One ``fevex serve --ui`` process; its stderr is drained by a thread into ``lines``."""
+    """One ``fevex serve --ui`` process; its stderr is drained by a thread into ``lines``.
+    By default it serves ``console_service:http_app``; ``app``, ``cwd`` and ``arguments``
+    serve another (``examples.demo_app:app`` from the repository's root)."""
 
-    def __init__(self, store_url: str, port: int = 0) -> None:
+    def __init__(
+        self,
+        store_url: str,
+        port: int = 0,
+        *,
+        app: str = "console_service:http_app",
+        cwd: Path = HERE,
+        arguments: tuple[str, ...] = (),
+    ) -> None:
         self.lines: list[str] = []
         self.port = port
         listening = threading.Event()
         self.process = subprocess.Popen(
             [
                 sys.executable, "-m", "fevex.cli", "serve", "--ui",
-                "--app", "console_service:http_app", "--store", store_url, "--create",
-                "--port", str(port),
+                "--app", app, "--store", store_url, "--create",
+                "--port", str(port), *arguments,
             ],
-            cwd=HERE,
+            cwd=cwd,
             env={**os.environ, "FEVEX_TEST_TICK_SECONDS": "0.3", "FEVEX_TEST_LEASE_SECONDS": "2"},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -87,7 +98,7 @@ class ConsoleServer:
             self.process.stderr.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def console_server_type() -> type[ConsoleServer]:
     """``ConsoleServer(store_url, port=0)``, for a test that kills and restarts its own."""
     return ConsoleServer

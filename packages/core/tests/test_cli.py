@@ -146,3 +146,89 @@ def test_ctrl_c_stops_a_watcher_without_a_traceback(tmp_path: Path) -> None:
     assert watcher.returncode == 130
     assert "Traceback" not in rest
     assert rest.endswith("fevex: interrupted\n")
+
+
+@pytest.mark.parametrize("command", ["recover", "worker", "serve"])
+def test_a_store_url_no_plugin_serves_is_the_store_s_problem(tmp_path: Path, command: str) -> None:
+    (tmp_path / "service.py").write_text(APP)
+    error = one_line_error(
+        fevex(command, "--app", "service:app", "--store", "bogus://x", cwd=tmp_path)
+    )
+    assert error.startswith("fevex: [MISSING_PLUGIN] No run store for scheme 'bogus'.")
+    assert "APP_IMPORT_FAILED" not in error
+    schemeless = one_line_error(
+        fevex(command, "--app", "service:app", "--store", "runs.db", cwd=tmp_path)
+    )
+    assert schemeless.startswith("fevex: [INVALID_CONFIG] A run store URL needs a scheme")
+
+
+def test_fevex_db_without_a_store_plugin_says_which_plugin_is_missing(tmp_path: Path) -> None:
+    sqlite = one_line_error(
+        fevex("db", "status", "--store", f"sqlite:///{tmp_path}/x.db", cwd=tmp_path)
+    )
+    assert sqlite.startswith("fevex: [MISSING_PLUGIN] No run store for scheme 'sqlite'")
+    assert "invalid choice" not in sqlite
+    memory = one_line_error(fevex("db", "upgrade", "--store", "memory://", cwd=tmp_path))
+    assert (
+        "no loaded plugin manages a store's schema (fevex-sqlite and fevex-postgres do)" in memory
+    )
+    described = " ".join(fevex("db", "--help", cwd=tmp_path).stdout.split())
+    assert "installed plugins serve: none (fevex-sqlite and fevex-postgres add theirs)" in described
+
+
+def worker_lines(tmp_path: Path, *options: str) -> tuple[list[str], int, str]:
+    """The worker's first two lines on stderr, its status after SIGTERM and the rest."""
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "fevex.cli", "worker", "--app", "service:app", *options],
+        cwd=tmp_path,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert worker.stderr is not None
+        said = [worker.stderr.readline(), worker.stderr.readline()]
+        worker.send_signal(signal.SIGTERM)
+        _, rest = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    return said, worker.returncode, rest
+
+
+def test_a_worker_without_a_store_warns_that_it_runs_on_memory(tmp_path: Path) -> None:
+    (tmp_path / "service.py").write_text(APP)
+    said, status, rest = worker_lines(tmp_path)
+    assert (
+        said[0] == "fevex worker: runs on memory:// (no --store, and FEVEX_RUN_STORE is not set)\n"
+    )
+    assert said[1].startswith(
+        "fevex worker: warning: an in-memory store's runs are this process's alone"
+    )
+    # SIGTERM right after start-up, before or while the loop starts, ends it cleanly.
+    assert status == 0
+    assert rest == ""
+
+
+def test_a_worker_names_its_store_without_the_password(tmp_path: Path) -> None:
+    (tmp_path / "service.py").write_text(APP)
+    said, status, _ = worker_lines(tmp_path, "--store", "memory://user:secret@example/")
+    assert said[0] == "fevex worker: runs on the store memory://user:***@example/\n"
+    assert status == 0
+
+
+def test_fevex_plugins_into_a_closed_pipe_ends_without_a_traceback(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone, as `head` is after its lines
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-m", "fevex.cli", "plugins"],
+            cwd=tmp_path, env=environment(), stdout=write_end, stderr=subprocess.PIPE,
+            text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert completed.stderr == ""
+    assert completed.returncode == 141

@@ -199,3 +199,18 @@ def test_the_example_explains_what_to_set_without_a_key() -> None:
     assert completed.returncode == 0, completed.stderr
     assert "DEEPSEEK_API_KEY" in completed.stdout
     assert 'pip install "fevex[deepseek]"' in completed.stdout
+
+
+@needs_example
+def test_the_example_reports_an_unreachable_endpoint_in_one_line() -> None:
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    completed = _run_example(DEEPSEEK_API_KEY="test", DEEPSEEK_BASE_URL=f"http://127.0.0.1:{port}")
+
+    assert completed.returncode == 1
+    assert "Traceback" not in completed.stderr
+    assert completed.stderr.count("\n") == 1, completed.stderr
+    assert completed.stderr.startswith("error: [PROVIDER_NETWORK_ERROR]")

@@ -46,3 +46,19 @@ def test_with_a_key_it_runs_the_agent(server: LoopbackServer) -> None:
     assert completed.returncode == 0, completed.stderr
     assert "completed: Account 42 is active." in completed.stdout
     assert server.requests[0].json["model"] == "gpt-test"
+
+
+def test_an_unreachable_base_url_is_one_clear_line() -> None:
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    completed = run_example(
+        OPENAI_API_KEY=TEST_API_KEY, OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1"
+    )
+    assert completed.returncode == 1
+    assert "Traceback" not in completed.stderr
+    assert completed.stderr.count("\n") == 1, completed.stderr
+    assert completed.stderr.startswith("error: [PROVIDER_NETWORK_ERROR] Could not reach OpenAI")
+    assert "run.failed" in completed.stdout

@@ -20,7 +20,12 @@ from typing import Any
 from fevex.__about__ import __version__
 from fevex._internal.names import did_you_mean
 from fevex.errors import FevexConfigurationError, FevexError
-from fevex.plugins.discovery import add_plugin_commands, list_plugins, record_command
+from fevex.plugins.discovery import (
+    add_plugin_commands,
+    list_plugins,
+    record_command,
+    run_store_factory,
+)
 
 __all__ = ["CommandRegistry", "StoreCommands", "load_reference", "main", "work_lanes"]
 
@@ -28,6 +33,7 @@ __all__ = ["CommandRegistry", "StoreCommands", "load_reference", "main", "work_l
 # ``worker``: each pass queries the store, so a shorter one is a busy loop against it.
 MIN_INTERVAL = 0.1
 _SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):")
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,11 +188,13 @@ def _store_commands_for(args: argparse.Namespace, url: str) -> StoreCommands | N
 
 
 def _check_store(args: argparse.Namespace) -> None:
-    """Before a command opens the store: let the plugin of its scheme refuse one that does
-    not exist (a misspelt SQLite path) unless ``--create``."""
+    """Before a command opens the store: refuse a URL no loaded plugin serves (rather than
+    let the app's import fail on it), and let the plugin of its scheme refuse a store that
+    does not exist (a misspelt SQLite path) unless ``--create``."""
     url = _store_url(args)
     if not url:
         return
+    run_store_factory(url)
     commands = _store_commands_for(args, url)
     if commands is not None and commands.check is not None:
         commands.check(url, args.create)
@@ -199,9 +207,10 @@ def _recover_command(args: argparse.Namespace) -> int:
     _check_store(args)
     app = _load_app(args.app, args.store)
     actor = {"id": args.actor, "type": "service"}
+    watching = args.interval is not None
     while True:
         try:
-            sweep = asyncio.run(app.recover_expired_runs(actor=actor, limit=args.limit))
+            sweep, leased = asyncio.run(_recovery_pass(app, actor, args.limit, watching))
         except Exception as error:
             # One failed pass (the store unreachable for a while) must not end a watcher.
             print(f"fevex: recovery pass failed: {_describe(error)}", file=sys.stderr, flush=True)
@@ -222,9 +231,34 @@ def _recover_command(args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
+            for run in leased:
+                print(
+                    f"fevex recover: run {run.id} ({run.kind} {run.name}) is running and its "
+                    "lease has not expired: the process running it may still be working, or "
+                    f"died within its lease ({app.lease_seconds:g} s for this app). Recover it "
+                    "once the lease expires: run fevex recover again, or keep watching with "
+                    "--interval.",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if args.interval is None:
             return 0
         time.sleep(args.interval)
+
+
+async def _recovery_pass(
+    app: Any, actor: dict[str, str], limit: int | None, watching: bool
+) -> tuple[Any, list[Any]]:
+    """One pass of ``recover``, and, unless ``watching``, the running runs it could not
+    take because their lease is still live: right after a crash, the very run the user
+    came for, which a bare ``0 recovered`` would leave unexplained."""
+    sweep = await app.recover_expired_runs(actor=actor, limit=limit)
+    if watching:
+        return sweep, []
+    seen = {run.id for run in sweep.recovered} | {run.run_id for run in sweep.skipped}
+    seen |= set(sweep.unclaimed) | set(await app.run_store.expired_run_ids(limit=100))
+    running = await app.list_runs(status="running", limit=100)
+    return sweep, [run for run in running if run.id not in seen]
 
 
 def _worker_command(args: argparse.Namespace) -> int:
@@ -236,9 +270,38 @@ def _worker_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _exit_cleanly)
     _check_store(args)
     app = _load_app(args.app, args.store)
+    # Without --store, a worker on the default in-memory store would wait forever for runs
+    # that other processes keep in their own memory: say where it looks.
+    for line in _store_description(args, app):
+        print(f"fevex worker: {line}", file=sys.stderr, flush=True)
+    # From here until the loop's handler is in place, a SIGTERM is remembered, not raised
+    # inside the starting loop, and the loop stops at once.
+    early: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: early.append(signum))
     actor = {"id": args.actor, "type": "service"}
-    asyncio.run(_work(app, actor, args.concurrency, args.interval, args.json))
+    asyncio.run(_work(app, actor, args.concurrency, args.interval, args.json, early))
     return 0
+
+
+def _store_description(args: argparse.Namespace, app: Any) -> list[str]:
+    from fevex.runtime.in_memory_run_store import InMemoryRunStore
+
+    url = _store_url(args)
+    if url:
+        # A password in the URL stays out of the terminal and the logs.
+        shown = _PASSWORD.sub(r"\1***@", url)
+        lines = [f"runs on the store {shown}"]
+    elif isinstance(app.run_store, InMemoryRunStore):
+        lines = ["runs on memory:// (no --store, and FEVEX_RUN_STORE is not set)"]
+    else:
+        lines = [f"runs on the app's own store ({type(app.run_store).__name__})"]
+    if isinstance(app.run_store, InMemoryRunStore):
+        lines.append(
+            "warning: an in-memory store's runs are this process's alone, so this worker "
+            "never sees another process's runs; name the store they share with --store "
+            "(sqlite:///runs.db, postgresql+psycopg://...) or FEVEX_RUN_STORE."
+        )
+    return lines
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:
@@ -246,10 +309,16 @@ def _exit_cleanly(signum: int, frame: object) -> None:
 
 
 async def _work(
-    app: Any, actor: dict[str, str], concurrency: int, interval: float, as_json: bool
+    app: Any,
+    actor: dict[str, str],
+    concurrency: int,
+    interval: float,
+    as_json: bool,
+    early: list[int],
 ) -> None:
     """Claim and continue expired runs and due wake-ups on ``concurrency`` lanes until
-    SIGINT or SIGTERM; a lane stops between claims, so the run it holds is finished first."""
+    SIGINT or SIGTERM (``early`` holds one that came before the loop ran); a lane stops
+    between claims, so the run it holds is finished first."""
     import asyncio
     import signal
 
@@ -257,6 +326,8 @@ async def _work(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    if early:
+        stop.set()
 
     def report(entry: dict[str, Any]) -> None:
         if as_json:
@@ -378,13 +449,23 @@ def _db_command(args: argparse.Namespace) -> int:
     commands = _store_commands_for(args, url)
     if commands is None:
         known: dict[str, StoreCommands] = args.store_commands
+        if not known:
+            # No store plugin is loaded at all (fevex-sqlite left uninstalled): the URL's
+            # is MISSING_PLUGIN, with the install that brings it.
+            run_store_factory(url)
         match = _SCHEME.match(url)
         scheme = match["scheme"] if match else url
+        managed = (
+            f"the schemes {', '.join(sorted(known))}"
+            if known
+            else "no scheme: no loaded plugin manages a store's schema (fevex-sqlite and "
+            "fevex-postgres do)"
+        )
         raise FevexConfigurationError(
             "INVALID_ARGUMENT",
-            f"fevex db manages stores of the schemes {', '.join(sorted(known))}, not "
-            f"{scheme!r}.{did_you_mean(scheme.lower(), known)} (An in-memory store has no "
-            "schema; another store's plugin must be installed to manage its schema.)",
+            f"fevex db manages stores of {managed}, not {scheme!r}."
+            f"{did_you_mean(scheme.lower(), known)} (An in-memory store has no schema; "
+            "another store's plugin must be installed to manage its schema.)",
             details={"scheme": scheme},
         )
     if args.db_action == "status":
@@ -393,7 +474,7 @@ def _db_command(args: argparse.Namespace) -> int:
 
 
 def _add_db_command(subparsers: Any, schemes: Sequence[str]) -> None:
-    described = ", ".join(sorted(schemes))
+    described = ", ".join(sorted(schemes)) or "none (fevex-sqlite and fevex-postgres add theirs)"
     parser = subparsers.add_parser(
         "db",
         help="Manage the schema of a run store (status, upgrade).",
@@ -519,6 +600,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         workers=args.workers,
         worker=not args.no_worker,
         ui=args.ui,
+        actor=args.actor,
     )
     return 0
 
@@ -566,6 +648,13 @@ def _add_serve_command(registry: CommandRegistry) -> None:
         action="store_true",
         help="also serve the run inspector and approval console at /ui (state-changing "
         "requests then need the X-Fevex-Request: 1 header, which the fevex clients send)",
+    )
+    parser.add_argument(
+        "--actor",
+        metavar="NAME",
+        help="with --ui, a bare fevex app on a loopback address serves every caller as the "
+        "local actor NAME, who decides approvals from the console and the fevex clients "
+        "(default: the OS user); refused on any other address",
     )
     parser.set_defaults(handler=_serve_command)
 
@@ -628,8 +717,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_command(registry)
     _add_serve_command(registry)
     add_plugin_commands(registry)
-    if registry.store_commands:
-        _add_db_command(subparsers, list(registry.store_commands))
+    # Present without store plugins too, so that it can say which plugin is missing.
+    _add_db_command(subparsers, list(registry.store_commands))
     parser.set_defaults(store_commands=registry.store_commands)
     return parser
 
@@ -650,6 +739,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C is how a user stops a watcher: one line and the shell's status for SIGINT.
         print("fevex: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of stdout went away (`fevex plugins | head`): nothing is wrong, and
+        # nothing more can be written. Python's own flush at exit would fail again, so
+        # stdout is pointed at /dev/null first; the status is the shell's for SIGPIPE.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

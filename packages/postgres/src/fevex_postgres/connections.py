@@ -121,11 +121,13 @@ class ConnectionPools:
         """A connection of this loop's pool, returned to it afterwards; a failure of the
         driver is reported as one of the store's ``operation``."""
         engine = await self._engine()
+        opened = False
         try:
             async with engine.connect() as connection:
+                opened = True
                 yield connection
         except DBAPIError as error:
-            raise store_failure(operation, self._display_url, error) from error
+            raise store_failure(operation, self._display_url, error, sent=opened) from error
         except PoolTimeoutError as error:
             raise self._pool_exhausted() from error
 
@@ -170,7 +172,7 @@ class ConnectionPools:
         try:
             return await pool.take()
         except psycopg.Error as error:
-            raise store_failure(operation, self._display_url, error) from error
+            raise store_failure(operation, self._display_url, error, sent=False) from error
         except PoolExhausted as error:
             raise self._pool_exhausted() from error
 
@@ -227,11 +229,12 @@ def _discard_if_dropped(
 
 
 def store_failure(
-    operation: str, display_url: str, error: DBAPIError | psycopg.Error
+    operation: str, display_url: str, error: DBAPIError | psycopg.Error, *, sent: bool = True
 ) -> FevexRunError:
     """The fevex error for a driver error during ``operation`` (psycopg's, or SQLAlchemy's
-    wrapper of it); raise it ``from error``. The message names the server without its
-    password and never carries the statement or its parameters."""
+    wrapper of it); raise it ``from error``. ``sent=False``: it came while opening a
+    connection, before anything of the operation reached the server. The message names the
+    server without its password and never carries the statement or its parameters."""
     orig = error.orig if isinstance(error, DBAPIError) else error
     sqlstate = getattr(orig, "sqlstate", None) or ""
     if isinstance(orig, psycopg.IntegrityError):
@@ -255,15 +258,23 @@ def store_failure(
     if isinstance(orig, psycopg.OperationalError | psycopg.InterfaceError) and (
         not sqlstate or sqlstate.startswith(_CONNECTION_STATES)
     ):
-        return store_unavailable(display_url, _primary_message(orig))
+        return store_unavailable(display_url, _primary_message(orig), sent=sent)
     return store_error(operation, error)
 
 
-def store_unavailable(display_url: str, reason: str) -> FevexRunError:
+def store_unavailable(display_url: str, reason: str, *, sent: bool = True) -> FevexRunError:
+    """``STORE_UNAVAILABLE``; ``sent=False`` when the operation never reached the server
+    (no connection could be opened), so that it certainly did not happen."""
+    if not sent:
+        outcome = "Nothing was done; retry once the server is reachable."
+        reached = "cannot be reached"
+    else:
+        outcome = "The operation may or may not have completed; check and retry once the "
+        outcome += "server is reachable."
+        reached = "is unavailable"
     return FevexRunError(
         "STORE_UNAVAILABLE",
-        f"PostgreSQL at {display_url} is unavailable: {reason}. The operation may or may not "
-        "have completed; check and retry once the server is reachable.",
+        f"PostgreSQL at {display_url} {reached}: {reason}. {outcome}",
         recoverable=True,
         category="store",
     )

@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol
 from fevex._internal.clock import new_id
 from fevex._internal.event_sink import EventSink, Observers
 from fevex._internal.execution import Execution, StepDriver, log_run
+from fevex._internal.names import did_you_mean
 from fevex._internal.waits import (
     paused_until,
     receive_event,
@@ -577,9 +578,18 @@ def _not_due(run: AgentRun) -> FevexRunError:
 
 
 def _not_expected(run: AgentRun, name: str) -> FevexRunError:
+    pause = run.pause or {}
+    awaited = pause.get("event") if run.status == "paused" else None
+    # A run waits for one event at a time: naming it is the likeliest fix for a typo.
+    waits = (
+        f" It waits for the event {awaited!r}.{did_you_mean(name, [awaited])}"
+        if isinstance(awaited, str) and pause.get("reason") == "event"
+        else ""
+    )
     return FevexRunError(
         "EVENT_NOT_EXPECTED",
-        f"Run {run.id} ({run.status}) does not wait for the event {name!r}; nothing was changed.",
+        f"Run {run.id} ({run.status}) does not wait for the event {name!r}; nothing was "
+        f"changed.{waits}",
         details={"run_id": run.id, "event": name, "status": run.status},
     )
 

@@ -2,8 +2,10 @@ from fevex.channels.adapter import ChannelAdapter, ChannelMessage, ChannelOutput
 from fevex.channels.handling import (
     ChannelEvent,
     ChannelResult,
+    conversation_session_id,
     delivery_run_id,
     handle_channel_input,
+    handle_channel_input_sync,
 )
 
 __all__ = [
@@ -12,6 +14,8 @@ __all__ = [
     "ChannelMessage",
     "ChannelOutput",
     "ChannelResult",
+    "conversation_session_id",
     "delivery_run_id",
     "handle_channel_input",
+    "handle_channel_input_sync",
 ]

@@ -13,6 +13,11 @@ handled before, or ``channel.run.started``, one of ``channel.run.completed``,
 ``channel.run.paused`` (an approval: nothing is delivered until the run completes, which is
 the host's to follow) and ``channel.run.failed``, and after a completed run's answer went
 back, ``channel.message.delivered``.
+
+A conversation is one session: without ``resolve_session_id``, each message runs in the
+session :func:`conversation_session_id` derives from the channel and the conversation id,
+so that the agent sees what was said before in it, across processes too.
+:func:`handle_channel_input_sync` is the blocking twin, for a synchronous webhook handler.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fevex._internal.clock import utc_now
+from fevex._internal.sync import run_sync
 from fevex.app import Fevex, RunContext
 from fevex.channels.adapter import ChannelAdapter, ChannelMessage, ChannelOutput
 from fevex.errors import FevexError, FevexRunError
@@ -34,8 +40,10 @@ from fevex.runtime.records import TERMINAL_STATUSES, AgentRun
 __all__ = [
     "ChannelEvent",
     "ChannelResult",
+    "conversation_session_id",
     "delivery_run_id",
     "handle_channel_input",
+    "handle_channel_input_sync",
 ]
 
 logger = logging.getLogger("fevex")
@@ -80,6 +88,13 @@ def delivery_run_id(channel: str, delivery_id: str) -> str:
     return f"run_ch_{digest[:40]}"
 
 
+def conversation_session_id(channel: str, conversation_id: str) -> str:
+    """The id of the session conversation ``conversation_id`` of channel ``channel``
+    continues (the first message's run creates it)."""
+    digest = hashlib.sha256(f"{channel}\0{conversation_id}".encode()).hexdigest()
+    return f"ses_ch_{digest[:40]}"
+
+
 async def handle_channel_input(
     input: Any,
     *,
@@ -91,8 +106,9 @@ async def handle_channel_input(
     on_event: OnChannelEvent | None = None,
 ) -> ChannelResult:
     """Parse ``input`` with ``adapter``, run agent ``agent_name`` on the message in the
-    session ``resolve_session_id(message)`` names (``None``, or no function: a new one),
-    and deliver a completed run's output with the adapter.
+    conversation's session (:func:`conversation_session_id`), or in the one
+    ``resolve_session_id(message)`` names (``None``: a new one), and deliver a completed
+    run's output with the adapter.
 
     ``context`` is the run's :class:`~fevex.runtime.ExecutionContext` (the host builds it
     from what the adapter verified). ``on_event`` (may be async) sees every channel event
@@ -138,7 +154,7 @@ async def handle_channel_input(
         await emit("channel.message.ignored", run_id, status=handled.status)
         return ChannelResult(True, message, handled, events=tuple(emitted))
 
-    session_id = None
+    session_id: str | None = conversation_session_id(adapter.name, message.conversation_id)
     if resolve_session_id is not None:
         resolved = resolve_session_id(message)
         session_id = await resolved if inspect.isawaitable(resolved) else resolved
@@ -176,6 +192,31 @@ async def handle_channel_input(
     delivery = await adapter.deliver(ChannelOutput(message, run, run.output))
     await emit("channel.message.delivered", run_id)
     return ChannelResult(False, message, run, delivery, tuple(emitted))
+
+
+def handle_channel_input_sync(
+    input: Any,
+    *,
+    fevex: Fevex,
+    agent_name: str,
+    adapter: ChannelAdapter,
+    resolve_session_id: ResolveSessionId | None = None,
+    context: RunContext = None,
+    on_event: OnChannelEvent | None = None,
+) -> ChannelResult:
+    """:func:`handle_channel_input` as a blocking call, on the thread's event loop of the
+    app's other blocking twins (``run_agent_sync``, ...); not from inside a running loop."""
+    return run_sync(
+        handle_channel_input(
+            input,
+            fevex=fevex,
+            agent_name=agent_name,
+            adapter=adapter,
+            resolve_session_id=resolve_session_id,
+            context=context,
+            on_event=on_event,
+        )
+    )
 
 
 async def _existing_run(fevex: Fevex, run_id: str) -> AgentRun | None:

@@ -5,6 +5,15 @@ is used), a Fevex app, or a function returning either. A bare Fevex app is serve
 anonymous callers, which is only allowed on a loopback address: an address other hosts can
 reach is refused without authentication (``SERVE_UNAUTHENTICATED``), before anything binds.
 
+A bare app served with the console (``--ui``) on a loopback address gets a *local actor*:
+every caller is the person at this machine, named by ``--actor`` (default: the OS user),
+so that approvals decided from the console or a :class:`~fevex.http.FevexClient` are
+recorded as theirs (``{"id": NAME, "type": "local"}``). Only the console's cross-site
+guard (``X-Fevex-Request``) keeps other sites' pages from deciding as that person, hence
+``--ui``; and only a loopback bind keeps other hosts from it, so ``--actor`` on another
+address is refused (``SERVE_UNAUTHENTICATED``). Start-up prints the API's and the
+console's URLs.
+
 Each uvicorn worker process loads the app itself (uvicorn calls :func:`served_app` in it,
 configured through environment variables), serves it, and, unless ``--no-worker``, runs
 the lanes of ``fevex worker`` beside it, so that runs whose process died are recovered and
@@ -15,20 +24,38 @@ cancels the runs it still executes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import getpass
 import ipaddress
 import json
 import os
+import socket
 import sys
+from collections.abc import Callable
 from typing import Any
 
+try:
+    import uvicorn
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError('fevex serve needs uvicorn: pip install "fevex[http]"') from error
+from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from fevex.app import Fevex
 from fevex.errors import FevexConfigurationError
 from fevex.http.application import FevexHttpApp, create_http_app
+from fevex.runtime.context import ExecutionContext
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 
-__all__ = ["ServedApp", "check_bind", "is_loopback", "load_http_app", "served_app"]
+__all__ = [
+    "LocalActor",
+    "ServedApp",
+    "check_bind",
+    "is_loopback",
+    "load_http_app",
+    "local_actor_name",
+    "served_app",
+]
 
 # SSE streams of paused runs never end by themselves: on SIGTERM, requests still open this
 # long after are cut (their clients reconnect, to another server or to the restarted one).
@@ -37,6 +64,7 @@ GRACEFUL_SHUTDOWN_SECONDS = 5
 APP_VARIABLE = "FEVEX_SERVE_APP"
 WORKER_VARIABLE = "FEVEX_SERVE_WORKER"
 UI_VARIABLE = "FEVEX_SERVE_UI"
+ACTOR_VARIABLE = "FEVEX_SERVE_ACTOR"
 
 
 def is_loopback(host: str) -> bool:
@@ -49,23 +77,88 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def load_http_app(reference: str, store: str | None, *, ui: bool = False) -> FevexHttpApp:
+class LocalActor:
+    """The ``authenticate`` of a bare app served with the console on loopback: every
+    caller is the local actor ``name`` (see the module's description)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.context = ExecutionContext(actor={"id": name, "type": "local"})
+
+    def __call__(self, request: Request) -> ExecutionContext:
+        return self.context
+
+
+def local_actor_name() -> str:
+    """Who is at this machine: the OS user (``local`` when the system names nobody)."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return "local"
+
+
+def load_http_app(
+    reference: str, store: str | None, *, ui: bool = False, local_actor: str | None = None
+) -> FevexHttpApp:
     """The HTTP app ``module:attribute`` names (see the module's description), serving
-    the console under ``/ui`` too when ``ui``."""
+    the console under ``/ui`` too when ``ui``; a bare app with the console is served to
+    ``local_actor`` when one is named, to anonymous callers otherwise."""
+    return _http_app(reference, _load_target(reference, store), ui=ui, local_actor=local_actor)
+
+
+def _load_target(reference: str, store: str | None) -> FevexHttpApp | Fevex:
     from fevex.cli import load_reference
 
     target = load_reference(reference, store)
     if not isinstance(target, FevexHttpApp | Fevex) and callable(target):
         target = target()
-    if isinstance(target, Fevex):
-        return create_http_app(target, allow_anonymous=True, ui=ui)
-    if isinstance(target, FevexHttpApp):
-        return target.with_console() if ui else target
+    if isinstance(target, FevexHttpApp | Fevex):
+        return target
     raise FevexConfigurationError(
         "INVALID_ARGUMENT",
         f"{reference} is not a fevex app, an app of fevex.http.create_http_app, or a "
         "function returning one.",
     )
+
+
+def _http_app(
+    reference: str, target: FevexHttpApp | Fevex, *, ui: bool, local_actor: str | None
+) -> FevexHttpApp:
+    if isinstance(target, FevexHttpApp):
+        if local_actor is not None:
+            raise FevexConfigurationError(
+                "INVALID_ARGUMENT",
+                f"--actor names the local actor of a bare fevex app; {reference} is an app "
+                "of create_http_app, whose authenticate names its callers.",
+            )
+        return target.with_console() if ui else target
+    if local_actor is not None and ui:
+        return create_http_app(target, authenticate=LocalActor(local_actor), ui=True)
+    if local_actor is not None:
+        raise FevexConfigurationError(
+            "INVALID_ARGUMENT",
+            "--actor is the console's local actor: add --ui (the console's cross-site guard "
+            "is what keeps other sites' pages from deciding as you).",
+        )
+    return create_http_app(target, allow_anonymous=True, ui=ui)
+
+
+def _local_actor(
+    target: FevexHttpApp | Fevex, host: str, ui: bool, actor: str | None
+) -> str | None:
+    """The local actor ``fevex serve`` offers (see the module's description), or ``None``;
+    an ``--actor`` on an address other hosts can reach is refused."""
+    if actor is not None and not is_loopback(host):
+        raise FevexConfigurationError(
+            "SERVE_UNAUTHENTICATED",
+            f"fevex serve offers a local actor (--actor) on a loopback address only: anyone "
+            f"who reaches {host} would decide approvals as {actor!r}. Bind 127.0.0.1, or "
+            "point --app at create_http_app(app, authenticate=...).",
+            details={"host": host},
+        )
+    if isinstance(target, Fevex) and ui and is_loopback(host) and actor is None:
+        return local_actor_name()
+    return actor
 
 
 def check_bind(http_app: FevexHttpApp, host: str, workers: int) -> None:
@@ -127,7 +220,12 @@ class ServedApp:
 def served_app() -> ServedApp:
     """What uvicorn calls in each worker process (``factory=True``): the app that
     ``FEVEX_SERVE_APP`` names, with its store from ``FEVEX_RUN_STORE``."""
-    http_app = load_http_app(os.environ[APP_VARIABLE], None, ui=os.environ.get(UI_VARIABLE) == "1")
+    http_app = load_http_app(
+        os.environ[APP_VARIABLE],
+        None,
+        ui=os.environ.get(UI_VARIABLE) == "1",
+        local_actor=os.environ.get(ACTOR_VARIABLE) or None,
+    )
     return ServedApp(http_app, worker=os.environ.get(WORKER_VARIABLE, "1") == "1")
 
 
@@ -140,27 +238,41 @@ def serve(
     workers: int,
     worker: bool,
     ui: bool = False,
+    actor: str | None = None,
 ) -> None:
-    """Check what ``reference`` serves here, then run uvicorn until SIGINT or SIGTERM."""
-    import uvicorn
-
-    http_app = load_http_app(reference, store, ui=ui)
+    """Check what ``reference`` serves here, then run uvicorn until SIGINT or SIGTERM;
+    ``actor`` names the local actor (see the module's description)."""
+    target = _load_target(reference, store)
+    local_actor = _local_actor(target, host, ui, actor)
+    http_app = _http_app(reference, target, ui=ui, local_actor=local_actor)
     check_bind(http_app, host, workers)
     os.environ[APP_VARIABLE] = reference
     os.environ[WORKER_VARIABLE] = "1" if worker else "0"
     os.environ[UI_VARIABLE] = "1" if ui else "0"
+    os.environ[ACTOR_VARIABLE] = local_actor or ""
+
+    def announce(bound_port: int | None) -> None:
+        print(_addresses(host, bound_port, ui, local_actor), file=sys.stderr, flush=True)
+
     if workers == 1:
         # This process is the one worker: serve the app already loaded.
-        uvicorn.run(
+        config = uvicorn.Config(
             ServedApp(http_app, worker=worker),
             host=host,
             port=port,
             lifespan="on",
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         )
+        server = _AnnouncingServer(config, announce)
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
+        if not server.started:
+            raise SystemExit(1)
         return
-    # Each worker process loads its own; this one only supervised them.
+    # Each worker process loads its own; this one only supervised them. The port is the
+    # one asked for (uvicorn's own line names the one it bound when that is 0).
     http_app.fevex.close_sync()
+    announce(port or None)
     uvicorn.run(
         "fevex.http.serving:served_app",
         factory=True,
@@ -170,3 +282,30 @@ def serve(
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
+
+
+def _addresses(host: str, port: int | None, ui: bool, local_actor: str | None) -> str:
+    """The start-up lines: where the API and the console answer, and who decides there."""
+    name = f"[{host}]" if ":" in host else host
+    base = f"http://{name}:{port if port is not None else '<port>'}"
+    lines = [f"fevex serve: API at {base}/v1 (OpenAPI document at {base}/v1/openapi.json)"]
+    if ui:
+        lines.append(f"fevex serve: console at {base}/ui/")
+    if local_actor is not None:
+        lines.append(f"fevex serve: approvals are decided as the local actor {local_actor!r}")
+    return "\n".join(lines)
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """uvicorn's server, announcing the API's and the console's URLs once it listens (with
+    the port the system chose when 0 was asked for)."""
+
+    def __init__(self, config: uvicorn.Config, announce: Callable[[int | None], None]) -> None:
+        super().__init__(config)
+        self._announce = announce
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            listening = [sock for server in self.servers for sock in server.sockets]
+            self._announce(listening[0].getsockname()[1] if listening else None)

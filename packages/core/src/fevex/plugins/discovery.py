@@ -261,6 +261,14 @@ def open_run_store(url: str, **options: Any) -> RunStore:
 
     ``postgresql+psycopg://...`` is looked up as ``postgresql+psycopg``, then ``postgresql``.
     """
+    store: RunStore = run_store_factory(url)(url, **options)
+    return store
+
+
+def run_store_factory(url: str) -> Callable[..., RunStore]:
+    """The factory that opens run stores of ``url``'s scheme (see :func:`open_run_store`),
+    found without opening one: ``INVALID_CONFIG`` for a URL without a scheme,
+    ``MISSING_PLUGIN`` for a scheme no loaded plugin serves."""
     scheme, separator, _ = url.partition(":")
     if not separator or not scheme:
         # The URL is not repeated: it may carry a password.
@@ -273,8 +281,7 @@ def open_run_store(url: str, **options: Any) -> RunStore:
     factory = factories.get(scheme) or factories.get(base)
     if factory is None:
         raise _missing(plugins, "run_stores", base)
-    store: RunStore = factory(url, **options)
-    return store
+    return factory
 
 
 def open_memory_store(url: str, **options: Any) -> MemoryStore:

@@ -7,6 +7,7 @@ from fevex.testing.cassette import (
     replay_model,
 )
 from fevex.testing.fake_model import FakeModel, FakeResponse
+from fevex.testing.function_model import FunctionModel, ModelFunction
 from fevex.testing.memory_store_contract import MemoryStoreContractError, check_memory_store
 from fevex.testing.model_contract import check_model_gateway, default_contract_inputs
 from fevex.testing.run_store_contract import (
@@ -24,9 +25,11 @@ __all__ = [
     "RUN_STORE_CHECKS",
     "FakeModel",
     "FakeResponse",
+    "FunctionModel",
     "InMemoryTraceExporter",
     "ManualClock",
     "MemoryStoreContractError",
+    "ModelFunction",
     "ModelRecorder",
     "ModelReplay",
     "RunStoreCheck",
