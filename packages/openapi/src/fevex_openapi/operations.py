@@ -13,6 +13,8 @@ cannot send or read exactly is refused here, at definition time.
 from __future__ import annotations
 
 import re
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +34,6 @@ __all__ = [
     "read_operations",
 ]
 
-_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _LOCATIONS = {"path": "path", "query": "query", "header": "headers"}
 _DEFAULT_STYLES = {"path": ("simple", False), "query": ("form", True), "header": ("simple", False)}
 # OpenAPI 3.1 says header parameters with these names SHALL be ignored.
@@ -109,51 +110,49 @@ class Operation:
 def read_operations(
     document: OpenApiDocument, allow: Sequence[str], base_url: str | None
 ) -> dict[str, Operation]:
-    """The operations named in ``allow``, in that order; unknown names are refused."""
-    found, duplicates = _index_operations(document)
-    unknown = [name for name in allow if name not in found]
+    """The operations named in ``allow``, in that order; unknown names are refused.
+
+    Each is read (and everything it reaches checked) once per document and process: a
+    second provider of the same operation reuses it.
+    """
+    unknown = [name for name in allow if name not in document.operations]
     if unknown:
         raise configuration_error(
             "OPENAPI_OPERATION_UNKNOWN",
             f"The document has no operation with operationId {', '.join(map(repr, unknown))}.",
             {"operations": unknown},
         )
-    ambiguous = [name for name in allow if name in duplicates]
+    ambiguous = [name for name in allow if name in document.duplicates]
     if ambiguous:
         raise configuration_error(
             "OPENAPI_DOCUMENT_INVALID",
             f"More than one operation has operationId {', '.join(map(repr, ambiguous))}.",
             {"operations": ambiguous},
         )
-    builder = SchemaBuilder(document)
+    with _READ_LOCK:
+        read = _READ.setdefault(document, {})
+    builder = SchemaBuilder.for_document(document)
     operations: dict[str, Operation] = {}
     for name in allow:
-        path, method, path_item, location = found[name]
-        reader = _OperationReader(document, builder, name, path, method, path_item, location)
-        operations[name] = reader.read(base_url)
+        operation = read.get((name, base_url))
+        if operation is None:
+            entry = document.operations[name]
+            path_item, _ = document.follow(
+                document.data["paths"][entry.path], json_pointer("paths", entry.path)
+            )
+            reader = _OperationReader(
+                document, builder, name, entry.path, entry.method, path_item, entry.location
+            )
+            operation = read[(name, base_url)] = reader.read(base_url)
+        operations[name] = operation
     return operations
 
 
-def _index_operations(
-    document: OpenApiDocument,
-) -> tuple[dict[str, tuple[str, str, dict[str, Any], str]], set[str]]:
-    found: dict[str, tuple[str, str, dict[str, Any], str]] = {}
-    duplicates: set[str] = set()
-    for path, item in document.data["paths"].items():
-        path_item, _ = document.follow(item, json_pointer("paths", path))
-        if not isinstance(path_item, dict):
-            continue
-        for method in _METHODS:
-            operation = path_item.get(method)
-            if not isinstance(operation, dict):
-                continue
-            operation_id = operation.get("operationId")
-            if not isinstance(operation_id, str):
-                continue
-            if operation_id in found:
-                duplicates.add(operation_id)
-            found[operation_id] = (path, method, path_item, json_pointer("paths", path, method))
-    return found, duplicates
+# The operations read from each document: (operationId, base_url) -> Operation.
+_READ: weakref.WeakKeyDictionary[OpenApiDocument, dict[tuple[str, str | None], Operation]] = (
+    weakref.WeakKeyDictionary()
+)
+_READ_LOCK = threading.Lock()
 
 
 class _OperationReader:
