@@ -181,7 +181,7 @@ class OpenApiDocument:
 def load_document(document: Mapping[str, Any] | str | bytes) -> OpenApiDocument:
     """The parsed, indexed ``document``: from this process's cache when the same source was
     loaded before."""
-    digest = document_digest(document)
+    digest = _digest(document)
     with _LOCK:
         cached = _LOADED.get(digest)
         if cached is not None:
@@ -195,8 +195,30 @@ def load_document(document: Mapping[str, Any] | str | bytes) -> OpenApiDocument:
     return loaded
 
 
+def _digest(document: Mapping[str, Any] | str | bytes) -> str:
+    """The document's content hash; for the very text object hashed before, from memory.
+
+    Text is immutable and the object is held here, so its id cannot name another text:
+    several providers of one big document read into one ``bytes`` hash it once (SHA-256
+    of GitHub's 12.4 MiB takes longer than reading one of its operations).
+    """
+    if not isinstance(document, str | bytes):
+        return document_digest(document)
+    with _LOCK:
+        known = _HASHED.get(id(document))
+    if known is not None and known[0] is document:
+        return known[1]
+    digest = document_digest(document)
+    with _LOCK:
+        _HASHED[id(document)] = (document, digest)
+        while len(_HASHED) > _CACHE_SIZE:
+            _HASHED.popitem(last=False)
+    return digest
+
+
 _LOCK = threading.Lock()
 _LOADED: OrderedDict[str, OpenApiDocument] = OrderedDict()
+_HASHED: OrderedDict[int, tuple[str | bytes, str]] = OrderedDict()
 
 
 def _index(data: dict[str, Any]) -> OpenApiDocument:

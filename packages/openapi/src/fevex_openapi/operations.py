@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from fevex.schemas import CompiledJsonSchema, JsonSchemaError, compile_json_schema
+from fevex_openapi.deferred_schema import DeferredSchema
 from fevex_openapi.document import OpenApiDocument, escape_part, json_pointer
 from fevex_openapi.errors import configuration_error
 from fevex_openapi.schema_subset import SchemaBuilder
@@ -79,11 +79,10 @@ class Parameter:
 
 @dataclass(frozen=True, slots=True)
 class ResponseShape:
-    """A documented response: whether it has a JSON body, and its standalone schema
-    (compiled by the core's JSON Schema engine)."""
+    """A documented response: whether it has a JSON body, and its standalone schema."""
 
     has_content: bool
-    schema: CompiledJsonSchema | None = None
+    schema: DeferredSchema | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +95,7 @@ class Operation:
     parameters: tuple[Parameter, ...]
     body_media_type: str | None  # None: the operation takes no request body
     input_schema: Mapping[str, Any]
-    input_validator: CompiledJsonSchema
+    input_validator: DeferredSchema
     responses: Mapping[str, ResponseShape] = field(default_factory=dict)
 
     def response_for(self, status: int) -> ResponseShape | None:
@@ -210,7 +209,9 @@ class _OperationReader:
             parameters=tuple(parameters),
             body_media_type=body_media_type,
             input_schema=schema,
-            input_validator=self.compiled(schema, self.location),
+            input_validator=DeferredSchema(
+                schema, operation_id=self.operation_id, location=self.location
+            ),
             responses=self.responses(),
         )
 
@@ -220,17 +221,6 @@ class _OperationReader:
             f"Operation {self.operation_id}: {problem} (at {location}).",
             {"operation": self.operation_id, "location": location},
         )
-
-    def compiled(self, schema: Mapping[str, Any], location: str) -> CompiledJsonSchema:
-        """``schema`` compiled by the core's engine, which checks values in and out."""
-        try:
-            return compile_json_schema(schema)
-        except JsonSchemaError as error:
-            # The subset was checked already, at the document's own locations; what is
-            # left is a schema the engine still refuses as a whole.
-            raise self.refuse(
-                "OPENAPI_SCHEMA_INVALID", f"a schema is invalid: {error.problem}", location
-            ) from None
 
     def description(self) -> str:
         parts = [
@@ -405,7 +395,10 @@ class _OperationReader:
                 media["schema"], f"{here}/content/{escape_part(media_type)}/schema", defs
             )
             shapes[key] = ResponseShape(
-                has_content=True, schema=self.compiled(_standalone(schema, defs), here)
+                has_content=True,
+                schema=DeferredSchema(
+                    _standalone(schema, defs), operation_id=self.operation_id, location=here
+                ),
             )
         return shapes
 

@@ -85,7 +85,7 @@ class OpenApiToolProvider:
                 details={"operation": name},
             )
         # Checked again here, whoever calls: nothing leaves the process unless it matches.
-        problems = operation.input_validator.problems(input, "input")
+        problems = await operation.input_validator.problems(input, "input")
         if problems:
             raise run_error(
                 "OPENAPI_INPUT_INVALID",
