@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
-from fevex_openapi.document_text import document_digest, parse_document
+from fevex_openapi.document_text import document_digest, document_source, parse_document
 from fevex_openapi.errors import configuration_error
 
 __all__ = [
@@ -181,13 +181,15 @@ class OpenApiDocument:
 def load_document(document: Mapping[str, Any] | str | bytes) -> OpenApiDocument:
     """The parsed, indexed ``document``: from this process's cache when the same source was
     loaded before."""
-    digest = _digest(document)
+    source = document_source(document)
+    # Only the caller's own text object can come back; a dict's JSON form never does.
+    digest = _digest(source) if source is document else document_digest(source)
     with _LOCK:
         cached = _LOADED.get(digest)
         if cached is not None:
             _LOADED.move_to_end(digest)
             return cached
-    loaded = _index(parse_document(document))
+    loaded = _index(parse_document(source))
     with _LOCK:
         _LOADED[digest] = loaded
         while len(_LOADED) > _CACHE_SIZE:
@@ -195,22 +197,20 @@ def load_document(document: Mapping[str, Any] | str | bytes) -> OpenApiDocument:
     return loaded
 
 
-def _digest(document: Mapping[str, Any] | str | bytes) -> str:
-    """The document's content hash; for the very text object hashed before, from memory.
+def _digest(source: str | bytes) -> str:
+    """The source's content hash; for the very text object hashed before, from memory.
 
     Text is immutable and the object is held here, so its id cannot name another text:
     several providers of one big document read into one ``bytes`` hash it once (SHA-256
     of GitHub's 12.4 MiB takes longer than reading one of its operations).
     """
-    if not isinstance(document, str | bytes):
-        return document_digest(document)
     with _LOCK:
-        known = _HASHED.get(id(document))
-    if known is not None and known[0] is document:
+        known = _HASHED.get(id(source))
+    if known is not None and known[0] is source:
         return known[1]
-    digest = document_digest(document)
+    digest = document_digest(source)
     with _LOCK:
-        _HASHED[id(document)] = (document, digest)
+        _HASHED[id(source)] = (source, digest)
         while len(_HASHED) > _CACHE_SIZE:
             _HASHED.popitem(last=False)
     return digest

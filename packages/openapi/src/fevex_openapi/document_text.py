@@ -22,7 +22,7 @@ from typing import Any
 
 from fevex_openapi.errors import configuration_error
 
-__all__ = ["ParsedDocument", "document_digest", "parse_document"]
+__all__ = ["ParsedDocument", "document_digest", "document_source", "parse_document"]
 
 # Deeper than any real document; keeps a hostile one from exhausting the stack.
 _MAX_DEPTH = 256
@@ -30,38 +30,37 @@ _MAX_DEPTH = 256
 ParsedDocument = dict[str, Any]
 
 
-def document_digest(document: Mapping[str, Any] | str | bytes) -> str:
-    """The SHA-256 of the document's source: its text, or a mapping's JSON form."""
+def document_source(document: Mapping[str, Any] | str | bytes) -> str | bytes:
+    """The text a document is hashed and parsed from: text as given, a mapping as JSON.
+
+    Serializing a mapping both proves it is plain JSON and detaches the parsed copy from
+    later changes to the caller's dict.
+    """
     if isinstance(document, bytes | bytearray):
-        source = bytes(document)
-    elif isinstance(document, str):
-        source = document.encode("utf-8", "surrogatepass")
-    elif isinstance(document, Mapping):
+        return bytes(document)
+    if isinstance(document, str):
+        return document
+    if isinstance(document, Mapping):
         try:
-            source = json.dumps(document, allow_nan=False, ensure_ascii=False).encode(
-                "utf-8", "surrogatepass"
-            )
+            return json.dumps(document, allow_nan=False)
         except (TypeError, ValueError, RecursionError):
             raise _not_plain_json() from None
-    else:
-        raise configuration_error(
-            "OPENAPI_DOCUMENT_INVALID",
-            f"document must be a mapping or JSON or YAML text, not {type(document).__name__}.",
-        )
+    raise configuration_error(
+        "OPENAPI_DOCUMENT_INVALID",
+        f"document must be a mapping or JSON or YAML text, not {type(document).__name__}.",
+    )
+
+
+def document_digest(source: str | bytes) -> str:
+    """The SHA-256 of a document's source text (a ``str`` as its UTF-8)."""
+    if isinstance(source, str):
+        source = source.encode("utf-8", "surrogatepass")
     return hashlib.sha256(source).hexdigest()
 
 
-def parse_document(document: Mapping[str, Any] | str | bytes) -> ParsedDocument:
-    """``document`` as private JSON data; see the module documentation."""
-    if isinstance(document, Mapping):
-        try:
-            # A round trip through JSON both proves the value is plain JSON and detaches
-            # the document from later changes to the caller's dict.
-            data = json.loads(json.dumps(document, allow_nan=False))
-        except (TypeError, ValueError, RecursionError):
-            raise _not_plain_json() from None
-        return _as_object(data)
-    text = _as_text(document)
+def parse_document(source: str | bytes) -> ParsedDocument:
+    """The document's source text as private JSON data; see the module documentation."""
+    text = _as_text(source)
     stripped = text.lstrip("\ufeff \t\r\n")
     json_problem: str | None = None
     if stripped.startswith(("{", "[")):
@@ -76,20 +75,15 @@ def parse_document(document: Mapping[str, Any] | str | bytes) -> ParsedDocument:
     return _as_object(_read_yaml(stripped, json_problem))
 
 
-def _as_text(document: str | bytes) -> str:
-    if isinstance(document, bytes | bytearray):
-        try:
-            return bytes(document).decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise configuration_error(
-                "OPENAPI_DOCUMENT_UNREADABLE", "The OpenAPI document is not UTF-8 text."
-            ) from None
-    if isinstance(document, str):
-        return document
-    raise configuration_error(
-        "OPENAPI_DOCUMENT_INVALID",
-        f"document must be a mapping or JSON or YAML text, not {type(document).__name__}.",
-    )
+def _as_text(source: str | bytes) -> str:
+    if isinstance(source, str):
+        return source
+    try:
+        return source.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise configuration_error(
+            "OPENAPI_DOCUMENT_UNREADABLE", "The OpenAPI document is not UTF-8 text."
+        ) from None
 
 
 def _read_yaml(text: str, json_problem: str | None) -> Any:
