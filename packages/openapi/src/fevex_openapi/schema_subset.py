@@ -9,7 +9,11 @@ silently dropped on the way to the model.
 
 Schemas in a tool's input schema refer to ``#/$defs/<name>`` instead of
 ``#/components/schemas/<name>``, with the components they reach copied into ``$defs``, so
-each tool schema stands alone.
+each tool schema stands alone. A reference into a component gets a ``$defs`` entry of its
+own (``Invoice/properties/total``); one through a schema's ``$id`` (OpenAPI 3.1) gets the
+entry of the component it names, and no ``$id`` is copied. The schemas of a 3.0 document
+are translated to 2020-12 first, one schema object at a time
+(:mod:`fevex_openapi.openapi30`).
 """
 
 from __future__ import annotations
