@@ -39,7 +39,9 @@ class DeferredSchema:
         """What makes ``value`` (called ``name`` in messages) break the schema."""
         compiled = self._compiled
         if compiled is None:
-            compiled = await anyio.to_thread.run_sync(self._compile)
+            # A cancelled call does not wait for the engine: the thread finishes on its
+            # own and leaves the compiled schema for the next call.
+            compiled = await anyio.to_thread.run_sync(self._compile, abandon_on_cancel=True)
         if isinstance(compiled, FevexRunError):
             raise compiled
         return compiled.problems(value, name)
