@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import sys
+import weakref
 from typing import Any
 
 import pytest
@@ -492,3 +494,17 @@ async def test_a_call_names_the_renamed_tool() -> None:
     with pytest.raises(FevexRunError) as caught:
         await provider.call_tool("invoices_put", {"body": {"amount": 0}}, None)
     assert caught.value.code == "OPENAPI_INPUT_INVALID"
+
+
+def test_the_process_keeps_a_bounded_number_of_documents() -> None:
+    def text(index: int) -> str:
+        return json.dumps(document("3.1.0", {"Invoice": PERSON}, summary=f"Version {index}."))
+
+    provider = define(text(0))  # the document, its schemas and its operation read
+    kept = weakref.ref(load_document(text(0)))
+    for index in range(1, 12):
+        define(text(index))
+    gc.collect()
+    # Evicted with everything read from it; the provider keeps only its operation.
+    assert kept() is None
+    assert provider.tool_names == {"putInvoice": "putInvoice"}

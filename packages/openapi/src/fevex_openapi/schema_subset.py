@@ -112,11 +112,19 @@ class SchemaBuilder:
     """
 
     def __init__(self, document: OpenApiDocument) -> None:
-        self._document = document
+        # Weak: the builder is the value of a weak-keyed map of documents, which a strong
+        # reference back to its key would keep alive after the document cache evicts it.
+        self._document_ref = weakref.ref(document)
         self._dialect_30 = document.version == "3.0"
         # A reference target's location -> its converted schema and the targets it reaches.
         self._targets: dict[str, tuple[Any, dict[str, str]]] = {}
         self._lock = threading.Lock()
+
+    @property
+    def _document(self) -> OpenApiDocument:
+        document = self._document_ref()
+        assert document is not None, "a builder is only used with its document in hand"
+        return document
 
     @classmethod
     def for_document(cls, document: OpenApiDocument) -> SchemaBuilder:
