@@ -508,3 +508,13 @@ def test_the_process_keeps_a_bounded_number_of_documents() -> None:
     # Evicted with everything read from it; the provider keeps only its operation.
     assert kept() is None
     assert provider.tool_names == {"putInvoice": "putInvoice"}
+
+
+async def test_a_broken_path_item_reference_fails_only_a_provider_that_needs_it() -> None:
+    doc = document("3.0.3", {"Invoice": PERSON})
+    doc["paths"]["/elsewhere"] = {"$ref": None}
+    (tool,) = await tools_of(define(doc))
+    assert tool.name == "putInvoice"
+    error = refused(doc, ("getElsewhere",))
+    assert error.code == "OPENAPI_REF_INVALID"
+    assert "#/paths/~1elsewhere" in error.message

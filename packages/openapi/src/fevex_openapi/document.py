@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from fevex_openapi.document_text import document_digest, document_source, parse_document
+from fevex.errors import FevexConfigurationError
 from fevex_openapi.errors import configuration_error
 
 __all__ = [
@@ -112,6 +113,9 @@ class OpenApiDocument:
     operations: Mapping[str, OperationEntry]
     #: operationIds that more than one operation carries.
     duplicates: frozenset[str]
+    #: Path items whose reference could not be followed, with why: the operations in them
+    #: are not indexed, and naming an unknown one reports this instead.
+    unreadable_paths: Mapping[str, FevexConfigurationError] = field(default_factory=dict)
     _ids: dict[str, str] = field(default_factory=dict)
     _ids_ready: list[bool] = field(default_factory=lambda: [False])
 
@@ -237,9 +241,15 @@ def _index(data: dict[str, Any]) -> OpenApiDocument:
         )
     operations: dict[str, OperationEntry] = {}
     duplicates: set[str] = set()
+    unreadable: dict[str, FevexConfigurationError] = {}
     document = OpenApiDocument(data, version, operations, frozenset())
     for path, item in data["paths"].items():
-        path_item, _ = document.follow(item, json_pointer("paths", path))
+        try:
+            path_item, _ = document.follow(item, json_pointer("paths", path))
+        except FevexConfigurationError as error:
+            # Only a provider that needs an operation of this path item may fail for it.
+            unreadable[path] = error
+            continue
         if not isinstance(path_item, dict):
             continue
         for method in _METHODS:
@@ -254,7 +264,7 @@ def _index(data: dict[str, Any]) -> OpenApiDocument:
             operations[operation_id] = OperationEntry(
                 path, method, json_pointer("paths", path, method)
             )
-    return OpenApiDocument(data, version, operations, frozenset(duplicates))
+    return OpenApiDocument(data, version, operations, frozenset(duplicates), unreadable)
 
 
 def _version(data: dict[str, Any]) -> str:

@@ -115,6 +115,10 @@ def read_operations(
     second provider of the same operation reuses it.
     """
     unknown = [name for name in allow if name not in document.operations]
+    if unknown and document.unreadable_paths:
+        # The operation may be in a path item that could not be read: say why.
+        broken = next(iter(document.unreadable_paths.values()))
+        raise configuration_error(broken.code, broken.message, dict(broken.details))
     if unknown:
         raise configuration_error(
             "OPENAPI_OPERATION_UNKNOWN",
