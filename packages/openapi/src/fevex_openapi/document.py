@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
-from fevex_openapi.document_text import document_digest, document_source, parse_document
 from fevex.errors import FevexConfigurationError
+from fevex_openapi.document_text import document_digest, document_source, parse_document
 from fevex_openapi.errors import configuration_error
 
 __all__ = [
