@@ -11,6 +11,7 @@ operationIds on standard input; prints one JSON object.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import resource
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fevex import FevexConfigurationError
+from fevex import FevexConfigurationError, FevexRunError
 from fevex_openapi import create_openapi_tool_provider
 
 MIB = 2**20
@@ -70,6 +71,8 @@ def main() -> int:
             for o in others[:5]
         ]
         result["next_rehashed"] = [s[0] for s in again]
+        if not trace:
+            result["first_call"] = [_first_call(provider([o])) for o in others[:5]]
     elif scenario == "full":
         result["full"], result["full_peak"], result["full_retained"] = _step(
             lambda: provider(operations), trace
@@ -93,6 +96,23 @@ def _step(work: Callable[[], Any], trace: bool) -> tuple[float, float, float]:
     current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return seconds, (peak - before) / MIB, (current - before) / MIB
+
+
+def _first_call(provider: Any) -> float:
+    """Seconds of the first call of the provider's one tool, with an input its schema
+    refuses: the engine compiles the input schema (in a worker thread), nothing is sent."""
+    (name,) = provider.tool_names.values()
+
+    async def call() -> None:
+        try:
+            await provider.call_tool(name, {"not-a-group": 1}, None)
+        except FevexRunError as error:
+            if error.code != "OPENAPI_INPUT_INVALID":
+                raise
+
+    started = time.perf_counter()
+    asyncio.run(call())
+    return time.perf_counter() - started
 
 
 def _operation_ids(text: bytes) -> list[str]:
