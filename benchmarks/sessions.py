@@ -204,3 +204,20 @@ def bench_http(session: nox.Session) -> None:
     session.install(*nox.project.dependency_groups(root, "bench-http"), *editable)
     out = RESULTS / "http.json"
     session.run("python", "-m", "benchmarks.http.run", "--out", str(out), *session.posargs)
+
+
+# -- the OpenAPI benchmark: GitHub's REST description, one provider at a time --------------
+
+
+@nox.session(python="3.11", default=False)
+def bench_openapi(session: nox.Session) -> None:
+    """First-provider, next-provider and full-document times and memory of fevex-openapi on
+    GitHub's REST description (npm ``@octokit/openapi``; ``-- --generated`` for a synthetic
+    one of the same size). See benchmarks/openapi/README.md."""
+    session.chdir(ROOT)
+    editable = [
+        part for name in ("core", "openapi") for part in ("-e", str(ROOT / "packages" / name))
+    ]
+    session.install(*editable)
+    out = RESULTS / "openapi.json"
+    session.run("python", "-m", "benchmarks.openapi.run", "--out", str(out), *session.posargs)

@@ -39,7 +39,7 @@ def modules_loaded_by(code: str) -> set[str]:
 def test_discovering_the_plugin_imports_no_http_client(code: str) -> None:
     loaded = modules_loaded_by(code)
     assert "fevex" in loaded
-    assert {"httpx2", "httpcore2", "httpx", "httpcore"}.isdisjoint(loaded)
+    assert {"httpx2", "httpcore2", "httpx", "httpcore", "yaml"}.isdisjoint(loaded)
 
 
 def test_the_probe_sees_httpx2_once_a_call_module_loads() -> None:
@@ -61,6 +61,8 @@ def test_the_public_face_is_exactly_the_documented_names() -> None:
         "CONSTRAINT_KEYWORDS",
         "HeaderSource",
         "OpenApiToolProvider",
+        "OperationNames",
         "__version__",
         "create_openapi_tool_provider",
+        "default_tool_name",
     ]

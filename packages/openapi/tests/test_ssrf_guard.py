@@ -49,6 +49,11 @@ def provider(document: dict[str, Any], allow: list[str], **options: Any) -> Any:
         ("http://0x7f.1", "127.0.0.0/8 (Loopback)"),
         ("http://localhost:8000", "a loopback name"),
         ("http://api.localhost", "a loopback name"),
+        # A trailing dot names the same host (issue 21, item 8).
+        ("http://localhost.:8000", "a loopback name"),
+        ("http://api.localhost.", "a loopback name"),
+        ("http://127.0.0.1.:8000", "127.0.0.0/8 (Loopback)"),
+        ("http://0x7f.1.", "127.0.0.0/8 (Loopback)"),
     ],
 )
 def test_a_server_that_is_not_public_is_refused_at_registration(
@@ -270,3 +275,43 @@ async def test_an_allowed_name_connects_to_what_it_resolves_to(billing: Any, net
     answer = await invoices.call_tool("getInvoice", {"path": {"invoice_id": 3}}, context())
 
     assert answer["id"] == 3
+
+
+@pytest.mark.parametrize("host", ["localhost.", "127.0.0.1.", "LOCALHOST.", "api.localhost."])
+async def test_a_trailing_dot_loopback_base_url_is_blocked_not_a_failed_request(
+    billing: Any, network: Any, host: str
+) -> None:
+    with pytest.raises(FevexConfigurationError) as caught:
+        provider(billing.document(), ["getInvoice"], base_url=f"http://{host}:{billing.port}")
+    assert caught.value.code == "SSRF_BLOCKED"
+    assert network.attempts == []
+
+
+@pytest.mark.parametrize("host", ["localhost.", "127.0.0.1.", "LocalHost."])
+async def test_a_redirect_to_a_trailing_dot_loopback_host_is_blocked_before_any_lookup(
+    billing: Any, internal: Any, network: Any, host: str
+) -> None:
+    billing.state["redirect_to"] = f"http://{host}:{internal.port}/admin"
+    exports = provider(
+        billing.document(), ["getLatestExport"], allow_hosts=[f"127.0.0.1:{billing.port}"]
+    )
+    with pytest.raises(FevexRunError) as caught:
+        await exports.call_tool("getLatestExport", {}, context())
+    assert caught.value.code == "SSRF_BLOCKED"
+    assert network.attempts == []
+    assert internal.seen == []
+
+
+@pytest.mark.parametrize("host", ["localhost.", "127.0.0.1.", "0x7f.1.", "api.localhost."])
+async def test_the_connection_layer_refuses_a_trailing_dot_loopback_name_itself(
+    internal: Any, network: Any, host: str
+) -> None:
+    # Whatever reaches the socket layer (a URL check skipped or changed later) is refused
+    # there by name, before the resolver is asked: no OPENAPI_REQUEST_FAILED for a lookup.
+    from fevex_openapi.transport import GuardedNetworkBackend
+
+    backend = GuardedNetworkBackend(HostPolicy())
+    with pytest.raises(FevexRunError) as caught:
+        await backend.connect_tcp(host, internal.port, timeout=5)
+    assert caught.value.code == "SSRF_BLOCKED"
+    assert network.attempts == []

@@ -1,25 +1,43 @@
-"""Reading an OpenAPI document: bundled JSON, version 3.1.x, local references only.
+"""An OpenAPI 3.0.x or 3.1.x document, parsed and indexed once per process.
 
-A document is data the application hands over at definition time. It is read once, copied
-(later changes to the caller's dict do not reach the provider) and refused whole when it
-is something this plugin cannot honour exactly: YAML or other text, another OpenAPI
-version, a ``$ref`` that leaves the document, a schema dialect other than the default.
+A document is data the application hands over at definition time. It is read once
+(:mod:`fevex_openapi.document_text`), keyed by the SHA-256 of its source: every provider
+made from the same text (or an equal mapping) in this process shares one private copy and
+one index of its operations, so a second provider costs only what its own operations
+reach. Nothing is checked here beyond what every provider needs (the version, the
+dialect, a ``paths`` object); a provider checks the operations it allows and what their
+references reach (:mod:`fevex_openapi.operations`).
+
+References are local: a JSON Pointer into the document (``#/components/...``) or, in 3.1,
+a URI that a schema of the document declares as its ``$id``. Anything else leaves the
+document and is refused where it is reached.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urldefrag, urljoin
 
+from fevex.errors import FevexConfigurationError
+from fevex_openapi.document_text import document_digest, document_source, parse_document
 from fevex_openapi.errors import configuration_error
 
-__all__ = ["OpenApiDocument", "escape_part", "json_pointer", "load_document", "unescape_part"]
+__all__ = [
+    "OpenApiDocument",
+    "OperationEntry",
+    "escape_part",
+    "json_pointer",
+    "load_document",
+    "reference_of",
+    "unescape_part",
+]
 
-_VERSION = re.compile(r"3\.1\.\d+")
+_VERSION = re.compile(r"3\.([01])\.\d+")
 _DIALECTS = frozenset(
     {
         "https://spec.openapis.org/oas/3.1/dialect/base",
@@ -27,7 +45,14 @@ _DIALECTS = frozenset(
         "https://json-schema.org/draft/2020-12/schema",
     }
 )
+_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _MAX_REF_HOPS = 32
+# Documents kept parsed per process. A provider keeps only what its operations need, so an
+# evicted document costs a second parse if it is used again, never a wrong answer.
+_CACHE_SIZE = 8
+# Values that are data, not schemas: a "$id" inside them declares nothing.
+_DATA_KEYWORDS = frozenset({"example", "examples", "default", "enum", "const"})
+_POINTER_ESCAPE = re.compile(r"~(?![01])")
 
 
 def escape_part(part: str | int) -> str:
@@ -44,16 +69,80 @@ def json_pointer(*parts: str | int) -> str:
     return "#/" + "/".join(map(escape_part, parts)) if parts else "#"
 
 
+def reference_of(node: Any, location: str) -> str | None:
+    """The ``$ref`` of a Reference Object or schema, checked to be a string; ``None`` when
+    ``node`` has none."""
+    if not (isinstance(node, dict) and "$ref" in node):
+        return None
+    ref = node["$ref"]
+    if ref is None:
+        raise configuration_error(
+            "OPENAPI_REF_INVALID",
+            f"The $ref at {location} is null. In YAML an unquoted `$ref: #/...` is read as "
+            "a comment: quote the reference (`$ref: '#/components/schemas/Name'`).",
+            {"location": location},
+        )
+    if not isinstance(ref, str) or not ref:
+        shown = "an empty string" if ref == "" else f"a {type(ref).__name__}"
+        raise configuration_error(
+            "OPENAPI_REF_INVALID",
+            f"The $ref at {location} is {shown}; a reference is a URI string such as "
+            "'#/components/schemas/Name'.",
+            {"location": location},
+        )
+    return ref
+
+
 @dataclass(frozen=True, slots=True)
+class OperationEntry:
+    """Where an operation is: its path template, method and JSON Pointer location."""
+
+    path: str
+    method: str
+    location: str
+
+
+@dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
 class OpenApiDocument:
-    """A checked document: a private JSON copy whose references all stay inside it."""
+    """A parsed document (a private copy, shared by every provider of this process) and the
+    index of its operations by ``operationId``."""
 
     data: dict[str, Any]
+    #: ``"3.0"`` or ``"3.1"``: which Schema Object dialect the schemas are written in.
+    version: str
+    operations: Mapping[str, OperationEntry]
+    #: operationIds that more than one operation carries.
+    duplicates: frozenset[str]
+    #: Path items whose reference could not be followed, with why: the operations in them
+    #: are not indexed, and naming an unknown one reports this instead.
+    unreadable_paths: Mapping[str, FevexConfigurationError] = field(default_factory=dict)
+    _ids: dict[str, str] = field(default_factory=dict)
+    _ids_ready: list[bool] = field(default_factory=lambda: [False])
 
-    def resolve(self, ref: str, location: str) -> Any:
-        """The value a local ``$ref`` (``#/components/...``) points at."""
+    def resolve(self, ref: str, location: str, base: str = "") -> tuple[Any, str]:
+        """The value ``ref`` points at, and its location as a JSON Pointer fragment.
+
+        ``base`` is the URI the reference is written under: the ``$id`` of the schema
+        resource that holds it, or ``""`` (the document itself).
+        """
+        if ref.startswith("#"):
+            pointer = ref
+        else:
+            uri, fragment = urldefrag(urljoin(base, ref))
+            resource = self._declared_ids().get(uri)
+            if resource is None:
+                raise configuration_error(
+                    "OPENAPI_REF_UNSUPPORTED",
+                    f"The $ref {ref[:120]!r} at {location} leaves the document: it is neither a "
+                    "local reference (#/...) nor the $id of a schema in it. Bundle the "
+                    "document first.",
+                    {"location": location},
+                )
+            pointer = resource + (fragment if fragment.startswith("/") else "")
+            if fragment and not fragment.startswith("/"):
+                raise _anchor_refused(ref, location)
         node: Any = self.data
-        for part in _pointer_parts(ref):
+        for part in _pointer_parts(pointer, ref, location):
             if isinstance(node, dict) and part in node:
                 node = node[part]
             elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
@@ -61,18 +150,18 @@ class OpenApiDocument:
             else:
                 raise configuration_error(
                     "OPENAPI_REF_INVALID",
-                    f"The $ref {ref!r} at {location} points at nothing in the document.",
+                    f"The $ref {ref[:120]!r} at {location} points at nothing in the document.",
                     {"location": location},
                 )
-        return node
+        return node, _canonical(pointer)
 
     def follow(self, node: Any, location: str) -> tuple[Any, str]:
         """``node`` with Reference Objects followed, and the location it ends up at."""
         for _ in range(_MAX_REF_HOPS):
-            if not (isinstance(node, dict) and isinstance(node.get("$ref"), str)):
+            ref = reference_of(node, location)
+            if ref is None:
                 return node, location
-            ref = node["$ref"]
-            node, location = self.resolve(ref, location), ref
+            node, location = self.resolve(ref, location)
         raise configuration_error(
             "OPENAPI_REF_INVALID",
             f"The references starting at {location} form a loop or a chain longer than "
@@ -80,14 +169,66 @@ class OpenApiDocument:
             {"location": location},
         )
 
+    def _declared_ids(self) -> dict[str, str]:
+        """Every schema ``$id`` of a 3.1 document, as an absolute URI, with its location.
+
+        Built on the first reference that needs it: most documents never do.
+        """
+        if not self._ids_ready[0]:
+            if self.version == "3.1":
+                for uri, location in _declared_ids(self.data, "", "#"):
+                    self._ids.setdefault(uri, location)
+            self._ids_ready[0] = True
+        return self._ids
+
 
 def load_document(document: Mapping[str, Any] | str | bytes) -> OpenApiDocument:
-    """Check and copy ``document``: a mapping, or its JSON text."""
-    data = _as_json_object(document)
-    _check_version(data)
-    _check_references(data, "#")
+    """The parsed, indexed ``document``: from this process's cache when the same source was
+    loaded before."""
+    source = document_source(document)
+    # Only the caller's own text object can come back; a dict's JSON form never does.
+    digest = _digest(source) if source is document else document_digest(source)
+    with _LOCK:
+        cached = _LOADED.get(digest)
+        if cached is not None:
+            _LOADED.move_to_end(digest)
+            return cached
+    loaded = _index(parse_document(source))
+    with _LOCK:
+        _LOADED[digest] = loaded
+        while len(_LOADED) > _CACHE_SIZE:
+            _LOADED.popitem(last=False)
+    return loaded
+
+
+def _digest(source: str | bytes) -> str:
+    """The source's content hash; for the very text object hashed before, from memory.
+
+    Text is immutable and the object is held here, so its id cannot name another text:
+    several providers of one big document read into one ``bytes`` hash it once (SHA-256
+    of GitHub's 12.4 MiB takes longer than reading one of its operations).
+    """
+    with _LOCK:
+        known = _HASHED.get(id(source))
+    if known is not None and known[0] is source:
+        return known[1]
+    digest = document_digest(source)
+    with _LOCK:
+        _HASHED[id(source)] = (source, digest)
+        while len(_HASHED) > _CACHE_SIZE:
+            _HASHED.popitem(last=False)
+    return digest
+
+
+_LOCK = threading.Lock()
+_LOADED: OrderedDict[str, OpenApiDocument] = OrderedDict()
+_HASHED: OrderedDict[int, tuple[str | bytes, str]] = OrderedDict()
+
+
+def _index(data: dict[str, Any]) -> OpenApiDocument:
+    version = _version(data)
     dialect = data.get("jsonSchemaDialect")
-    if dialect is not None and dialect not in _DIALECTS:
+    if version == "3.1" and dialect is not None and dialect not in _DIALECTS:
         raise configuration_error(
             "OPENAPI_SCHEMA_UNSUPPORTED",
             f"jsonSchemaDialect {dialect!r} is not supported; only the OpenAPI 3.1 default "
@@ -98,91 +239,87 @@ def load_document(document: Mapping[str, Any] | str | bytes) -> OpenApiDocument:
         raise configuration_error(
             "OPENAPI_DOCUMENT_INVALID", "The OpenAPI document has no 'paths' object."
         )
-    return OpenApiDocument(data)
-
-
-def _as_json_object(document: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
-    if isinstance(document, bytes | bytearray):
+    operations: dict[str, OperationEntry] = {}
+    duplicates: set[str] = set()
+    unreadable: dict[str, FevexConfigurationError] = {}
+    document = OpenApiDocument(data, version, operations, frozenset())
+    for path, item in data["paths"].items():
         try:
-            document = bytes(document).decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise configuration_error(
-                "OPENAPI_DOCUMENT_NOT_JSON", "The OpenAPI document is not UTF-8 JSON text."
-            ) from None
-    if isinstance(document, str):
-        text = document.lstrip("\ufeff \t\r\n")
-        try:
-            data = json.loads(text, parse_constant=_refuse_constant)
-        except ValueError:
-            hint = (
-                ""
-                if text.startswith(("{", "["))
-                else " YAML is not supported: convert the "
-                "document to JSON (bundled, with local $refs only)."
+            path_item, _ = document.follow(item, json_pointer("paths", path))
+        except FevexConfigurationError as error:
+            # Only a provider that needs an operation of this path item may fail for it.
+            unreadable[path] = error
+            continue
+        if not isinstance(path_item, dict):
+            continue
+        for method in _METHODS:
+            operation = path_item.get(method)
+            if not isinstance(operation, dict):
+                continue
+            operation_id = operation.get("operationId")
+            if not isinstance(operation_id, str) or not operation_id:
+                continue
+            if operation_id in operations:
+                duplicates.add(operation_id)
+            operations[operation_id] = OperationEntry(
+                path, method, json_pointer("paths", path, method)
             )
-            raise configuration_error(
-                "OPENAPI_DOCUMENT_NOT_JSON", f"The OpenAPI document is not valid JSON.{hint}"
-            ) from None
-    elif isinstance(document, Mapping):
-        try:
-            # A round trip through JSON both proves the value is plain JSON and detaches
-            # the provider from later changes to the caller's dict.
-            data = json.loads(json.dumps(document, allow_nan=False))
-        except (TypeError, ValueError):
-            raise configuration_error(
-                "OPENAPI_DOCUMENT_INVALID",
-                "The OpenAPI document must hold only JSON values (dicts with string keys, "
-                "lists, strings, finite numbers, booleans and None).",
-            ) from None
-    else:
-        raise configuration_error(
-            "OPENAPI_DOCUMENT_INVALID",
-            f"document must be a mapping or JSON text, not {type(document).__name__}.",
-        )
-    if not isinstance(data, dict):
-        raise configuration_error(
-            "OPENAPI_DOCUMENT_INVALID", "The OpenAPI document must be a JSON object."
-        )
-    return data
+    return OpenApiDocument(data, version, operations, frozenset(duplicates), unreadable)
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _check_version(data: dict[str, Any]) -> None:
+def _version(data: dict[str, Any]) -> str:
     version = data.get("openapi")
     if "swagger" in data and version is None:
         version = f"Swagger {data['swagger']}"
-    if not isinstance(version, str) or not _VERSION.fullmatch(version):
+    match = _VERSION.fullmatch(version) if isinstance(version, str) else None
+    if match is None:
         raise configuration_error(
             "OPENAPI_VERSION_UNSUPPORTED",
-            f"OpenAPI version {version!r} is not supported; only 3.1.x documents are.",
+            f"OpenAPI version {version!r} is not supported; 3.0.x and 3.1.x documents are.",
             {"version": version if isinstance(version, str) else None},
         )
+    return f"3.{match.group(1)}"
 
 
-def _check_references(node: Any, location: str) -> None:
-    """Every ``$ref`` anywhere in the document must point inside it."""
+def _declared_ids(node: Any, base: str, location: str) -> Iterator[tuple[str, str]]:
     if isinstance(node, dict):
-        ref = node.get("$ref")
-        if "$ref" in node and not (isinstance(ref, str) and (ref == "#" or ref.startswith("#/"))):
-            shown = ref[:120] if isinstance(ref, str) else type(ref).__name__
-            raise configuration_error(
-                "OPENAPI_REF_UNSUPPORTED",
-                f"The $ref {shown!r} at {location} leaves the document; only local references "
-                "(#/...) are supported. Bundle the document first.",
-                {"location": location},
-            )
+        declared = node.get("$id")
+        if isinstance(declared, str) and declared:
+            base = urldefrag(urljoin(base, declared))[0]
+            yield base, location
         for key, value in node.items():
-            _check_references(value, f"{location}/{escape_part(key)}")
+            if key not in _DATA_KEYWORDS and isinstance(value, dict | list):
+                yield from _declared_ids(value, base, f"{location}/{escape_part(key)}")
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            _check_references(value, f"{location}/{index}")
+            yield from _declared_ids(value, base, f"{location}/{index}")
 
 
-def _pointer_parts(ref: str) -> list[str]:
-    fragment = unquote(ref[1:])
+def _pointer_parts(pointer: str, ref: str, location: str) -> list[str]:
+    fragment = unquote(pointer[1:])
     if not fragment:
         return []
+    if not fragment.startswith("/"):
+        raise _anchor_refused(ref, location)
+    if _POINTER_ESCAPE.search(fragment):
+        raise configuration_error(
+            "OPENAPI_REF_INVALID",
+            f"The $ref {ref[:120]!r} at {location} is not a valid JSON Pointer: '~' must be "
+            "followed by 0 or 1.",
+            {"location": location},
+        )
     return [unescape_part(part) for part in fragment[1:].split("/")]
+
+
+def _canonical(pointer: str) -> str:
+    """One spelling per location: percent-escapes decoded, JSON Pointer escapes kept."""
+    return "#" + unquote(pointer[1:])
+
+
+def _anchor_refused(ref: str, location: str) -> Exception:
+    return configuration_error(
+        "OPENAPI_REF_UNSUPPORTED",
+        f"The $ref {ref[:120]!r} at {location} names an anchor; only JSON Pointer "
+        "fragments (#/...) are supported.",
+        {"location": location},
+    )

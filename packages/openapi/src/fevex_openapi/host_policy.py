@@ -36,6 +36,7 @@ __all__ = [
     "HostPolicy",
     "IPAddress",
     "address_refusal",
+    "host_refusal",
     "is_public_address",
     "literal_address",
 ]
@@ -205,6 +206,22 @@ def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address
     return embedded
 
 
+def host_refusal(host: str) -> str | None:
+    """Why the name ``host`` is refused before any lookup: a literal address that is not
+    public, or a loopback name; ``None`` when only its resolved addresses can tell.
+
+    The name is read in its one normal spelling first, so that a trailing dot
+    (``localhost.``, ``127.0.0.1.``: the same host to a resolver) is no way around the guard.
+    """
+    name = _normal_host(host)
+    address = literal_address(name)
+    if address is not None:
+        return address_refusal(address)
+    if name == "localhost" or name.endswith(".localhost"):
+        return "a loopback name"
+    return None
+
+
 def _normal_host(host: str) -> str:
     """One spelling per host: lower case, no brackets or trailing dot, IPv6 compressed,
     international names in their ASCII (punycode) form."""
@@ -286,13 +303,24 @@ class HostPolicy:
         port = port or _DEFAULT_PORTS[parts.scheme]
         if self.allows(host, port):
             return host, port
-        address = literal_address(host)
-        reason = address_refusal(address) if address is not None else None
-        if address is None and (host == "localhost" or host.endswith(".localhost")):
-            reason = "a loopback name"
+        reason = host_refusal(host)
         if reason is not None:
             raise refuse(reason, _shown(host, port), True)
         return host, port
+
+    def check_host(self, host: str, port: int) -> None:
+        """Refuse a connection to ``host`` before it is resolved, when the name itself is
+        local or a refused literal address (see :func:`host_refusal`)."""
+        if self.allows(host, port):
+            return
+        reason = host_refusal(host)
+        if reason is not None:
+            raise run_error(
+                "SSRF_BLOCKED",
+                f"Refused to connect to {_shown(host, port)}: {reason}. "
+                "Add the host to allow_hosts if this service is meant to reach it.",
+                details={"host": host, "port": port},
+            )
 
     def check_resolved(self, host: str, port: int, addresses: Iterable[IPAddress]) -> None:
         """Refuse the connection unless every address ``host`` resolved to is allowed."""

@@ -109,7 +109,18 @@ async def _send(
             recoverable=True,
             details={"operation": operation.operation_id},
         ) from None
-    return _answer(operation, reply, secrets)
+    value = _answer(operation, reply, secrets)
+    shape = operation.response_for(reply.status)
+    if shape is not None and shape.schema is not None:
+        problems = await shape.schema.problems(value, "response")
+        if problems:
+            raise run_error(
+                "OPENAPI_RESPONSE_INVALID",
+                f"Operation {operation.operation_id} answered HTTP {reply.status} with JSON "
+                f"that does not match its documented schema: {'; '.join(problems)}",
+                details={"operation": operation.operation_id, "status": reply.status},
+            )
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +233,8 @@ def _origin(url: httpx2.URL) -> tuple[str, str, int]:
 
 
 def _answer(operation: Operation, reply: _Reply, secrets: list[str]) -> Any:
+    """The parsed JSON of a 2xx answer (``None`` for an empty one); any other status is an
+    error."""
     name, status, body = operation.operation_id, reply.status, reply.body
     if not 200 <= status < 300:
         excerpt = _excerpt(body, reply.complete, secrets)
@@ -249,15 +262,6 @@ def _answer(operation: Operation, reply: _Reply, secrets: list[str]) -> Any:
         value = json.loads(body.decode("utf-8-sig"), parse_constant=_refuse_constant)
     except ValueError:  # UnicodeDecodeError is a ValueError
         raise _not_json(name, status, "a body that does not parse as JSON") from None
-    if shape is not None and shape.schema is not None:
-        problems = shape.schema.problems(value, "response")
-        if problems:
-            raise run_error(
-                "OPENAPI_RESPONSE_INVALID",
-                f"Operation {name} answered HTTP {status} with JSON that does not match its "
-                f"documented schema: {'; '.join(problems)}",
-                details={"operation": name, "status": status},
-            )
     return value
 
 

@@ -13,12 +13,14 @@ cannot send or read exactly is refused here, at definition time.
 from __future__ import annotations
 
 import re
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from fevex.schemas import CompiledJsonSchema, JsonSchemaError, compile_json_schema
+from fevex_openapi.deferred_schema import DeferredSchema
 from fevex_openapi.document import OpenApiDocument, escape_part, json_pointer
 from fevex_openapi.errors import configuration_error
 from fevex_openapi.schema_subset import SchemaBuilder
@@ -32,7 +34,6 @@ __all__ = [
     "read_operations",
 ]
 
-_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _LOCATIONS = {"path": "path", "query": "query", "header": "headers"}
 _DEFAULT_STYLES = {"path": ("simple", False), "query": ("form", True), "header": ("simple", False)}
 # OpenAPI 3.1 says header parameters with these names SHALL be ignored.
@@ -78,11 +79,10 @@ class Parameter:
 
 @dataclass(frozen=True, slots=True)
 class ResponseShape:
-    """A documented response: whether it has a JSON body, and its standalone schema
-    (compiled by the core's JSON Schema engine)."""
+    """A documented response: whether it has a JSON body, and its standalone schema."""
 
     has_content: bool
-    schema: CompiledJsonSchema | None = None
+    schema: DeferredSchema | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +95,7 @@ class Operation:
     parameters: tuple[Parameter, ...]
     body_media_type: str | None  # None: the operation takes no request body
     input_schema: Mapping[str, Any]
-    input_validator: CompiledJsonSchema
+    input_validator: DeferredSchema
     responses: Mapping[str, ResponseShape] = field(default_factory=dict)
 
     def response_for(self, status: int) -> ResponseShape | None:
@@ -109,51 +109,53 @@ class Operation:
 def read_operations(
     document: OpenApiDocument, allow: Sequence[str], base_url: str | None
 ) -> dict[str, Operation]:
-    """The operations named in ``allow``, in that order; unknown names are refused."""
-    found, duplicates = _index_operations(document)
-    unknown = [name for name in allow if name not in found]
+    """The operations named in ``allow``, in that order; unknown names are refused.
+
+    Each is read (and everything it reaches checked) once per document and process: a
+    second provider of the same operation reuses it.
+    """
+    unknown = [name for name in allow if name not in document.operations]
+    if unknown and document.unreadable_paths:
+        # The operation may be in a path item that could not be read: say why.
+        broken = next(iter(document.unreadable_paths.values()))
+        raise configuration_error(broken.code, broken.message, dict(broken.details))
     if unknown:
         raise configuration_error(
             "OPENAPI_OPERATION_UNKNOWN",
             f"The document has no operation with operationId {', '.join(map(repr, unknown))}.",
             {"operations": unknown},
         )
-    ambiguous = [name for name in allow if name in duplicates]
+    ambiguous = [name for name in allow if name in document.duplicates]
     if ambiguous:
         raise configuration_error(
             "OPENAPI_DOCUMENT_INVALID",
             f"More than one operation has operationId {', '.join(map(repr, ambiguous))}.",
             {"operations": ambiguous},
         )
-    builder = SchemaBuilder(document)
+    with _READ_LOCK:
+        read = _READ.setdefault(document, {})
+    builder = SchemaBuilder.for_document(document)
     operations: dict[str, Operation] = {}
     for name in allow:
-        path, method, path_item, location = found[name]
-        reader = _OperationReader(document, builder, name, path, method, path_item, location)
-        operations[name] = reader.read(base_url)
+        operation = read.get((name, base_url))
+        if operation is None:
+            entry = document.operations[name]
+            path_item, _ = document.follow(
+                document.data["paths"][entry.path], json_pointer("paths", entry.path)
+            )
+            reader = _OperationReader(
+                document, builder, name, entry.path, entry.method, path_item, entry.location
+            )
+            operation = read[(name, base_url)] = reader.read(base_url)
+        operations[name] = operation
     return operations
 
 
-def _index_operations(
-    document: OpenApiDocument,
-) -> tuple[dict[str, tuple[str, str, dict[str, Any], str]], set[str]]:
-    found: dict[str, tuple[str, str, dict[str, Any], str]] = {}
-    duplicates: set[str] = set()
-    for path, item in document.data["paths"].items():
-        path_item, _ = document.follow(item, json_pointer("paths", path))
-        if not isinstance(path_item, dict):
-            continue
-        for method in _METHODS:
-            operation = path_item.get(method)
-            if not isinstance(operation, dict):
-                continue
-            operation_id = operation.get("operationId")
-            if not isinstance(operation_id, str):
-                continue
-            if operation_id in found:
-                duplicates.add(operation_id)
-            found[operation_id] = (path, method, path_item, json_pointer("paths", path, method))
-    return found, duplicates
+# The operations read from each document: (operationId, base_url) -> Operation.
+_READ: weakref.WeakKeyDictionary[OpenApiDocument, dict[tuple[str, str | None], Operation]] = (
+    weakref.WeakKeyDictionary()
+)
+_READ_LOCK = threading.Lock()
 
 
 class _OperationReader:
@@ -211,7 +213,9 @@ class _OperationReader:
             parameters=tuple(parameters),
             body_media_type=body_media_type,
             input_schema=schema,
-            input_validator=self.compiled(schema, self.location),
+            input_validator=DeferredSchema(
+                schema, operation_id=self.operation_id, location=self.location
+            ),
             responses=self.responses(),
         )
 
@@ -221,17 +225,6 @@ class _OperationReader:
             f"Operation {self.operation_id}: {problem} (at {location}).",
             {"operation": self.operation_id, "location": location},
         )
-
-    def compiled(self, schema: Mapping[str, Any], location: str) -> CompiledJsonSchema:
-        """``schema`` compiled by the core's engine, which checks values in and out."""
-        try:
-            return compile_json_schema(schema)
-        except JsonSchemaError as error:
-            # The subset was checked already, at the document's own locations; what is
-            # left is a schema the engine still refuses as a whole.
-            raise self.refuse(
-                "OPENAPI_SCHEMA_INVALID", f"a schema is invalid: {error.problem}", location
-            ) from None
 
     def description(self) -> str:
         parts = [
@@ -406,7 +399,10 @@ class _OperationReader:
                 media["schema"], f"{here}/content/{escape_part(media_type)}/schema", defs
             )
             shapes[key] = ResponseShape(
-                has_content=True, schema=self.compiled(_standalone(schema, defs), here)
+                has_content=True,
+                schema=DeferredSchema(
+                    _standalone(schema, defs), operation_id=self.operation_id, location=here
+                ),
             )
         return shapes
 

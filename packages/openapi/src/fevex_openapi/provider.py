@@ -1,8 +1,9 @@
-"""``create_openapi_tool_provider``: allowlisted operations of an OpenAPI 3.1 document as a
-fevex :class:`~fevex.tools.ToolProvider`.
+"""``create_openapi_tool_provider``: allowlisted operations of an OpenAPI 3.0 or 3.1
+document as a fevex :class:`~fevex.tools.ToolProvider`.
 
-Everything is decided at definition time: the document is read, the allowlisted operations
-are turned into tools and every server they use is checked against the SSRF guard. Discovery
+Everything is decided at definition time: the document is read (once per process), the
+allowlisted operations are named and turned into tools, and every server they use is
+checked against the SSRF guard. Discovery
 is therefore local and cannot fail; only a call touches the network, and it imports httpx2
 then, so that discovering the plugin never does.
 """
@@ -10,7 +11,6 @@ then, so that discovering the plugin never does.
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
@@ -18,12 +18,16 @@ from fevex.tools import ConnectionContext, RemoteTool, ToolContext
 from fevex_openapi.document import load_document
 from fevex_openapi.errors import configuration_error, run_error
 from fevex_openapi.host_policy import HostPolicy
+from fevex_openapi.operation_names import OperationNames, tool_names
 from fevex_openapi.operations import Operation, is_header_name, read_operations
 from fevex_openapi.request_parts import request_parts
 
-__all__ = ["HeaderSource", "OpenApiToolProvider", "create_openapi_tool_provider"]
-
-_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+__all__ = [
+    "HeaderSource",
+    "OpenApiToolProvider",
+    "OperationNames",
+    "create_openapi_tool_provider",
+]
 
 HeaderSource: TypeAlias = (
     Mapping[str, str]
@@ -39,16 +43,19 @@ class OpenApiToolProvider:
         self,
         operations: Mapping[str, Operation],
         *,
+        names: Mapping[str, str],
         headers: HeaderSource | None,
         policy: HostPolicy,
         timeout: float,
         max_redirects: int,
         max_response_bytes: int,
     ) -> None:
-        self._operations = dict(operations)
+        # Keyed by tool name: what a call names.
+        self._operations = {names[key]: operation for key, operation in operations.items()}
+        self._names = {key: names[key] for key in operations}
         self._tools = tuple(
             RemoteTool(
-                name=operation.operation_id,
+                name=names[operation.operation_id],
                 description=operation.description,
                 input_schema=operation.input_schema,
                 annotations={"method": operation.method, "path": operation.path},
@@ -61,6 +68,11 @@ class OpenApiToolProvider:
         self._max_redirects = max_redirects
         self._max_response_bytes = max_response_bytes
 
+    @property
+    def tool_names(self) -> Mapping[str, str]:
+        """operationId -> the name of its tool, in the order of ``operations["allow"]``."""
+        return dict(self._names)
+
     async def list_tools(self, context: ConnectionContext) -> Sequence[RemoteTool]:
         return self._tools
 
@@ -69,11 +81,11 @@ class OpenApiToolProvider:
         if operation is None:
             raise run_error(
                 "OPENAPI_OPERATION_UNKNOWN",
-                f"Operation {name!r} is not one this provider allows.",
+                f"Tool {name!r} is not an operation this provider allows.",
                 details={"operation": name},
             )
         # Checked again here, whoever calls: nothing leaves the process unless it matches.
-        problems = operation.input_validator.problems(input, "input")
+        problems = await operation.input_validator.problems(input, "input")
         if problems:
             raise run_error(
                 "OPENAPI_INPUT_INVALID",
@@ -109,13 +121,14 @@ class OpenApiToolProvider:
         return dict(source)
 
     def __repr__(self) -> str:
-        return f"OpenApiToolProvider(operations={list(self._operations)!r})"
+        return f"OpenApiToolProvider(tools={list(self._operations)!r})"
 
 
 def create_openapi_tool_provider(
     *,
     document: Mapping[str, Any] | str | bytes,
     operations: Mapping[str, Iterable[str]],
+    operation_names: OperationNames | None = None,
     headers: HeaderSource | None = None,
     allow_hosts: Iterable[str] = (),
     base_url: str | None = None,
@@ -123,10 +136,14 @@ def create_openapi_tool_provider(
     max_redirects: int = 5,
     max_response_bytes: int = 5 * 1024 * 1024,
 ) -> OpenApiToolProvider:
-    """A tool provider for the operations ``operations["allow"]`` of ``document``.
+    """A tool provider for the operations ``operations["allow"]`` (operationIds) of
+    ``document``.
 
-    ``document`` is a bundled OpenAPI 3.1.x document: a dict or its JSON text. Each allowed
-    operation becomes a tool named by its ``operationId``. ``headers`` go with every request
+    ``document`` is an OpenAPI 3.0.x or 3.1.x document with local references: a dict, or its
+    JSON or YAML text (YAML needs ``fevex-openapi[yaml]``); it is parsed and indexed once per
+    process. Each allowed operation becomes a tool, named by ``operation_names`` (a mapping
+    from operationId to tool name, or a function of the operationId) or else by the
+    default rule of :func:`fevex_openapi.default_tool_name`. ``headers`` go with every request
     to the service's own origin: a mapping, or a function (sync or async) of the
     :class:`~fevex.tools.ToolContext` that may ``await context.get_credential(name)`` for
     credentials declared on the connection. ``allow_hosts`` names the hosts (``"host"`` or
@@ -142,12 +159,14 @@ def create_openapi_tool_provider(
         if problem:
             raise configuration_error("OPENAPI_HEADERS_INVALID", f"headers holds {problem}.")
     policy = HostPolicy(allow_hosts)
+    names = tool_names(allow, operation_names)
     loaded = load_document(document)
     read = read_operations(loaded, allow, base_url)
     for operation in read.values():
         policy.check_url(operation.server_url, at_definition=True)
     return OpenApiToolProvider(
         read,
+        names=names,
         headers=headers,
         policy=policy,
         timeout=float(timeout),
@@ -172,12 +191,6 @@ def _allowlist(operations: Any) -> list[str]:
         raise configuration_error(
             "OPENAPI_OPERATIONS_INVALID",
             'operations["allow"] must name at least one operationId, each a string.',
-        )
-    unusable = [name for name in names if not _TOOL_NAME.fullmatch(name)]
-    if unusable:
-        raise configuration_error(
-            "OPENAPI_OPERATIONS_INVALID",
-            f"operationIds {unusable!r} cannot be tool names, which match [A-Za-z0-9_-]{{1,64}}.",
         )
     if len(set(names)) != len(names):
         raise configuration_error(

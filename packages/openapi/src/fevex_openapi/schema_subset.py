@@ -9,18 +9,25 @@ silently dropped on the way to the model.
 
 Schemas in a tool's input schema refer to ``#/$defs/<name>`` instead of
 ``#/components/schemas/<name>``, with the components they reach copied into ``$defs``, so
-each tool schema stands alone.
+each tool schema stands alone. A reference into a component gets a ``$defs`` entry of its
+own (``Invoice/properties/total``); one through a schema's ``$id`` (OpenAPI 3.1) gets the
+entry of the component it names, and no ``$id`` is copied. The schemas of a 3.0 document
+are translated to 2020-12 first, one schema object at a time
+(:mod:`fevex_openapi.openapi30`).
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import urljoin
 
 from fevex.schemas import linear_pattern
-from fevex_openapi.document import OpenApiDocument, escape_part, unescape_part
+from fevex_openapi.document import OpenApiDocument, escape_part, reference_of, unescape_part
 from fevex_openapi.errors import configuration_error
+from fevex_openapi.openapi30 import nullable_schema, translate_30_schema
 
 __all__ = [
     "ANNOTATION_KEYWORDS",
@@ -100,49 +107,93 @@ def _is_count(value: Any) -> bool:
 class SchemaBuilder:
     """Checks the schemas of one document and rewrites them for standalone tool schemas.
 
-    Each component schema is checked once per builder, however many operations use it.
+    Each schema a reference reaches is checked once per document and process, however many
+    operations and providers use it (:meth:`for_document`).
     """
 
     def __init__(self, document: OpenApiDocument) -> None:
-        self._document = document
-        self._components: dict[str, tuple[Any, frozenset[str]]] = {}
+        # Weak: the builder is the value of a weak-keyed map of documents, which a strong
+        # reference back to its key would keep alive after the document cache evicts it.
+        self._document_ref = weakref.ref(document)
+        self._dialect_30 = document.version == "3.0"
+        # A reference target's location -> its converted schema and the targets it reaches.
+        self._targets: dict[str, tuple[Any, dict[str, str]]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def _document(self) -> OpenApiDocument:
+        document = self._document_ref()
+        assert document is not None, "a builder is only used with its document in hand"
+        return document
+
+    @classmethod
+    def for_document(cls, document: OpenApiDocument) -> SchemaBuilder:
+        """The one builder of ``document`` in this process."""
+        with _BUILDERS_LOCK:
+            builder = _BUILDERS.get(document)
+            if builder is None:
+                builder = _BUILDERS[document] = cls(document)
+            return builder
 
     def convert(self, schema: Any, location: str, defs: dict[str, Any]) -> Any:
         """``schema`` checked against the subset, with its references rewritten to
-        ``#/$defs/...``; every component it reaches, directly or not, is added to ``defs``."""
-        refs: set[str] = set()
-        converted = self._convert(schema, location, refs)
-        pending = sorted(refs)
-        while pending:
-            name = pending.pop()
-            if name in defs:
-                continue
-            defs[name], reached = self._component(name)
-            pending.extend(sorted(reached - defs.keys()))
-        return converted
+        ``#/$defs/...``; every schema it reaches, directly or not, is added to ``defs``."""
+        with self._lock:
+            refs: dict[str, str] = {}
+            converted = self._convert(schema, location, refs, "")
+            pending = sorted(refs.items())
+            while pending:
+                key, pointer = pending.pop()
+                if key in defs:
+                    continue
+                defs[key], reached = self._target(pointer)
+                pending.extend(sorted(item for item in reached.items() if item[0] not in defs))
+            return converted
 
-    def _component(self, name: str) -> tuple[Any, frozenset[str]]:
-        cached = self._components.get(name)
+    def _target(self, pointer: str) -> tuple[Any, dict[str, str]]:
+        cached = self._targets.get(pointer)
         if cached is None:
-            location = _COMPONENT_SCHEMAS + escape_part(name)
-            refs: set[str] = set()
-            schema = self._document.resolve(location, location)
-            cached = (self._convert(schema, location, refs), frozenset(refs))
-            self._components[name] = cached
+            refs: dict[str, str] = {}
+            schema, _ = self._document.resolve(pointer, pointer)
+            cached = (self._convert(schema, pointer, refs, self._base_at(pointer)), refs)
+            self._targets[pointer] = cached
         return cached
 
-    def _convert(self, schema: Any, location: str, refs: set[str]) -> Any:
+    def _base_at(self, pointer: str) -> str:
+        """The URI references at ``pointer`` are written under: the ``$id`` of the schema
+        resources around it, innermost last."""
+        base = ""
+        if self._dialect_30:
+            return base
+        node: Any = self._document.data
+        for part in pointer[2:].split("/"):
+            if isinstance(node, dict) and isinstance(node.get("$id"), str):
+                base = urljoin(base, node["$id"])
+            node = node.get(unescape_part(part)) if isinstance(node, dict) else None
+        return base
+
+    def _convert(self, schema: Any, location: str, refs: dict[str, str], base: str) -> Any:
         if isinstance(schema, bool):
             return schema
         if not isinstance(schema, dict):
             raise _invalid(location, "a schema must be an object or a boolean")
+        nullable = False
+        if self._dialect_30:
+            schema, nullable = translate_30_schema(schema, location)
+        elif isinstance(schema.get("$id"), str):
+            base = urljoin(base, schema["$id"])
         converted: dict[str, Any] = {}
         for keyword, value in schema.items():
             here = f"{location}/{escape_part(keyword)}"
             if keyword.startswith("x-") or keyword in ANNOTATION_KEYWORDS:
                 converted[keyword] = value
             elif keyword in CONSTRAINT_KEYWORDS:
-                converted[keyword] = self._constraint(keyword, value, here, refs)
+                converted[keyword] = self._constraint(keyword, value, here, refs, base)
+            elif keyword == "$id" and not self._dialect_30:
+                if not isinstance(value, str) or not value:
+                    raise _invalid(here, "$id must be a non-empty URI string")
+                # References are rewritten to #/$defs/... of the tool schema, which an $id
+                # left in place would move to another base URI.
             else:
                 raise configuration_error(
                     "OPENAPI_SCHEMA_UNSUPPORTED",
@@ -150,9 +201,11 @@ class SchemaBuilder:
                     "see the supported subset in the fevex-openapi README.",
                     {"keyword": keyword, "location": location},
                 )
-        return converted
+        return nullable_schema(converted) if nullable else converted
 
-    def _constraint(self, keyword: str, value: Any, here: str, refs: set[str]) -> Any:
+    def _constraint(
+        self, keyword: str, value: Any, here: str, refs: dict[str, str], base: str
+    ) -> Any:
         check = _VALUE_CHECKS.get(keyword)
         if check is not None:
             problem = check(value)
@@ -160,34 +213,46 @@ class SchemaBuilder:
                 raise _invalid(here, problem)
             return value
         if keyword == "$ref":
-            return self._reference(value, here, refs)
+            return self._reference(value, here, refs, base)
         if keyword in ("items", "additionalProperties", "not"):
-            return self._convert(value, here, refs)
+            return self._convert(value, here, refs, base)
         if keyword == "properties":
             if not isinstance(value, dict):
                 raise _invalid(here, "properties must be an object of schemas")
             return {
-                name: self._convert(item, f"{here}/{escape_part(name)}", refs)
+                name: self._convert(item, f"{here}/{escape_part(name)}", refs, base)
                 for name, item in value.items()
             }
         # allOf, anyOf, oneOf
         if not isinstance(value, list) or not value:
             raise _invalid(here, f"{keyword} must be a non-empty array of schemas")
-        return [self._convert(item, f"{here}/{index}", refs) for index, item in enumerate(value)]
+        return [
+            self._convert(item, f"{here}/{index}", refs, base) for index, item in enumerate(value)
+        ]
 
-    def _reference(self, ref: Any, here: str, refs: set[str]) -> str:
-        if not isinstance(ref, str) or not ref.startswith(_COMPONENT_SCHEMAS):
+    def _reference(self, ref: Any, here: str, refs: dict[str, str], base: str) -> str:
+        location = here.rsplit("/", 1)[0]
+        checked = reference_of({"$ref": ref}, location)
+        assert checked is not None
+        # The whole pointer must lead somewhere, not only its component.
+        _, pointer = self._document.resolve(checked, location, base)
+        if not pointer.startswith(_COMPONENT_SCHEMAS):
             raise configuration_error(
                 "OPENAPI_REF_UNSUPPORTED",
-                f"The schema reference at {here} must point into #/components/schemas/.",
-                {"location": here},
+                f"The schema reference at {location} must point into #/components/schemas/ "
+                f"(it points at {pointer[:120]}).",
+                {"location": location},
             )
-        # The whole pointer must lead somewhere, not only its component.
-        self._document.resolve(ref, here)
-        rest = ref[len(_COMPONENT_SCHEMAS) :]
-        escaped_name = rest.split("/", 1)[0]
-        refs.add(unescape_part(unquote(escaped_name)))
-        return _DEFS + rest
+        rest = pointer[len(_COMPONENT_SCHEMAS) :]
+        # A whole component keeps its name; a place inside one is a $defs entry of its own
+        # (component names cannot hold '/', so the two never meet).
+        key = unescape_part(rest) if "/" not in rest else rest
+        refs[key] = pointer
+        return _DEFS + escape_part(key)
+
+
+_BUILDERS: weakref.WeakKeyDictionary[OpenApiDocument, SchemaBuilder] = weakref.WeakKeyDictionary()
+_BUILDERS_LOCK = threading.Lock()
 
 
 def _invalid(location: str, problem: str) -> Exception:

@@ -71,6 +71,9 @@ class GuardedNetworkBackend(httpcore2.AsyncNetworkBackend):
         if self._policy.allows(host, port):
             targets = [host]
         else:
+            # Names that are local by definition never reach the resolver: a lookup of
+            # ``localhost.`` may fail, which would report a refusal as an outage.
+            self._policy.check_host(host, port)
             addresses = await self._resolve(host, port, timeout)
             self._policy.check_resolved(host, port, addresses)
             targets = [str(address) for address in addresses]
