@@ -7,9 +7,15 @@ import asyncio
 import contextlib
 import ipaddress
 import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -455,3 +461,81 @@ async def scripted_server() -> AsyncIterator[ScriptedServer]:
     finally:
         running.should_exit = True
         await task
+
+
+# -- stdio servers ------------------------------------------------------------------
+
+STDIO_SERVER = Path(__file__).with_name("stdio_server.py")
+REFERENCE_PACKAGES = {
+    "filesystem": "@modelcontextprotocol/server-filesystem",
+    "memory": "@modelcontextprotocol/server-memory",
+}
+_NPM_INSTALL_LOCK = threading.Lock()
+
+
+@dataclass
+class PythonServer:
+    """The tests' own stdio server: ``command`` and ``args`` start it; it writes what it
+    observes into ``state``."""
+
+    command: str
+    args: list[str]
+    state: Path
+
+    def observed(self, name: str) -> str | None:
+        path = self.state / name
+        return path.read_text() if path.exists() else None
+
+
+@pytest.fixture
+def python_server(tmp_path: Path) -> PythonServer:
+    state = tmp_path / "state"
+    state.mkdir()
+    return PythonServer(sys.executable, [str(STDIO_SERVER), str(state)], state)
+
+
+@dataclass
+class ReferenceServers:
+    """The npm reference servers, as ``node`` and the entry script of each."""
+
+    node: str
+    scripts: dict[str, str]
+
+
+@pytest.fixture(scope="session")
+def reference_servers() -> ReferenceServers:
+    """``@modelcontextprotocol/server-filesystem`` and ``server-memory``, installed with
+    npm into a cache folder on first use (``FEVEX_TEST_CACHE``, by default
+    ``~/.cache/fevex-tests``), so a clean machine with Node and npm runs these tests.
+    Without node or npm they are skipped, except under CI, which must run them."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        reason = "node and npm (Node.js 18+) are needed for the MCP reference servers"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}; CI must run these tests.")
+        pytest.skip(reason)
+    cache = Path(os.environ.get("FEVEX_TEST_CACHE", Path.home() / ".cache" / "fevex-tests"))
+    prefix = cache / "npm" / "mcp-reference-servers"
+    scripts = {
+        name: prefix / "node_modules" / package / "dist" / "index.js"
+        for name, package in REFERENCE_PACKAGES.items()
+    }
+    with _NPM_INSTALL_LOCK:
+        if not all(script.exists() for script in scripts.values()):
+            prefix.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                [
+                    npm,
+                    "install",
+                    "--prefix",
+                    str(prefix),
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel=error",
+                    *REFERENCE_PACKAGES.values(),
+                ],
+                check=True,
+                timeout=600,
+                stdout=subprocess.DEVNULL,
+            )
+    return ReferenceServers(node, {name: str(script) for name, script in scripts.items()})

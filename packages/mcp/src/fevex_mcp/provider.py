@@ -243,7 +243,7 @@ class MCPToolProvider:
 
         self._require("prompts")
         values = dict(arguments or {})
-        if not all(isinstance(key, str) and isinstance(value, str) for key, value in values.items()):
+        if not all(isinstance(key, str) and isinstance(val, str) for key, val in values.items()):
             raise configuration_error(
                 ARGUMENTS_INVALID, f"MCP prompt {prompt!r}: arguments map names to strings."
             )
@@ -311,7 +311,9 @@ def _block_text(block: Any) -> str:
     if getattr(block, "type", None) == "text":
         return str(block.text)
     kind = getattr(block, "type", None)
-    return f"[{kind if isinstance(kind, str) and kind.isidentifier() else 'unknown'} content omitted]"
+    if not (isinstance(kind, str) and kind.isidentifier()):
+        kind = "unknown"
+    return f"[{kind} content omitted]"
 
 
 def _composition_context(run_id: str = "", agent_name: str = "") -> ConnectionContext:
@@ -398,9 +400,7 @@ def create_mcp_tool_provider(
             raise configuration_error(
                 TRANSPORT_UNSUPPORTED, "MCP stdio servers are supported on POSIX systems only."
             )
-        parsed = parse_command(
-            command, args, env, inherit_env, cwd, startup_timeout, call_timeout
-        )
+        parsed = parse_command(command, args, env, inherit_env, cwd, startup_timeout, call_timeout)
         channel = StdioChannel(parsed)
     else:
         endpoint = parse_endpoint(url)

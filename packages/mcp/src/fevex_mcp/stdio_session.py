@@ -24,6 +24,7 @@ prompts) then apply to the fresh list.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import weakref
 from collections.abc import Awaitable, Callable
@@ -31,14 +32,23 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client import IncomingMessage
+from mcp.client.subscriptions import (
+    ListenNotSupportedError,
+    PromptsListChanged,
+    ResourcesListChanged,
+    Subscription,
+    SubscriptionLost,
+    ToolsListChanged,
+)
 from mcp.types import (
     PromptListChangedNotification,
     ResourceListChangedNotification,
     ServerCapabilities,
     ToolListChangedNotification,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from fevex.errors import FevexError
 from fevex_mcp.command import StdioCommand
@@ -65,6 +75,11 @@ __all__ = ["StdioServer"]
 
 T = TypeVar("T")
 
+_EVENTS: dict[type[Any], Kind] = {
+    ToolsListChanged: "tools",
+    ResourcesListChanged: "resources",
+    PromptsListChanged: "prompts",
+}
 _CHANGED: dict[type[Any], Kind] = {
     ToolListChangedNotification: "tools",
     ResourceListChangedNotification: "resources",
@@ -87,6 +102,12 @@ class _Live:
     task: asyncio.Task[None] | None = None
     finalizer: weakref.finalize[Any, Any] | None = None
 
+    watched: set[Kind] = field(default_factory=set)
+
+    def changed(self, kind: Kind) -> None:
+        self.changes[kind] = self.changes.get(kind, 0) + 1
+        self.lists.pop(kind, None)
+
     @property
     def running(self) -> bool:
         return self.client is not None and not self.finished.is_set()
@@ -107,7 +128,9 @@ class StdioServer:
         live = await self._ready()
         assert live.client is not None
         try:
-            with anyio.fail_after(self.command.call_timeout or math.inf):
+            if self.command.call_timeout is None:
+                return await operation(live.client)
+            with anyio.fail_after(self.command.call_timeout):
                 return await operation(live.client)
         except TimeoutError:
             if live.finished.is_set():
@@ -141,7 +164,7 @@ class StdioServer:
         seen = live.changes.get(kind, 0)
         items = await self.run(fetch)
         # A change notified while the request was under way makes its answer stale.
-        if live.running and live.changes.get(kind, 0) == seen and _declares_list_changed(live, kind):
+        if live.running and live.changes.get(kind, 0) == seen and kind in live.watched:
             live.lists[kind] = items
         return list(items)
 
@@ -195,8 +218,7 @@ class StdioServer:
         async def notice(message: IncomingMessage) -> None:
             kind = _CHANGED.get(type(message))
             if kind is not None:
-                live.changes[kind] = live.changes.get(kind, 0) + 1
-                live.lists.pop(kind, None)
+                live.changed(kind)
 
         try:
             with live.scope:
@@ -212,10 +234,7 @@ class StdioServer:
                             client_info=CLIENT_INFO,
                             message_handler=notice,
                         ) as client:
-                            live.scope.deadline = math.inf
-                            live.client = client
-                            live.started.set()
-                            await live.record.ended.wait()
+                            await self._serve(live, client)
                 except OSError as error:
                     live.failure = run_error(
                         STARTUP_FAILED,
@@ -239,12 +258,39 @@ class StdioServer:
             live.finished.set()
             live.started.set()
 
+    async def _serve(self, live: _Live, client: Client) -> None:
+        """Watch the lists the server says it notifies changes of, mark the session
+        started, and hold it until the process's output ends or the provider closes."""
+        declared = {kind for kind in _CHANGED.values() if _declares_list_changed(client, kind)}
+        async with contextlib.AsyncExitStack() as stack:
+            subscription: Subscription | None = None
+            if declared and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                # 2026-07-28 servers send change events on a listen stream only.
+                try:
+                    subscription = await stack.enter_async_context(
+                        client.listen(
+                            tools_list_changed="tools" in declared,
+                            resources_list_changed="resources" in declared,
+                            prompts_list_changed="prompts" in declared,
+                        )
+                    )
+                except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError):
+                    declared = set()
+            live.watched = declared
+            live.scope.deadline = math.inf
+            live.client = client
+            live.started.set()
+            async with anyio.create_task_group() as watchers:
+                if subscription is not None:
+                    watchers.start_soon(_follow, live, subscription)
+                await live.record.ended.wait()
+                watchers.cancel_scope.cancel()
+
     def _start_failure(self, live: _Live, error: Exception) -> FevexError:
         if live.record.ended.is_set():
             return run_error(
                 STARTUP_FAILED,
-                f"The MCP server {self.where} exited before it was ready"
-                f"{self._how(live)}",
+                f"The MCP server {self.where} exited before it was ready{self._how(live)}",
             )
         translated = translate(error, self.where, self.command.secrets)
         if isinstance(translated, FevexError):
@@ -292,8 +338,22 @@ class _Transport:
         return None
 
 
-def _declares_list_changed(live: _Live, kind: Kind) -> bool:
-    assert live.client is not None
-    capabilities: ServerCapabilities = live.client.server_capabilities
+def _declares_list_changed(client: Client, kind: Kind) -> bool:
+    capabilities: ServerCapabilities = client.server_capabilities
     declared = getattr(capabilities, kind, None)
     return bool(getattr(declared, "list_changed", False))
+
+
+async def _follow(live: _Live, subscription: Subscription) -> None:
+    """Drop a kept list when its change event arrives; if the stream is lost, keep no
+    list any more (nothing would say when it goes stale)."""
+    try:
+        async for event in subscription:
+            kind = _EVENTS.get(type(event))
+            if kind is not None:
+                live.changed(kind)
+    except (SubscriptionLost, MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    live.watched = set()
+    for kind in list(live.lists):
+        live.changed(kind)

@@ -157,8 +157,10 @@ async def _stop(process: anyio.abc.Process, record: ProcessRecord) -> None:
     if process.stdin is not None:
         with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             await process.stdin.aclose()
+    # Polled, not process.wait(): that also waits for the pipes to close, which a
+    # grandchild holding them would delay until it is killed below.
     with anyio.move_on_after(EXIT_GRACE):
-        while process.returncode is None:
+        while process.returncode is None:  # noqa: ASYNC110
             await anyio.sleep(0.01)
     await terminate_posix_process_tree(process, TERM_GRACE)
     with anyio.move_on_after(TERM_GRACE):
