@@ -214,6 +214,10 @@ def build_server(recorder: Recorder) -> MCPServer:
         recorder.saw_call("notes", {"query": query}, ctx)
         return "no notes"
 
+    @server.prompt(description="A brief on a topic.")
+    def brief(topic: str) -> str:
+        return f"Write a brief about {topic}."
+
     return server
 
 
