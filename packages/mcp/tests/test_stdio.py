@@ -308,3 +308,25 @@ async def test_a_tool_list_change_refreshes_the_kept_list(python_server: Any) ->
         assert await eventually(grown)
         assert python_server.observed("tools-listed") == "2"
         assert await provider.call_tool("extra", {}, call("extra")) == "extra!"
+
+
+async def test_a_handshake_era_server_notifies_tool_list_changes(
+    python_server: Any,
+) -> None:
+    script = Path(python_server.args[0]).with_name("handshake_server.py")
+    provider = create_mcp_tool_provider(
+        command=python_server.command, args=[str(script), str(python_server.state)]
+    )
+    async with provider:
+        first = {tool.name for tool in await provider.list_tools(DISCOVERY)}
+        await provider.list_tools(DISCOVERY)
+        assert first == {"grow"}
+        assert python_server.observed("tools-listed") == "1"
+        assert await provider.call_tool("grow", {}, call("grow")) == "called grow"
+
+        async def grown() -> bool:
+            names = {tool.name for tool in await provider.list_tools(DISCOVERY)}
+            return "extra" in names
+
+        assert await eventually(grown)
+        assert python_server.observed("tools-listed") == "2"

@@ -122,6 +122,7 @@ class StdioServer:
         self._live: _Live | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._starting = asyncio.Lock()
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self, operation: Callable[[Client], Awaitable[T]]) -> T:
         """Run ``operation`` on the live session, starting the server if needed."""
@@ -185,6 +186,9 @@ class StdioServer:
 
     async def _ready(self) -> _Live:
         loop = asyncio.get_running_loop()
+        if self._lock_loop is not loop:
+            # An asyncio lock belongs to the loop it was first used in.
+            self._starting, self._lock_loop = asyncio.Lock(), loop
         async with self._starting:
             live = self._live
             if live is not None and self._loop is not loop:
@@ -276,6 +280,14 @@ class StdioServer:
                     )
                 except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError):
                     declared = set()
+                else:
+                    # Only what the server agreed to notify can be kept.
+                    honored = subscription.honored
+                    declared = {
+                        kind
+                        for kind in declared
+                        if getattr(honored, f"{kind}_list_changed", None) is True
+                    }
             live.watched = declared
             live.scope.deadline = math.inf
             live.client = client
