@@ -189,6 +189,23 @@ async def test_a_command_that_cannot_start_has_its_code(tmp_path: Path) -> None:
     assert caught.value.code == "MCP_STARTUP_FAILED"
 
 
+async def test_a_server_that_exits_at_start_says_how_without_its_secrets() -> None:
+    failing = (
+        "import os, sys; sys.stderr.write('no config for ' + os.environ['TOKEN']); sys.exit(3)"
+    )
+    provider = create_mcp_tool_provider(
+        command=sys.executable, args=["-c", failing], env={"TOKEN": TOKEN}
+    )
+    with pytest.raises(FevexRunError) as caught:
+        await provider.list_tools(DISCOVERY)
+    error = caught.value
+    assert error.code == "MCP_STARTUP_FAILED"
+    assert "exit status 3" in error.message
+    assert "no config for [redacted]" in error.message
+    assert TOKEN not in error.message
+    assert TOKEN not in repr(provider)
+
+
 async def test_a_server_that_never_speaks_times_out_and_is_killed(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     mute = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"

@@ -224,6 +224,7 @@ class StdioServer:
             if kind is not None:
                 live.changed(kind)
 
+        refused: tuple[Exception, bool] | None = None
         try:
             with live.scope:
                 live.scope.deadline = anyio.current_time() + command.startup_timeout
@@ -232,13 +233,21 @@ class StdioServer:
                         if live.record.pid is not None:
                             # Dropped or left running at exit: the group is still killed.
                             live.finalizer = weakref.finalize(self, kill_group, live.record.pid)
-                        async with Client(
-                            _Transport(streams),
-                            cache=None,
-                            client_info=CLIENT_INFO,
-                            message_handler=notice,
-                        ) as client:
-                            await self._serve(live, client)
+                        try:
+                            async with Client(
+                                _Transport(streams),
+                                cache=None,
+                                client_info=CLIENT_INFO,
+                                message_handler=notice,
+                            ) as client:
+                                await self._serve(live, client)
+                        except Exception as error:
+                            if live.client is None:
+                                # Whether it had exited, or refused the handshake while
+                                # alive, is known only now; its exit status after the stop.
+                                refused = (error, live.record.ended.is_set())
+                    if refused is not None:
+                        live.failure = self._start_failure(live, *refused)
                 except OSError as error:
                     live.failure = run_error(
                         STARTUP_FAILED,
@@ -246,9 +255,6 @@ class StdioServer:
                         f"({type(error).__name__}: {error.strerror or 'failed'}). Check the "
                         "command, its PATH (env or inherit_env) and cwd.",
                     )
-                except Exception as error:
-                    if live.client is None:
-                        live.failure = self._start_failure(live, error)
             if live.client is None and live.failure is None:
                 live.failure = run_error(
                     STARTUP_TIMEOUT,
@@ -298,8 +304,8 @@ class StdioServer:
                 await live.record.ended.wait()
                 watchers.cancel_scope.cancel()
 
-    def _start_failure(self, live: _Live, error: Exception) -> FevexError:
-        if live.record.ended.is_set():
+    def _start_failure(self, live: _Live, error: Exception, exited: bool) -> FevexError:
+        if exited:
             return run_error(
                 STARTUP_FAILED,
                 f"The MCP server {self.where} exited before it was ready{self._how(live)}",
