@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import ipaddress
 import json
 import os
@@ -12,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -474,7 +474,6 @@ REFERENCE_PACKAGES = {
     "filesystem": "@modelcontextprotocol/server-filesystem",
     "memory": "@modelcontextprotocol/server-memory",
 }
-_NPM_INSTALL_LOCK = threading.Lock()
 
 
 @dataclass
@@ -524,9 +523,11 @@ def reference_servers() -> ReferenceServers:
         name: prefix / "node_modules" / package / "dist" / "index.js"
         for name, package in REFERENCE_PACKAGES.items()
     }
-    with _NPM_INSTALL_LOCK:
+    prefix.mkdir(parents=True, exist_ok=True)
+    # Locked across processes: parallel test runs share the cache folder.
+    with (prefix / ".install-lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if not all(script.exists() for script in scripts.values()):
-            prefix.mkdir(parents=True, exist_ok=True)
             subprocess.run(
                 [
                     npm,
