@@ -15,7 +15,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fevex_mcp.errors import COMMAND_INVALID, configuration_error
@@ -32,8 +32,9 @@ class StdioCommand:
     of the child; ``secrets`` are its values, kept out of every message."""
 
     command: str
-    args: tuple[str, ...]
-    environment: Mapping[str, str]
+    # Out of any repr: arguments and environment may carry tokens.
+    args: tuple[str, ...] = field(repr=False)
+    environment: Mapping[str, str] = field(repr=False)
     cwd: str | None
     startup_timeout: float
     call_timeout: float | None

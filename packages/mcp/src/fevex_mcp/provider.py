@@ -23,7 +23,7 @@ from fevex.knowledge import (
 )
 from fevex.tools import ConnectionContext, RemoteTool, ToolContext
 from fevex_mcp.channels import Channel, HttpChannel, StdioChannel
-from fevex_mcp.command import StdioCommand, parse_command
+from fevex_mcp.command import parse_command
 from fevex_mcp.endpoint import parse_endpoint
 from fevex_mcp.errors import (
     ARGUMENTS_INVALID,
@@ -84,10 +84,11 @@ class MCPToolProvider:
         return channel.endpoint.display if isinstance(channel, HttpChannel) else None
 
     @property
-    def command(self) -> StdioCommand | None:
-        """The stdio server's command as configured; ``None`` for an HTTP server."""
+    def command(self) -> str | None:
+        """The stdio server's program as configured (not its arguments or environment,
+        which may carry secrets); ``None`` for an HTTP server."""
         channel = self._channel
-        return channel.command if isinstance(channel, StdioChannel) else None
+        return channel.command.command if isinstance(channel, StdioChannel) else None
 
     @property
     def features(self) -> frozenset[str]:
@@ -301,9 +302,9 @@ class MCPToolProvider:
         await self.aclose()
 
     def __repr__(self) -> str:
-        command = self.command
-        if command is not None:
-            return f"MCPToolProvider(command={command.display!r})"
+        channel = self._channel
+        if isinstance(channel, StdioChannel):
+            return f"MCPToolProvider(command={channel.command.display!r})"
         return f"MCPToolProvider(url={self.url!r})"
 
 

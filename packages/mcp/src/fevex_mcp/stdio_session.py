@@ -48,7 +48,6 @@ from mcp.types import (
     ServerCapabilities,
     ToolListChangedNotification,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from fevex.errors import FevexError
 from fevex_mcp.command import StdioCommand
@@ -274,8 +273,9 @@ class StdioServer:
         declared = {kind for kind in _CHANGED.values() if _declares_list_changed(client, kind)}
         async with contextlib.AsyncExitStack() as stack:
             subscription: Subscription | None = None
-            if declared and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                # 2026-07-28 servers send change events on a listen stream only.
+            if declared:
+                # 2026-07-28 servers send change events on a listen stream only; earlier
+                # ones send notifications, which `notice` sees (ListenNotSupportedError).
                 try:
                     subscription = await stack.enter_async_context(
                         client.listen(
@@ -284,7 +284,9 @@ class StdioServer:
                             prompts_list_changed="prompts" in declared,
                         )
                     )
-                except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError):
+                except ListenNotSupportedError:
+                    pass
+                except (SubscriptionLost, MCPError, TimeoutError):
                     declared = set()
                 else:
                     # Only what the server agreed to notify can be kept.
