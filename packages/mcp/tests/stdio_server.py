@@ -65,6 +65,11 @@ def crash() -> str:
     os._exit(7)
 
 
+@server.tool(description="Answers with 17 MiB of text.", structured_output=False)
+def flood() -> str:
+    return "x" * (17 * 1024 * 1024)
+
+
 @server.tool(
     description="Starts a grandchild process and returns its pid.", structured_output=False
 )

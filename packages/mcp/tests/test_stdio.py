@@ -294,6 +294,20 @@ async def test_a_server_crashing_mid_call_fails_the_run_with_a_stable_code(
         assert server_pid(python_server) != crashed
 
 
+async def test_a_message_over_the_bound_stops_the_server(python_server: Any) -> None:
+    provider = create_mcp_tool_provider(command=python_server.command, args=python_server.args)
+    async with provider:
+        first = server_pid(python_server) if python_server.observed("pid") else None
+        with anyio.fail_after(30), pytest.raises(FevexRunError) as caught:
+            await provider.call_tool("flood", {}, call("flood"))
+        assert caught.value.code == "MCP_PROTOCOL_ERROR"
+        assert "over 16777216 bytes" in caught.value.message
+        flooded = server_pid(python_server)
+        assert first in (None, flooded)
+        assert not process_alive(flooded)
+        assert await provider.call_tool("echo", {"word": "after"}, call("echo")) == "echo: after"
+
+
 async def test_close_kills_the_whole_process_group(python_server: Any) -> None:
     provider = create_mcp_tool_provider(command=python_server.command, args=python_server.args)
     grandchild = int(await provider.call_tool("spawn", {}, call("spawn")))

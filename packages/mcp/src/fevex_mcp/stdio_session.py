@@ -307,6 +307,8 @@ class StdioServer:
                 watchers.cancel_scope.cancel()
 
     def _start_failure(self, live: _Live, error: Exception, exited: bool) -> FevexError:
+        if live.record.oversized:
+            return self._exited(live)
         if exited:
             return run_error(
                 STARTUP_FAILED,

@@ -100,22 +100,38 @@ async def stdio_streams(command: StdioCommand, record: ProcessRecord) -> AsyncIt
 
     async def read_stdout() -> None:
         assert process.stdout is not None
-        buffer = b""
         try:
             async with read_writer:
-                async for chunk in process.stdout:
-                    lines = (buffer + chunk).split(b"\n")
-                    buffer = lines.pop()
-                    if len(buffer) > MAX_MESSAGE_BYTES:
-                        record.oversized = True
-                        return
-                    for line in lines:
-                        if line.strip():
-                            await read_writer.send(_parse(line))
+                await read_messages(process.stdout)
+            if record.oversized:
+                # Drained to the end, so that the pipe closes once the server is stopped.
+                record.ended.set()
+                async for _ in process.stdout:
+                    pass
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         finally:
             record.ended.set()
+
+    async def read_messages(stdout: anyio.abc.ByteReceiveStream) -> None:
+        buffer = bytearray()
+        async for chunk in stdout:
+            # Only the new chunk is searched: a long line costs its length once.
+            start = len(buffer)
+            buffer += chunk
+            end = buffer.find(b"\n", start)
+            while end >= 0:
+                if end > MAX_MESSAGE_BYTES:
+                    record.oversized = True
+                    return
+                line = bytes(buffer[:end])
+                del buffer[: end + 1]
+                if line.strip():
+                    await read_writer.send(_parse(line))
+                end = buffer.find(b"\n")
+            if len(buffer) > MAX_MESSAGE_BYTES:
+                record.oversized = True
+                return
 
     async def read_stderr() -> None:
         assert process.stderr is not None
