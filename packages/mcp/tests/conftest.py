@@ -214,6 +214,10 @@ def build_server(recorder: Recorder) -> MCPServer:
         recorder.saw_call("notes", {"query": query}, ctx)
         return "no notes"
 
+    @server.resource("docs://leases", name="leases", mime_type="text/markdown")
+    def leases() -> str:
+        return "# Leases\nA lease is renewed by its holder's heartbeat."
+
     @server.prompt(description="A brief on a topic.")
     def brief(topic: str) -> str:
         return f"Write a brief about {topic}."
