@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import ipaddress
 import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -207,6 +213,14 @@ def build_server(recorder: Recorder) -> MCPServer:
     def notes(query: str, ctx: Context) -> str:
         recorder.saw_call("notes", {"query": query}, ctx)
         return "no notes"
+
+    @server.resource("docs://leases", name="leases", mime_type="text/markdown")
+    def leases() -> str:
+        return "# Leases\nA lease is renewed by its holder's heartbeat."
+
+    @server.prompt(description="A brief on a topic.")
+    def brief(topic: str) -> str:
+        return f"Write a brief about {topic}."
 
     return server
 
@@ -455,3 +469,82 @@ async def scripted_server() -> AsyncIterator[ScriptedServer]:
     finally:
         running.should_exit = True
         await task
+
+
+# -- stdio servers ------------------------------------------------------------------
+
+STDIO_SERVER = Path(__file__).with_name("stdio_server.py")
+REFERENCE_PACKAGES = {
+    "filesystem": "@modelcontextprotocol/server-filesystem",
+    "memory": "@modelcontextprotocol/server-memory",
+}
+
+
+@dataclass
+class PythonServer:
+    """The tests' own stdio server: ``command`` and ``args`` start it; it writes what it
+    observes into ``state``."""
+
+    command: str
+    args: list[str]
+    state: Path
+
+    def observed(self, name: str) -> str | None:
+        path = self.state / name
+        return path.read_text() if path.exists() else None
+
+
+@pytest.fixture
+def python_server(tmp_path: Path) -> PythonServer:
+    state = tmp_path / "state"
+    state.mkdir()
+    return PythonServer(sys.executable, [str(STDIO_SERVER), str(state)], state)
+
+
+@dataclass
+class ReferenceServers:
+    """The npm reference servers, as ``node`` and the entry script of each."""
+
+    node: str
+    scripts: dict[str, str]
+
+
+@pytest.fixture(scope="session")
+def reference_servers() -> ReferenceServers:
+    """``@modelcontextprotocol/server-filesystem`` and ``server-memory``, installed with
+    npm into a cache folder on first use (``FEVEX_TEST_CACHE``, by default
+    ``~/.cache/fevex-tests``), so a clean machine with Node and npm runs these tests.
+    Without node or npm they are skipped, except under CI, which must run them."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        reason = "node and npm (Node.js 18+) are needed for the MCP reference servers"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}; CI must run these tests.")
+        pytest.skip(reason)
+    cache = Path(os.environ.get("FEVEX_TEST_CACHE", Path.home() / ".cache" / "fevex-tests"))
+    prefix = cache / "npm" / "mcp-reference-servers"
+    scripts = {
+        name: prefix / "node_modules" / package / "dist" / "index.js"
+        for name, package in REFERENCE_PACKAGES.items()
+    }
+    prefix.mkdir(parents=True, exist_ok=True)
+    # Locked across processes: parallel test runs share the cache folder.
+    with (prefix / ".install-lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not all(script.exists() for script in scripts.values()):
+            subprocess.run(
+                [
+                    npm,
+                    "install",
+                    "--prefix",
+                    str(prefix),
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel=error",
+                    *REFERENCE_PACKAGES.values(),
+                ],
+                check=True,
+                timeout=600,
+                stdout=subprocess.DEVNULL,
+            )
+    return ReferenceServers(node, {name: str(script) for name, script in scripts.items()})

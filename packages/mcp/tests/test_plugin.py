@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +87,17 @@ def test_the_public_names() -> None:
         "__version__",
         "create_mcp_tool_provider",
     ]
+
+
+def test_the_readme_documents_every_code_and_only_those() -> None:
+    from fevex_mcp import errors
+
+    raised = {
+        value
+        for name, value in vars(errors).items()
+        if name.isupper() and isinstance(value, str) and value.startswith("MCP_")
+    }
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Error codes") : readme.index("## Tests")]
+    documented = set(re.findall(r"^\| `(MCP_[A-Z_]+)` \|", section, flags=re.MULTILINE))
+    assert raised == documented

@@ -12,7 +12,7 @@ import pytest
 from fevex import FevexConfigurationError, FevexRunError, ToolContext
 from fevex.tools import ConnectionContext, RemoteTool, ToolProvider
 from fevex_mcp import MCPToolProvider, create_mcp_tool_provider
-from fevex_mcp.session import MAX_PAGES
+from fevex_mcp.operations import MAX_PAGES
 
 pytestmark = pytest.mark.anyio
 
@@ -150,28 +150,57 @@ async def test_header_callables_that_fail_are_reported_without_values(mcp_server
 @pytest.mark.parametrize(
     ("url", "options"),
     [
-        ("http://127.0.0.1/mcp", {"transport": "stdio"}),
         ("http://127.0.0.1/mcp", {"transport": "sse"}),
-        ("stdio://docs-server", {}),
-        ("npx -y @acme/docs-mcp", {}),
-        ("./docs_server.py", {}),
-        (["python", "docs_server.py"], {}),
         ("sse://127.0.0.1/sse", {}),
         ("ws://127.0.0.1/mcp", {}),
     ],
 )
-def test_stdio_and_legacy_sse_are_refused(url: Any, options: dict[str, Any]) -> None:
+def test_legacy_sse_and_other_schemes_are_refused(url: Any, options: dict[str, Any]) -> None:
     with pytest.raises(FevexConfigurationError) as caught:
         create_mcp_tool_provider(url, **options)
     assert caught.value.code == "MCP_TRANSPORT_UNSUPPORTED"
     assert "Streamable HTTP" in caught.value.message
 
 
-@pytest.mark.parametrize("features", [("tools", "resources"), ("prompts",), "resources"])
-def test_resources_and_prompts_are_refused(features: Any) -> None:
+@pytest.mark.parametrize(
+    "url",
+    ["stdio://docs-server", "npx -y @acme/docs-mcp", "./docs_server.py", ["python", "docs.py"]],
+)
+def test_a_command_line_given_as_url_points_to_command(url: Any) -> None:
     with pytest.raises(FevexConfigurationError) as caught:
-        create_mcp_tool_provider("http://127.0.0.1/mcp", features=features)
-    assert caught.value.code == "MCP_FEATURE_UNSUPPORTED"
+        create_mcp_tool_provider(url)
+    assert caught.value.code == "MCP_INVALID_URL"
+    assert "command=" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"url": "http://127.0.0.1/mcp", "transport": "stdio"},
+        {"url": "http://127.0.0.1/mcp", "command": "server"},
+        {"transport": "stdio"},
+        {"command": ""},
+        {"command": "server", "args": "--flag value"},
+        {"command": "server", "args": ["ok", 3]},
+        {"command": "server", "env": {"BAD NAME": "x"}},
+        {"command": "server", "env": {"TOKEN": 7}},
+        {"command": "server", "inherit_env": "PATH"},
+        {"command": "server", "cwd": "/definitely/not/a/directory"},
+        {"command": "server", "startup_timeout": 0},
+        {"command": "server", "call_timeout": float("nan")},
+    ],
+)
+def test_malformed_stdio_commands_are_refused(options: dict[str, Any]) -> None:
+    with pytest.raises(FevexConfigurationError) as caught:
+        create_mcp_tool_provider(**options)
+    assert caught.value.code == "MCP_COMMAND_INVALID"
+
+
+def test_a_stdio_server_takes_no_headers() -> None:
+    with pytest.raises(FevexConfigurationError) as caught:
+        create_mcp_tool_provider(command="server", headers={"X-Token": SECRET})
+    assert caught.value.code == "MCP_HEADERS_INVALID"
+    assert SECRET not in caught.value.message
 
 
 @pytest.mark.parametrize(

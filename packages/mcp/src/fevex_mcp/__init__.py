@@ -1,4 +1,5 @@
-"""fevex-mcp: the tools of an MCP server (Streamable HTTP) as fevex tools.
+"""fevex-mcp: the tools, resources and prompts of an MCP server (Streamable HTTP or
+stdio) for fevex.
 
 Importing this package imports neither the MCP SDK nor httpx2; creating a provider does.
 """

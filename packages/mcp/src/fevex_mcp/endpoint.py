@@ -1,8 +1,9 @@
 """The server URL a provider accepts: an http(s) Streamable HTTP endpoint, nothing else.
 
-A stdio command (a string with spaces, a path, an argument list, a ``stdio:`` URL) or a
-non-HTTP scheme is refused with ``MCP_TRANSPORT_UNSUPPORTED``; a malformed URL, or one
-that carries credentials, with ``MCP_INVALID_URL``.
+A stdio command given as a URL (a string with spaces, a path, an argument list, a
+``stdio:`` URL), a malformed URL, or one that carries credentials, is refused with
+``MCP_INVALID_URL`` (a stdio server is given as ``command=`` and ``args=``); a non-HTTP
+scheme (legacy HTTP+SSE) with ``MCP_TRANSPORT_UNSUPPORTED``.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from fevex_mcp.errors import INVALID_URL, TRANSPORT_UNSUPPORTED, configuration_e
 __all__ = ["STDIO_HINT", "Endpoint", "parse_endpoint"]
 
 STDIO_HINT = (
-    "fevex-mcp connects to servers over Streamable HTTP only; stdio servers (a command "
-    "to start) are not supported. Run the server behind a Streamable HTTP endpoint and "
-    "pass its http(s) URL."
+    "MCP provider: url is a Streamable HTTP endpoint (http:// or https://). To start a "
+    "stdio server, pass the program as command= and its arguments as args= instead."
 )
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -34,24 +34,24 @@ class Endpoint:
 
 def parse_endpoint(url: object) -> Endpoint:
     if isinstance(url, list | tuple):
-        raise configuration_error(TRANSPORT_UNSUPPORTED, STDIO_HINT)
+        raise configuration_error(INVALID_URL, STDIO_HINT)
     if not isinstance(url, str) or not url.strip():
         raise configuration_error(INVALID_URL, "MCP provider: url must be an http(s) URL.")
     if not _SCHEME.match(url):
         if any(char.isspace() for char in url.strip()) or url.startswith((".", "/", "~")):
-            raise configuration_error(TRANSPORT_UNSUPPORTED, STDIO_HINT)
+            raise configuration_error(INVALID_URL, STDIO_HINT)
         raise configuration_error(
             INVALID_URL, "MCP provider: url must start with http:// or https://."
         )
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "stdio":
-        raise configuration_error(TRANSPORT_UNSUPPORTED, STDIO_HINT)
+        raise configuration_error(INVALID_URL, STDIO_HINT)
     if scheme not in ("http", "https"):
         raise configuration_error(
             TRANSPORT_UNSUPPORTED,
             f"MCP URL scheme {scheme!r} is not supported: fevex-mcp speaks Streamable HTTP "
-            "over http:// or https:// only (legacy HTTP+SSE and stdio are out of scope).",
+            "over http:// or https://, or stdio (command=); legacy HTTP+SSE is out of scope.",
         )
     try:
         hostname, port = parts.hostname, parts.port

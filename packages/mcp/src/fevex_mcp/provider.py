@@ -1,71 +1,109 @@
-"""``create_mcp_tool_provider``: an MCP server's tools as a fevex tool provider.
+"""The MCP tool provider: a server's tools, and optionally its resources (as two
+read-only tools) and prompts (as skills or context providers), for fevex connections.
 
-What this module decides is what the provider accepts: an ``http(s)`` URL of a
-Streamable HTTP endpoint, headers, and nothing fevex-mcp does not support (stdio
-commands, legacy HTTP+SSE, resources, prompts), each refused with its own code when the
-provider is created. It imports the MCP SDK only inside the factory and the operations,
-so that plugin discovery stays free of it.
+Importing this module imports no MCP SDK; creating a provider does (``_require_sdk``),
+so a missing SDK fails where the app defines the provider, with the install command.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 
+from fevex.knowledge import (
+    ContextItem,
+    ContextProviderDefinition,
+    ContextRequest,
+    SkillDefinition,
+    define_context_provider,
+    define_skill,
+)
 from fevex.tools import ConnectionContext, RemoteTool, ToolContext
-from fevex_mcp.endpoint import STDIO_HINT, parse_endpoint
+from fevex_mcp.channels import Channel, HttpChannel, StdioChannel
+from fevex_mcp.command import parse_command
+from fevex_mcp.endpoint import parse_endpoint
 from fevex_mcp.errors import (
     ARGUMENTS_INVALID,
+    COMMAND_INVALID,
     FEATURE_UNSUPPORTED,
+    HEADERS_FAILED,
     HEADERS_INVALID,
+    PROMPT_CHANGED,
+    PROMPT_NOT_FOUND,
+    PROTOCOL_ERROR,
+    RESOURCE_CHANGED,
+    RESOURCE_NOT_FOUND,
     TRANSPORT_UNSUPPORTED,
     configuration_error,
     run_error,
 )
-from fevex_mcp.headers import HeaderIdentity, HeadersSource, check_header_map, resolve_headers
+from fevex_mcp.headers import HeadersSource, check_header_map
+from fevex_mcp.pins import Pins
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 __all__ = ["MCPToolProvider", "create_mcp_tool_provider"]
 
-SUPPORTED_TRANSPORT = "streamable-http"
-SUPPORTED_FEATURES = frozenset({"tools"})
+FEATURES = frozenset({"tools", "resources", "prompts"})
+DEFAULT_MAX_RESOURCE_CHARS = 100_000
+DEFAULT_STARTUP_TIMEOUT = 30.0
 
 
 class MCPToolProvider:
-    """The tools of one MCP server, for one identity.
+    """The tools (and, when asked for, the resources and prompts) of one MCP server.
 
-    Each ``list_tools`` and ``call_tool`` opens its own session with the headers
-    resolved for that caller and closes it before returning; the provider keeps no
-    catalogue. It keeps one thing: the digest of the first header set it resolved, so
-    that a different set (another user, a rotated credential) is refused with
-    ``MCP_IDENTITY_CHANGED`` instead of being served from the same provider.
+    Over Streamable HTTP each operation opens its own session with the headers resolved
+    for that caller and closes it before returning; the provider binds to the first
+    header set it resolves (``MCP_IDENTITY_CHANGED`` for another). Over stdio the
+    provider owns one server process, started on first use and stopped, with its whole
+    process group, by :meth:`aclose` (or ``async with provider:``).
     """
 
-    def __init__(self, url: str, headers: HeadersSource = None) -> None:
-        self._endpoint = parse_endpoint(url)
-        if isinstance(headers, Mapping):
-            headers = check_header_map(headers)
-        elif headers is not None and not callable(headers):
-            raise configuration_error(
-                HEADERS_INVALID,
-                "MCP provider: headers must be a mapping, or a callable that receives the "
-                f"caller's context and returns one (got {type(headers).__name__}).",
-            )
-        self._headers = headers
-        self._identity = HeaderIdentity()
+    def __init__(
+        self,
+        channel: Channel,
+        *,
+        features: frozenset[str] = frozenset({"tools"}),
+        max_resource_chars: int = DEFAULT_MAX_RESOURCE_CHARS,
+    ) -> None:
+        self._channel = channel
+        self._features = features
+        self._max_resource_chars = max_resource_chars
+        self._resource_pins = Pins()
+        self._prompt_pins = Pins()
 
     @property
-    def url(self) -> str:
-        """The server's URL, without any query string (which may carry a token)."""
-        return self._endpoint.display
+    def url(self) -> str | None:
+        """The server's URL, without any query string (which may carry a token); ``None``
+        for a stdio server."""
+        channel = self._channel
+        return channel.endpoint.display if isinstance(channel, HttpChannel) else None
+
+    @property
+    def command(self) -> str | None:
+        """The stdio server's program as configured (not its arguments or environment,
+        which may carry secrets); ``None`` for an HTTP server."""
+        channel = self._channel
+        return channel.command.command if isinstance(channel, StdioChannel) else None
+
+    @property
+    def features(self) -> frozenset[str]:
+        return self._features
+
+    # -- tools ---------------------------------------------------------------------------
 
     async def list_tools(self, context: ConnectionContext) -> Sequence[RemoteTool]:
-        """Discover the server's tools as it describes them. fevex treats every field as
+        """Discover the server's tools as it describes them, plus ``resources_list`` and
+        ``resources_read`` when resources were asked for. fevex treats every field as
         untrusted: it bounds and labels descriptions, pins schemas and ignores hints."""
-        from fevex_mcp import session
+        from fevex_mcp.resources import RESOURCE_TOOL_NAMES, resource_tools
 
-        headers = await self._bound_headers(context)
-        tools = await session.list_tools(self._endpoint, headers)
-        return [
+        tools = await self._channel.listing(context, "tools")
+        remote = [
             RemoteTool(
                 name=tool.name,
                 description=tool.description or "",
@@ -78,10 +116,22 @@ class MCPToolProvider:
             )
             for tool in tools
         ]
+        if "resources" in self._features:
+            clash = sorted(RESOURCE_TOOL_NAMES & {tool.name for tool in remote})
+            if clash:
+                raise run_error(
+                    PROTOCOL_ERROR,
+                    f"The MCP server {self._channel.where} lists a tool named {clash[0]!r}, "
+                    "the name fevex-mcp gives to its resources; drop 'resources' from the "
+                    "provider's features to use that tool.",
+                )
+            remote.extend(resource_tools())
+        return remote
 
     async def call_tool(self, name: str, input: Any, context: ToolContext) -> Any:
         """Call ``name`` with ``input`` and return the result's JSON value."""
-        from fevex_mcp import session
+        from fevex_mcp.operations import call_tool
+        from fevex_mcp.resources import RESOURCES_LIST, RESOURCES_READ
         from fevex_mcp.results import result_value
 
         if not isinstance(input, Mapping):
@@ -91,61 +141,296 @@ class MCPToolProvider:
                 f"{type(input).__name__}.",
                 tool_name=context.tool_name,
             )
-        headers = await self._bound_headers(context)
-        result = await session.call_tool(self._endpoint, headers, name, dict(input))
-        return result_value(result, context.tool_name, headers.values())
+        if "resources" in self._features and name in (RESOURCES_LIST, RESOURCES_READ):
+            return await self._resource_tool(name, dict(input), context)
+        arguments = dict(input)
 
-    async def _bound_headers(self, context: ConnectionContext | ToolContext) -> dict[str, str]:
-        headers = await resolve_headers(self._headers, context)
-        self._identity.bind(headers)
-        return headers
+        async def call(client: Client, secrets: Sequence[str]) -> Any:
+            result = await call_tool(client, name, arguments)
+            return result_value(result, context.tool_name, secrets)
+
+        return await self._channel.run(context, call)
+
+    # -- resources -----------------------------------------------------------------------
+
+    async def _resource_tool(
+        self, name: str, input: dict[str, Any], context: ToolContext
+    ) -> dict[str, Any]:
+        from fevex_mcp.operations import read_resource
+        from fevex_mcp.resources import RESOURCES_LIST, list_value, listed, read_value
+
+        available, withheld = listed(
+            await self._channel.listing(context, "resources"), self._resource_pins
+        )
+        if name == RESOURCES_LIST:
+            return list_value(available, withheld)
+        uri = input.get("uri")
+        if not isinstance(uri, str):
+            raise run_error(
+                ARGUMENTS_INVALID,
+                f"Tool {context.tool_name}: give the resource's uri as a string.",
+                tool_name=context.tool_name,
+            )
+        if uri in withheld:
+            raise run_error(
+                RESOURCE_CHANGED,
+                f"Resource {uri[:200]!r} of the MCP server {self._channel.where} changed "
+                "(name or MIME type) since this provider first listed it; review the "
+                "change, then create a new provider.",
+                tool_name=context.tool_name,
+            )
+        if uri not in available:
+            raise run_error(
+                RESOURCE_NOT_FOUND,
+                f"The MCP server {self._channel.where} does not list resource "
+                f"{uri[:200]!r}; only listed resources can be read.",
+                tool_name=context.tool_name,
+                recoverable=True,
+            )
+        limit = self._max_resource_chars
+
+        async def read(client: Client, secrets: Sequence[str]) -> dict[str, Any]:
+            result = await read_resource(client, uri)
+            return read_value(uri, list(result.contents), limit)
+
+        return await self._channel.run(context, read)
+
+    # -- prompts -------------------------------------------------------------------------
+
+    async def prompt_skill(
+        self,
+        prompt: str,
+        *,
+        name: str | None = None,
+        arguments: Mapping[str, str] | None = None,
+        description: str | None = None,
+    ) -> SkillDefinition:
+        """The server's prompt ``prompt`` (with ``arguments``) as a skill named ``name``
+        (the prompt's name by default): its text, read now, becomes the skill's
+        instructions. Call it where the app is composed, and register the skill in
+        ``create_fevex(context_providers=[...])``. The text is fixed here: a later change
+        on the server never reaches the skill, which is instructions the app chose."""
+        text = await self._prompt_text(prompt, arguments, _composition_context())
+        return define_skill(name=name or prompt, instructions=text, description=description)
+
+    def prompt_context(
+        self,
+        prompt: str,
+        *,
+        name: str | None = None,
+        arguments: Mapping[str, str] | None = None,
+        optional: bool = False,
+        description: str | None = None,
+    ) -> ContextProviderDefinition:
+        """A context provider named ``name`` (the prompt's name by default) that reads
+        the server's prompt ``prompt`` for each run that names it in ``context=``. The
+        text reaches the model as data, like tool output, never as instructions."""
+        self._require("prompts")
+        provider = self
+
+        async def read(request: ContextRequest) -> list[ContextItem]:
+            context = _composition_context(request.run_id, request.agent_name)
+            text = await provider._prompt_text(prompt, arguments, context)
+            return [ContextItem(id=f"mcp-prompt:{prompt}", content=text)]
+
+        return define_context_provider(
+            name=name or prompt, read=read, optional=optional, description=description
+        )
+
+    async def _prompt_text(
+        self, prompt: str, arguments: Mapping[str, str] | None, context: ConnectionContext
+    ) -> str:
+        from fevex_mcp.operations import get_prompt
+
+        self._require("prompts")
+        values = dict(arguments or {})
+        if not all(isinstance(key, str) and isinstance(val, str) for key, val in values.items()):
+            raise configuration_error(
+                ARGUMENTS_INVALID, f"MCP prompt {prompt!r}: arguments map names to strings."
+            )
+        prompts = {item.name: item for item in await self._channel.listing(context, "prompts")}
+        listed = prompts.get(prompt)
+        if listed is None:
+            raise run_error(
+                PROMPT_NOT_FOUND,
+                f"The MCP server {self._channel.where} does not list prompt {prompt[:200]!r}.",
+            )
+        shape = [
+            {"name": argument.name, "required": bool(argument.required)}
+            for argument in listed.arguments or []
+        ]
+        if not self._prompt_pins.holds(prompt, shape):
+            raise run_error(
+                PROMPT_CHANGED,
+                f"The arguments of prompt {prompt[:200]!r} of the MCP server "
+                f"{self._channel.where} changed since this provider first listed it; "
+                "review the change, then create a new provider.",
+            )
+        limit = self._max_resource_chars
+
+        async def fetch(client: Client, secrets: Sequence[str]) -> str:
+            result = await get_prompt(client, prompt, values)
+            texts = [_block_text(message.content) for message in result.messages]
+            text = "\n\n".join(text for text in texts if text)
+            return text if len(text) <= limit else text[: limit - 1] + "…"
+
+        return await self._channel.run(context, fetch)
+
+    def _require(self, feature: str) -> None:
+        if feature not in self._features:
+            raise configuration_error(
+                FEATURE_UNSUPPORTED,
+                f"MCP provider: add {feature!r} to features= to use the server's {feature}.",
+            )
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Stop a stdio server and its whole process group (nothing to do over HTTP).
+        The provider can be used again afterwards: it starts a new server."""
+        await self._channel.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     def __repr__(self) -> str:
+        channel = self._channel
+        if isinstance(channel, StdioChannel):
+            return f"MCPToolProvider(command={channel.command.display!r})"
         return f"MCPToolProvider(url={self.url!r})"
 
 
+def _block_text(block: Any) -> str:
+    if getattr(block, "type", None) == "text":
+        return str(block.text)
+    kind = getattr(block, "type", None)
+    if not (isinstance(kind, str) and kind.isidentifier()):
+        kind = "unknown"
+    return f"[{kind} content omitted]"
+
+
+def _composition_context(run_id: str = "", agent_name: str = "") -> ConnectionContext:
+    """The caller of a prompt read, which is not a connection's discovery: no credential
+    can be resolved for it, so an HTTP provider with a headers callable that asks for
+    one fails with ``MCP_HEADERS_FAILED``."""
+
+    async def no_credentials(name: str) -> str:
+        raise run_error(
+            HEADERS_FAILED,
+            "MCP prompts are read outside a connection's discovery, where no credential "
+            "can be resolved; give the provider fixed headers to read prompts over HTTP.",
+        )
+
+    return ConnectionContext("", run_id, "", agent_name, no_credentials)
+
+
 def create_mcp_tool_provider(
-    url: str,
+    url: str | None = None,
     *,
     headers: HeadersSource = None,
-    transport: str = SUPPORTED_TRANSPORT,
+    command: str | None = None,
+    args: Iterable[str] = (),
+    env: Mapping[str, str] | None = None,
+    inherit_env: Iterable[str] = (),
+    cwd: str | os.PathLike[str] | None = None,
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+    call_timeout: float | None = None,
+    transport: str | None = None,
     features: Iterable[str] = ("tools",),
+    max_resource_chars: int = DEFAULT_MAX_RESOURCE_CHARS,
 ) -> MCPToolProvider:
-    """A tool provider for the MCP server at ``url`` (a Streamable HTTP endpoint).
+    """A tool provider for one MCP server: at ``url`` (Streamable HTTP), or started from
+    ``command`` with ``args`` (stdio).
 
-    ``headers`` is a mapping, or a callable (sync or async) that receives the caller's
-    context, a :class:`~fevex.tools.ConnectionContext` during discovery or a
+    HTTP: ``headers`` is a mapping, or a callable (sync or async) that receives the
+    caller's context, a :class:`~fevex.tools.ConnectionContext` during discovery or a
     :class:`~fevex.ToolContext` during a call, and returns the headers for that
-    operation, typically ``{"Authorization": f"Bearer {await
-    context.get_credential('docs-token')}"}``. The provider binds to the first set it
-    resolves; use one provider per identity.
+    operation. The provider binds to the first set it resolves; use one per identity.
 
-    ``transport`` and ``features`` exist to refuse, clearly, what this version does not
-    do: only ``"streamable-http"`` and ``("tools",)`` are accepted (``MCP_TRANSPORT_
-    UNSUPPORTED`` for stdio or legacy SSE, ``MCP_FEATURE_UNSUPPORTED`` for resources
-    or prompts).
+    stdio: ``command`` is the program (never run by a shell; a bare name is looked up in
+    the child's ``PATH``), ``args`` its arguments, ``cwd`` its working directory. Its
+    environment is ``env`` plus the parent's values of the names in ``inherit_env`` (for
+    example ``["PATH", "HOME"]``), and nothing else of the parent's. ``startup_timeout``
+    bounds the start and the MCP handshake, ``call_timeout`` (``None``: only the
+    connection's timeout) each request. ``await provider.aclose()`` stops the server
+    and its whole process group.
+
+    ``features`` adds ``"resources"`` (the tools ``resources_list`` and
+    ``resources_read``, whose text is bounded by ``max_resource_chars``) and
+    ``"prompts"`` (:meth:`MCPToolProvider.prompt_skill`,
+    :meth:`MCPToolProvider.prompt_context`) to ``"tools"``. ``transport`` may name the
+    transport (``"streamable-http"`` or ``"stdio"``); legacy ``"sse"`` is refused.
     """
     _require_sdk()
-    if transport != SUPPORTED_TRANSPORT:
-        if transport == "stdio":
-            raise configuration_error(TRANSPORT_UNSUPPORTED, STDIO_HINT)
+    wanted = _features(features)
+    if (
+        isinstance(max_resource_chars, bool)
+        or not isinstance(max_resource_chars, int)
+        or max_resource_chars < 1
+    ):
+        raise configuration_error(
+            FEATURE_UNSUPPORTED, "MCP provider: max_resource_chars must be a positive integer."
+        )
+    if transport not in (None, "streamable-http", "stdio"):
         raise configuration_error(
             TRANSPORT_UNSUPPORTED,
             f"MCP transport {transport!r} is not supported: fevex-mcp speaks Streamable "
-            "HTTP only (legacy HTTP+SSE and stdio are out of scope).",
+            "HTTP (url=) and stdio (command=); legacy HTTP+SSE is out of scope.",
         )
+    channel: Channel
+    if command is not None or transport == "stdio":
+        if url is not None or transport == "streamable-http":
+            raise configuration_error(
+                COMMAND_INVALID,
+                "MCP provider: give either url= (Streamable HTTP) or command= (stdio), not both.",
+            )
+        if headers is not None:
+            raise configuration_error(
+                HEADERS_INVALID,
+                "MCP provider: a stdio server takes no headers; pass what it needs in env=.",
+            )
+        if sys.platform == "win32":  # pragma: no cover - process groups are POSIX
+            raise configuration_error(
+                TRANSPORT_UNSUPPORTED, "MCP stdio servers are supported on POSIX systems only."
+            )
+        parsed = parse_command(command, args, env, inherit_env, cwd, startup_timeout, call_timeout)
+        channel = StdioChannel(parsed)
+    else:
+        endpoint = parse_endpoint(url)
+        if isinstance(headers, Mapping):
+            headers = check_header_map(headers)
+        elif headers is not None and not callable(headers):
+            raise configuration_error(
+                HEADERS_INVALID,
+                "MCP provider: headers must be a mapping, or a callable that receives the "
+                f"caller's context and returns one (got {type(headers).__name__}).",
+            )
+        channel = HttpChannel(endpoint, headers)
+    return MCPToolProvider(channel, features=wanted, max_resource_chars=max_resource_chars)
+
+
+def _features(features: Iterable[str]) -> frozenset[str]:
     if isinstance(features, str):
         features = (features,)
-    unsupported = sorted(set(features) - SUPPORTED_FEATURES)
-    if unsupported:
+    wanted = frozenset(features)
+    unsupported = sorted(wanted - FEATURES)
+    if unsupported or "tools" not in wanted:
         raise configuration_error(
             FEATURE_UNSUPPORTED,
-            f"MCP features {unsupported} are not supported: fevex-mcp exposes a server's "
-            "tools only (resources and prompts are out of scope).",
+            f"MCP features must include 'tools' and may add 'resources' and 'prompts' "
+            f"(got {sorted(wanted)}).",
         )
-    return MCPToolProvider(url, headers)
+    return wanted
 
 
 def _require_sdk() -> None:
     """Import the SDK now, so a missing one fails where the provider is defined."""
-    from fevex_mcp import session  # noqa: F401
+    from fevex_mcp import operations  # noqa: F401

@@ -1,0 +1,34 @@
+"""First-seen pins for what a server lists besides tools: its resources and prompts.
+
+The core pins each remote tool's input schema the first time an app sees it and refuses
+a tool whose schema later differs (``TOOL_SCHEMA_CHANGED``). A provider applies the same
+rule to resources (a URI's name and MIME type) and prompts (a prompt's arguments): the
+first listing pins each item, a new item is pinned when it first appears, and an item
+whose pinned description changed is withheld and refused (``MCP_RESOURCE_CHANGED``,
+``MCP_PROMPT_CHANGED``) until the app is restarted with a new provider. A server cannot
+turn a resource the app reviewed into another kind of thing under the same name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+__all__ = ["Pins", "fingerprint"]
+
+
+def fingerprint(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class Pins:
+    """The fingerprint each item had when this provider first saw it."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, str] = {}
+
+    def holds(self, key: str, value: Any) -> bool:
+        """Whether ``value`` is what ``key`` was first seen as (pinning it if new)."""
+        seen = fingerprint(value)
+        return self._first.setdefault(key, seen) == seen

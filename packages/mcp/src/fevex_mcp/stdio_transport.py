@@ -1,0 +1,196 @@
+"""A stdio server process and the streams the SDK's session speaks over.
+
+fevex-mcp starts the process itself rather than through the SDK's ``stdio_client``, for
+two reasons: that client merges part of the parent's environment into the child's (the
+app must name everything the child sees), and it kills the process group only when the
+server outlives a grace period, so a grandchild of a server that exits on its own would
+survive. Here the child runs in a new session (its own process group), sees exactly the
+environment the app gave, and on close the whole group is terminated, always.
+
+Messages are newline-delimited JSON-RPC. A line longer than ``MAX_MESSAGE_BYTES`` ends the
+session (the server is stopped) instead of growing a buffer without bound. The server's
+stderr is read so that it never blocks, and only its last few lines are kept, for the
+message of a failed start or a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.os.posix.utilities import terminate_posix_process_tree
+from mcp.shared.message import SessionMessage
+from mcp.types import jsonrpc_message_adapter
+
+from fevex_mcp.command import StdioCommand
+
+__all__ = ["EXIT_GRACE", "MAX_MESSAGE_BYTES", "ProcessRecord", "kill_group", "stdio_streams"]
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# How long a server has to exit by itself once its stdin is closed (the MCP shutdown
+# sequence), and then to go after SIGTERM before the group gets SIGKILL.
+EXIT_GRACE = 1.0
+TERM_GRACE = 2.0
+_STDERR_KEPT = 4096
+
+Streams = tuple[
+    MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]
+]
+
+
+@dataclass
+class ProcessRecord:
+    """What the owner of a session knows about its process: its id (the group's id),
+    whether its output ended, how it ended, and the tail of what it wrote to stderr."""
+
+    pid: int | None = None
+    returncode: int | None = None
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    oversized: bool = False
+    stderr: deque[bytes] = field(default_factory=lambda: deque(maxlen=64))
+    _stderr_size: int = 0
+
+    def keep_stderr(self, chunk: bytes) -> None:
+        self.stderr.append(chunk)
+        self._stderr_size += len(chunk)
+        while self._stderr_size > _STDERR_KEPT and len(self.stderr) > 1:
+            self._stderr_size -= len(self.stderr.popleft())
+
+    def last_stderr_line(self) -> str:
+        text = b"".join(self.stderr).decode("utf-8", "replace")
+        lines = [line for line in text.splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL a server's whole process group, now, without an event loop: for a
+    provider dropped or an interpreter exiting with its server still running."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+@contextlib.asynccontextmanager
+async def stdio_streams(command: StdioCommand, record: ProcessRecord) -> AsyncIterator[Streams]:
+    """Start ``command`` and yield the session's (read, write) streams; on exit, stop the
+    server by the MCP shutdown sequence and then terminate its whole process group.
+
+    Raises ``OSError`` when the process cannot be started (the caller turns it into
+    ``MCP_STARTUP_FAILED``)."""
+    process = await anyio.open_process(
+        [command.command, *command.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=command.cwd,
+        env=dict(command.environment),
+        start_new_session=True,
+    )
+    record.pid = process.pid
+    # From here to the task group, no await: a cancellation in between would leak it.
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def read_stdout() -> None:
+        assert process.stdout is not None
+        try:
+            async with read_writer:
+                await read_messages(process.stdout)
+            if record.oversized:
+                # Drained to the end, so that the pipe closes once the server is stopped.
+                record.ended.set()
+                async for _ in process.stdout:
+                    pass
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass
+        finally:
+            record.ended.set()
+
+    async def read_messages(stdout: anyio.abc.ByteReceiveStream) -> None:
+        buffer = bytearray()
+        async for chunk in stdout:
+            # Only the new chunk is searched: a long line costs its length once.
+            start = len(buffer)
+            buffer += chunk
+            end = buffer.find(b"\n", start)
+            while end >= 0:
+                if end > MAX_MESSAGE_BYTES:
+                    record.oversized = True
+                    return
+                line = bytes(buffer[:end])
+                del buffer[: end + 1]
+                if line.strip():
+                    await read_writer.send(_parse(line))
+                end = buffer.find(b"\n")
+            if len(buffer) > MAX_MESSAGE_BYTES:
+                record.oversized = True
+                return
+
+    async def read_stderr() -> None:
+        assert process.stderr is not None
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            async for chunk in process.stderr:
+                record.keep_stderr(chunk)
+
+    async def write_stdin() -> None:
+        assert process.stdin is not None
+        try:
+            async with write_reader:
+                async for message in write_reader:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send(data.encode() + b"\n")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            # The server stopped reading: end the session rather than leave a request
+            # waiting for an answer that cannot come.
+            await read_writer.aclose()
+            record.ended.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(read_stdout)
+        group.start_soon(read_stderr)
+        group.start_soon(write_stdin)
+        try:
+            yield read_stream, write_stream
+        finally:
+            # Shielded: a cancelled caller must not leave the server running.
+            with anyio.CancelScope(shield=True):
+                await _stop(process, record)
+                for stream in (read_stream, write_stream, read_writer, write_reader):
+                    await stream.aclose()
+            group.cancel_scope.cancel()
+
+
+async def _stop(process: anyio.abc.Process, record: ProcessRecord) -> None:
+    """Close stdin, give the server ``EXIT_GRACE`` to exit, then terminate its process
+    group whether or not it did: a grandchild it started must not outlive it."""
+    if process.stdin is not None:
+        with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await process.stdin.aclose()
+    # Polled, not process.wait(): that also waits for the pipes to close, which a
+    # grandchild holding them would delay until it is killed below.
+    with anyio.move_on_after(EXIT_GRACE):
+        while process.returncode is None:  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+    await terminate_posix_process_tree(process, TERM_GRACE)
+    with anyio.move_on_after(TERM_GRACE):
+        await process.wait()
+    record.returncode = process.returncode
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await stream.aclose()
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as error:
+        # Handed to the session as a value, as the SDK's own transport does.
+        return error
