@@ -35,7 +35,12 @@ from fevex._internal.deadline import DeadlineReached
 from fevex._internal.execution import Execution
 from fevex._internal.knowledge_context import start_knowledge
 from fevex._internal.run_state import PendingCalls, RunState, tool_step_id
-from fevex._internal.tool_runner import CredentialResolver, ToolCallRun, summarize
+from fevex._internal.tool_runner import (
+    CredentialResolver,
+    ToolCallRun,
+    ToolExceptionHook,
+    summarize,
+)
 from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
 from fevex.events.cost import Cost, CostCalculator, checked_cost
@@ -66,6 +71,7 @@ class AgentLoop:
         credentials: CredentialResolver = None,
         connections: ConnectionResolver | None = None,
         calculate_cost: CostCalculator | None = None,
+        on_tool_exception: ToolExceptionHook | None = None,
     ) -> None:
         self.agent = agent
         self.prefix = prefix
@@ -76,6 +82,7 @@ class AgentLoop:
         self.tools = agent.tools
         self.limits = agent.definition.limits.narrowed(state.limits)
         self.calculate_cost = calculate_cost
+        self.on_tool_exception = on_tool_exception
         self.model_name, self.provider = _model_identity(agent)
         self._provider_state: Any = None
         self.knowledge_messages: list[Message] = []
@@ -496,6 +503,7 @@ class AgentLoop:
             credentials=self.credentials,
             cancellation=self.execution.cancellation,
             guard=self.execution.guard,
+            on_tool_exception=self.on_tool_exception,
         )
 
     async def _pause_for_approval(

@@ -152,6 +152,7 @@ class WorkflowSteps:
             credentials=driver.kind.composition.credentials,
             cancellation=execution.cancellation,
             guard=execution.guard,
+            on_tool_exception=driver.kind.composition.on_tool_exception,
         )
         try:
             output = await runner.execute()
