@@ -195,9 +195,7 @@ class ToolCallRun:
         # Raised outside the handler, so that the error has no __context__ it did not choose.
         raise self._failure(raised, attempt, context)
 
-    def _failure(
-        self, error: Exception, attempt: int, context: ToolContext | None
-    ) -> FevexError:
+    def _failure(self, error: Exception, attempt: int, context: ToolContext | None) -> FevexError:
         """The error the call fails with, for an exception its function raised."""
         if self.on_tool_exception is not None:
             self._show_hook(error, context or self._context(attempt))

@@ -343,7 +343,9 @@ async def _settle_branches(
                     task.result()  # raises the stop
     finally:
         for task in pending:
-            task.cancel()
+            # Not twice (see WorkflowDriver.steps).
+            if not (isinstance(task, asyncio.Task) and task.cancelling()):
+                task.cancel()
         if pending:
             await asyncio.wait(pending)
     outcomes: dict[str, Any] = {}
