@@ -51,6 +51,13 @@ from fevex.schemas.schema import ensure_json
 
 logger = logging.getLogger("fevex")
 
+# While the sink batches (nobody streams the run), a step's deltas after its first
+# SEPARATE_DELTAS are joined into events of about JOINED_DELTA_CHARS characters: the
+# committed text is the same, and a model streaming a long answer a character at a time
+# costs a run a few events more, not one event object (and row) per character.
+SEPARATE_DELTAS = 1000
+JOINED_DELTA_CHARS = 65536
+
 
 def _fail(code: str, message: str, **details: Any) -> FevexRunError:
     return FevexRunError(code, message, details=details)
@@ -198,7 +205,7 @@ class AgentLoop:
         if not result.tool_calls:
             yield await sink.emit("model.completed", completed_payload, usage=state.usage.to_json())
             self._check_token_budgets(result.usage)
-            output, output_json, text = self._final_output(result, reader.deltas)
+            output, output_json, text = self._final_output(result, reader.text)
             state.add(Message("assistant", _assistant_parts(result, text)))
             yield await self.execution.complete(
                 output,
@@ -227,6 +234,10 @@ class AgentLoop:
             raise
         except Exception as error:
             raise _model_error(error) from error
+        sink = self.execution.sink
+        separate = 0
+        held: list[str] = []
+        held_chars = 0
         try:
             while True:
                 try:
@@ -238,10 +249,21 @@ class AgentLoop:
                 except Exception as error:
                     raise _model_error(error) from error
                 delta = reader.accept(event)
-                if delta is not None:
-                    yield await self.execution.sink.emit(
-                        "model.output.delta", {"step": step, "delta": delta}
-                    )
+                if delta is None:
+                    continue
+                if separate < SEPARATE_DELTAS or not sink.batching:
+                    separate += 1
+                    yield await sink.emit("model.output.delta", {"step": step, "delta": delta})
+                    continue
+                held.append(delta)
+                held_chars += len(delta)
+                if held_chars >= JOINED_DELTA_CHARS:
+                    joined = {"step": step, "delta": "".join(held)}
+                    held.clear()
+                    held_chars = 0
+                    yield await sink.emit("model.output.delta", joined)
+            if held:
+                yield await sink.emit("model.output.delta", {"step": step, "delta": "".join(held)})
         finally:
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:
@@ -325,9 +347,8 @@ class AgentLoop:
                     used=total,
                 )
 
-    def _final_output(self, result: ModelResult, deltas: list[str]) -> tuple[Any, Any, str]:
+    def _final_output(self, result: ModelResult, text: str) -> tuple[Any, Any, str]:
         """The validated value, its JSON form and the text the conversation keeps."""
-        text = "".join(deltas)
         schema = self.agent.output_schema
         if schema is None:
             if result.output is not None and not isinstance(result.output, str):
