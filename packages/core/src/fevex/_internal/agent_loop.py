@@ -22,6 +22,7 @@ function that raises or returns something else than a ``Cost`` leaves the step u
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 from collections.abc import AsyncGenerator, Sequence
@@ -236,7 +237,7 @@ class AgentLoop:
             raise _model_error(error) from error
         sink = self.execution.sink
         separate = 0
-        held: list[str] = []
+        held = io.StringIO()
         held_chars = 0
         try:
             while True:
@@ -255,15 +256,15 @@ class AgentLoop:
                     separate += 1
                     yield await sink.emit("model.output.delta", {"step": step, "delta": delta})
                     continue
-                held.append(delta)
+                held.write(delta)
                 held_chars += len(delta)
                 if held_chars >= JOINED_DELTA_CHARS:
-                    joined = {"step": step, "delta": "".join(held)}
-                    held.clear()
+                    joined = {"step": step, "delta": held.getvalue()}
+                    held = io.StringIO()
                     held_chars = 0
                     yield await sink.emit("model.output.delta", joined)
-            if held:
-                yield await sink.emit("model.output.delta", {"step": step, "delta": "".join(held)})
+            if held_chars:
+                yield await sink.emit("model.output.delta", {"step": step, "delta": held.getvalue()})
         finally:
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:

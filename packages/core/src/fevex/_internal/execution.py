@@ -47,7 +47,7 @@ CancelReason = Literal["aborted", "timeout"]
 # without suspending (a model whose stream is buffered, a batched commit) gives the loop no
 # turn: without one, the lease keeper's renewal and the run's own deadline never fire, and a
 # step of a million such awaits outlives its lease.
-LOOP_TURN_EVERY = 0.02
+LOOP_TURN_EVERY = 0.005
 
 
 def log_run(run: AgentRun, what: str, **fields: str | None) -> None:
@@ -142,7 +142,7 @@ class Execution:
             if self._lease_error is not None:
                 raise self._lease_error
             raise asyncio.CancelledError
-        if self._deadline_passed():
+        if self._deadline_hit:
             if asyncio.iscoroutine(awaitable):
                 awaitable.close()
             raise DeadlineReached
@@ -173,11 +173,6 @@ class Execution:
         finally:
             if task is not None:
                 self._guarded.discard(task)
-
-    def _deadline_passed(self) -> bool:
-        return self._deadline_hit or (
-            self.deadline is not None and asyncio.get_running_loop().time() >= self.deadline
-        )
 
     def _deadline_fired(self) -> None:
         """The run's deadline: every await inside guard() now stops with DeadlineReached;
