@@ -7,6 +7,7 @@ from __future__ import annotations
 import string
 import time
 from collections.abc import AsyncIterator
+
 import pytest
 
 from fevex import RunCancelledError, create_fevex, define_agent

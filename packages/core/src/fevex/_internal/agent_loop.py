@@ -264,7 +264,8 @@ class AgentLoop:
                     held_chars = 0
                     yield await sink.emit("model.output.delta", joined)
             if held_chars:
-                yield await sink.emit("model.output.delta", {"step": step, "delta": held.getvalue()})
+                rest = {"step": step, "delta": held.getvalue()}
+                yield await sink.emit("model.output.delta", rest)
         finally:
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:
