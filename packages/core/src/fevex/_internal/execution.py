@@ -124,7 +124,9 @@ class Execution:
 
         A takeover's opening still waiting in the batch is committed first: what the
         takeover settled (an event received, an approval decided, the run running again)
-        is stored before the run's first effect starts."""
+        is stored before the run's first effect starts. Once per ``LOOP_TURN_EVERY`` it
+        gives the event loop a turn before awaiting, so that a step whose awaits never
+        suspend still lets the lease keeper, the deadline and other runs run."""
         if self.sink.committed < self._opened_at:
             try:
                 await self.sink.flush()
