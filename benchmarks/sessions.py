@@ -221,3 +221,21 @@ def bench_openapi(session: nox.Session) -> None:
     session.install(*editable)
     out = RESULTS / "openapi.json"
     session.run("python", "-m", "benchmarks.openapi.run", "--out", str(out), *session.posargs)
+
+
+# -- long streams: a million one-character deltas against the same text in 1,000 ----------
+
+
+@nox.session(python="3.11", default=False)
+def bench_streams(session: nox.Session) -> None:
+    """Time and peak memory of a run streaming a million one-character deltas against the
+    same text in 1,000 deltas, on every run store. See benchmarks/long_streams.py."""
+    session.chdir(ROOT)
+    editable = [
+        part
+        for name in ("core", "sqlite", "postgres")
+        for part in ("-e", str(ROOT / "packages" / name))
+    ]
+    session.install(*editable)
+    out = RESULTS / "long-streams.json"
+    session.run("python", "-m", "benchmarks.long_streams", "--out", str(out), *session.posargs)

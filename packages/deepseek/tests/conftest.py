@@ -370,9 +370,12 @@ async def _drain(model: Any, model_input: Any) -> Step:
     from fevex.models import ModelStreamReader
 
     reader = ModelStreamReader()
+    deltas = []
     async for event in model.stream(model_input):
-        reader.accept(event)
-    return Step(list(reader.deltas), reader.finish())
+        delta = reader.accept(event)
+        if delta is not None:
+            deltas.append(delta)
+    return Step(deltas, reader.finish())
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from fevex._internal.knowledge_context import attach_knowledge, open_memory_stor
 from fevex._internal.names import did_you_mean
 from fevex._internal.recovery_sweep import sweep_expired_runs, wake_due_runs
 from fevex._internal.team_kind import TeamKind
-from fevex._internal.tool_runner import CredentialResolver
+from fevex._internal.tool_runner import CredentialResolver, ToolExceptionHook
 from fevex._internal.workflow_kind import WorkflowKind
 from fevex.agents import AgentDefinition, Limits
 from fevex.errors import (
@@ -107,6 +107,7 @@ def create_fevex(
     observability: Observability | None = None,
     context_providers: Iterable[ContextProviderDefinition | SkillDefinition] = (),
     memory_store: MemoryStore | str | None = None,
+    on_tool_exception: ToolExceptionHook | None = None,
 ) -> Fevex:
     """Validate the whole composition and return the app.
 
@@ -127,6 +128,12 @@ def create_fevex(
     ``memory_store`` is a store, a store URL, or ``None`` to use ``FEVEX_MEMORY_STORE``
     (an in-memory store when unset).
 
+    ``on_tool_exception``, for debugging, is called as ``hook(exception, context)`` with
+    each exception a tool function raises, exactly as raised: before it is scrubbed of the
+    call's credentials, so what the hook does with it is the app's to keep safe. Once a
+    call resolved a credential, the ``FevexRunError`` a caller gets does not chain the
+    tool's exception; the hook is where it stays available.
+
     Every problem of the composition is reported at once: the ``FevexConfigurationError``
     has the first one's ``code`` and lists each in ``problems``. The app is a context
     manager (``async with create_fevex(...) as app``, or ``with`` in scripts) that closes
@@ -144,6 +151,7 @@ def create_fevex(
         workflows=workflows,
         teams=teams,
         problems=problems,
+        on_tool_exception=on_tool_exception,
     )
     if (
         not isinstance(lease_seconds, int | float)

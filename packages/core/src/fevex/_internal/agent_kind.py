@@ -87,6 +87,7 @@ class AgentKind:
             state,
             policies=self.composition.policies,
             credentials=self.composition.credentials,
+            on_tool_exception=self.composition.on_tool_exception,
             connections=self.connections,
             calculate_cost=self.composition.calculate_cost,
         )

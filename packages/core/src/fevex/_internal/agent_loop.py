@@ -22,6 +22,7 @@ function that raises or returns something else than a ``Cost`` leaves the step u
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 from collections.abc import AsyncGenerator, Sequence
@@ -35,7 +36,12 @@ from fevex._internal.deadline import DeadlineReached
 from fevex._internal.execution import Execution
 from fevex._internal.knowledge_context import start_knowledge
 from fevex._internal.run_state import PendingCalls, RunState, tool_step_id
-from fevex._internal.tool_runner import CredentialResolver, ToolCallRun, summarize
+from fevex._internal.tool_runner import (
+    CredentialResolver,
+    ToolCallRun,
+    ToolExceptionHook,
+    summarize,
+)
 from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
 from fevex.events.cost import Cost, CostCalculator, checked_cost
@@ -45,6 +51,13 @@ from fevex.policies.policy import Policy
 from fevex.schemas.schema import ensure_json
 
 logger = logging.getLogger("fevex")
+
+# While the sink batches (nobody streams the run), a step's deltas after its first
+# SEPARATE_DELTAS are joined into events of about JOINED_DELTA_CHARS characters: the
+# committed text is the same, and a model streaming a long answer a character at a time
+# costs a run a few events more, not one event object (and row) per character.
+SEPARATE_DELTAS = 1000
+JOINED_DELTA_CHARS = 65536
 
 
 def _fail(code: str, message: str, **details: Any) -> FevexRunError:
@@ -66,6 +79,7 @@ class AgentLoop:
         credentials: CredentialResolver = None,
         connections: ConnectionResolver | None = None,
         calculate_cost: CostCalculator | None = None,
+        on_tool_exception: ToolExceptionHook | None = None,
     ) -> None:
         self.agent = agent
         self.prefix = prefix
@@ -76,6 +90,7 @@ class AgentLoop:
         self.tools = agent.tools
         self.limits = agent.definition.limits.narrowed(state.limits)
         self.calculate_cost = calculate_cost
+        self.on_tool_exception = on_tool_exception
         self.model_name, self.provider = _model_identity(agent)
         self._provider_state: Any = None
         self.knowledge_messages: list[Message] = []
@@ -191,7 +206,7 @@ class AgentLoop:
         if not result.tool_calls:
             yield await sink.emit("model.completed", completed_payload, usage=state.usage.to_json())
             self._check_token_budgets(result.usage)
-            output, output_json, text = self._final_output(result, reader.deltas)
+            output, output_json, text = self._final_output(result, reader.text)
             state.add(Message("assistant", _assistant_parts(result, text)))
             yield await self.execution.complete(
                 output,
@@ -220,6 +235,10 @@ class AgentLoop:
             raise
         except Exception as error:
             raise _model_error(error) from error
+        sink = self.execution.sink
+        separate = 0
+        held = io.StringIO()
+        held_chars = 0
         try:
             while True:
                 try:
@@ -231,10 +250,22 @@ class AgentLoop:
                 except Exception as error:
                     raise _model_error(error) from error
                 delta = reader.accept(event)
-                if delta is not None:
-                    yield await self.execution.sink.emit(
-                        "model.output.delta", {"step": step, "delta": delta}
-                    )
+                if delta is None:
+                    continue
+                if separate < SEPARATE_DELTAS or not sink.batching:
+                    separate += 1
+                    yield await sink.emit("model.output.delta", {"step": step, "delta": delta})
+                    continue
+                held.write(delta)
+                held_chars += len(delta)
+                if held_chars >= JOINED_DELTA_CHARS:
+                    joined = {"step": step, "delta": held.getvalue()}
+                    held = io.StringIO()
+                    held_chars = 0
+                    yield await sink.emit("model.output.delta", joined)
+            if held_chars:
+                rest = {"step": step, "delta": held.getvalue()}
+                yield await sink.emit("model.output.delta", rest)
         finally:
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:
@@ -318,9 +349,8 @@ class AgentLoop:
                     used=total,
                 )
 
-    def _final_output(self, result: ModelResult, deltas: list[str]) -> tuple[Any, Any, str]:
+    def _final_output(self, result: ModelResult, text: str) -> tuple[Any, Any, str]:
         """The validated value, its JSON form and the text the conversation keeps."""
-        text = "".join(deltas)
         schema = self.agent.output_schema
         if schema is None:
             if result.output is not None and not isinstance(result.output, str):
@@ -496,6 +526,7 @@ class AgentLoop:
             credentials=self.credentials,
             cancellation=self.execution.cancellation,
             guard=self.execution.guard,
+            on_tool_exception=self.on_tool_exception,
         )
 
     async def _pause_for_approval(

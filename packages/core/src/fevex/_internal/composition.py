@@ -96,6 +96,8 @@ class Composition:
     teams: Mapping[tuple[str, str], PreparedTeam] = field(default_factory=dict)
     # Prices each model step live (Observability.calculate_cost).
     calculate_cost: CostCalculator | None = None
+    # Sees each exception a tool raised as raised (create_fevex(on_tool_exception=...)).
+    on_tool_exception: Callable[..., Any] | None = None
 
 
 def _config_error(message: str) -> FevexConfigurationError:
@@ -152,6 +154,7 @@ def compose(
     workflows: Any = (),
     teams: Any = (),
     problems: Problems | None = None,
+    on_tool_exception: Any = None,
 ) -> Composition:
     """Check everything and freeze it; every problem found is raised at once, in one
     ``FevexConfigurationError`` (see ``problems``), or added to ``problems`` when given."""
@@ -186,6 +189,10 @@ def compose(
         found.add(
             _config_error("credentials must be a mapping or a function (name, context) -> str.")
         )
+    if on_tool_exception is not None and not callable(on_tool_exception):
+        found.add(
+            _config_error("on_tool_exception must be a function (exception, context) -> None.")
+        )
     if own:
         found.raise_if_any()
     if isinstance(credentials, Mapping):
@@ -202,6 +209,7 @@ def compose(
         tool_table,
         workflow_table,
         team_table,
+        on_tool_exception=on_tool_exception,
     )
 
 

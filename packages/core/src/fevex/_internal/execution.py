@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
 from typing import Any, Literal, Protocol, TypeVar
@@ -41,6 +42,12 @@ logger = logging.getLogger("fevex")
 
 T = TypeVar("T")
 CancelReason = Literal["aborted", "timeout"]
+
+# The longest a run's task keeps the event loop to itself (seconds). An await that finishes
+# without suspending (a model whose stream is buffered, a batched commit) gives the loop no
+# turn: without one, the lease keeper's renewal and the run's own deadline never fire, and a
+# step of a million such awaits outlives its lease.
+LOOP_TURN_EVERY = 0.005
 
 
 def log_run(run: AgentRun, what: str, **fields: str | None) -> None:
@@ -97,6 +104,11 @@ class Execution:
         # The tasks awaiting inside guard() now: one, or a workflow's parallel branches.
         self._guarded: set[asyncio.Task[Any]] = set()
         self._parked = False
+        # When guard() next gives the loop a turn (see LOOP_TURN_EVERY).
+        self._turn_at = time.monotonic() + LOOP_TURN_EVERY
+        # The deadline's timer has fired; the guarded tasks it cancelled.
+        self._deadline_hit = False
+        self._timed_out: set[asyncio.Task[Any]] = set()
         self.finished = False
         self.settled = asyncio.Event()
 
@@ -112,7 +124,9 @@ class Execution:
 
         A takeover's opening still waiting in the batch is committed first: what the
         takeover settled (an event received, an approval decided, the run running again)
-        is stored before the run's first effect starts."""
+        is stored before the run's first effect starts. Once per ``LOOP_TURN_EVERY`` it
+        gives the event loop a turn before awaiting, so that a step whose awaits never
+        suspend still lets the lease keeper, the deadline and other runs run."""
         if self.sink.committed < self._opened_at:
             try:
                 await self.sink.flush()
@@ -130,25 +144,46 @@ class Execution:
             if self._lease_error is not None:
                 raise self._lease_error
             raise asyncio.CancelledError
+        if self._deadline_hit:
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
+            raise DeadlineReached
         task = asyncio.current_task()
+        cancelling = 0
         if task is not None:
+            cancelling = task.cancelling()
             self._guarded.add(task)
         try:
-            if self.deadline is None:
-                return await awaitable
-            deadline = asyncio.timeout_at(self.deadline)
-            try:
-                async with deadline:
-                    return await awaitable
-            except TimeoutError:
-                # Only the run's own deadline is the run's timeout; a TimeoutError that user
-                # code raised is that code's failure (and its retry policy applies).
-                if deadline.expired():
+            if time.monotonic() >= self._turn_at:
+                try:
+                    await asyncio.sleep(0)
+                except BaseException:
+                    if asyncio.iscoroutine(awaitable):
+                        awaitable.close()
+                    raise
+                self._turn_at = time.monotonic() + LOOP_TURN_EVERY
+            return await awaitable
+        except asyncio.CancelledError:
+            # The run's deadline cancelled this await (see _deadline_fired), and nothing
+            # else did too: as asyncio.timeout tells its own cancellation from others'. A
+            # TimeoutError user code raises is that code's failure, never the deadline.
+            if task is not None and task in self._timed_out:
+                self._timed_out.discard(task)
+                if task.uncancel() <= cancelling:
                     raise DeadlineReached from None
-                raise
+            raise
         finally:
             if task is not None:
                 self._guarded.discard(task)
+
+    def _deadline_fired(self) -> None:
+        """The run's deadline: every await inside guard() now stops with DeadlineReached;
+        one timer for the run rather than one per await, which a step streaming a million
+        deltas would pay a million times."""
+        self._deadline_hit = True
+        for task in tuple(self._guarded):
+            self._timed_out.add(task)
+            task.cancel()
 
     async def complete(
         self,
@@ -306,6 +341,9 @@ class Execution:
             self._cancel_requested,
         )
         keeper.start()
+        timer = None
+        if self.deadline is not None:
+            timer = asyncio.get_running_loop().call_at(self.deadline, self._deadline_fired)
         try:
             async with aclosing(self._run()) as inner:
                 async for event in inner:
@@ -326,6 +364,8 @@ class Execution:
             error.add_note(f"(raised from fevex run {self.run_id})")
             raise
         finally:
+            if timer is not None:
+                timer.cancel()
             await keeper.stop()
             await self._cancelled_on_request()
 

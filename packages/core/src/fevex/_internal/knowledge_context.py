@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from fevex._internal.composition import Composition, PreparedAgent, PreparedTool, Problems
 from fevex._internal.names import did_you_mean
+from fevex._internal.worker_threads import in_worker_thread
 from fevex.errors import FevexConfigurationError, FevexError, FevexRunError
 from fevex.events import RunEvent
 from fevex.knowledge.context_provider import (
@@ -275,7 +276,7 @@ async def _read(
         if provider.is_async:
             returned = await execution.guard(provider.read(request))
         else:
-            returned = await execution.guard(asyncio.to_thread(provider.read, request))
+            returned = await execution.guard(in_worker_thread(provider.read, request))
         items = _items(returned)
     except (asyncio.CancelledError, FevexError) as error:
         if isinstance(error, FevexError) and provider.optional:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures.thread  # noqa: F401  (its exit hook registered before ours)
 import signal
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from fevex.errors import FevexRunError
@@ -43,27 +44,48 @@ class _ThreadLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._at_exit = _close_at_exit(weakref.ref(self))
-        atexit.register(self._at_exit)
+        _alive.add(self)
 
     def close(self) -> None:
         loop = self.loop
         if not loop.is_running() and not loop.is_closed():
+            _cancel_background(loop)
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
-        atexit.unregister(self._at_exit)
+        _alive.discard(self)
 
     def __del__(self) -> None:
         self.close()
 
 
-def _close_at_exit(holder: weakref.ref[_ThreadLoop]) -> Callable[[], None]:
-    def close() -> None:
-        alive = holder()
-        if alive is not None:
-            alive.close()
+_alive: weakref.WeakSet[_ThreadLoop] = weakref.WeakSet()
 
-    return close
+
+def _cancel_background(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what still runs in the background, as ``asyncio.run`` does at its end: a run
+    ``start_agent_sync`` began is stored ``cancelled`` (Ctrl-C between blocking calls, a
+    script that ends without ``close_sync``) instead of being dropped mid-step, and its
+    generators are closed by the task that runs them rather than from outside it."""
+    pending = asyncio.all_tasks(loop)
+    if not pending:
+        return
+    for task in pending:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
+def _close_at_exit() -> None:
+    for holder in list(_alive):
+        holder.close()
+
+
+# At exit the loops close before the interpreter joins its threads and shuts the
+# ThreadPoolExecutors down (threading's own exit hooks run last registered first, and the
+# executors' hook is registered on import, above us): a background run cancelled there still
+# reaches a store whose operations run in an executor thread (SQLite's). atexit proper runs
+# only after that shutdown.
+_register_before_thread_shutdown = getattr(threading, "_register_atexit", atexit.register)
+_register_before_thread_shutdown(_close_at_exit)
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:

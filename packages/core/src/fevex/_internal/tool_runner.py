@@ -7,7 +7,12 @@ messages are scrubbed of them before they reach events, stores or logs.
 
 A function that raises fails the call with ``TOOL_FAILED``, which keeps the exception as
 its ``__cause__`` (in memory only: what is stored is the scrubbed message) and logs its
-traceback at WARNING on the ``fevex`` logger; each retry the tool's ``retry`` policy makes
+traceback at WARNING on the ``fevex`` logger. Once the call has resolved a credential, the
+error the caller gets carries no exception of the tool's at all (no ``__cause__``, no
+``__context__``): any message, note or attribute in that chain may hold the credential, and
+the error travels to tracebacks, ``logging.exception`` and error trackers that fevex cannot
+scrub. The exception as raised goes to the app's ``on_tool_exception`` hook, when it has one,
+before anything is scrubbed. Each retry the tool's ``retry`` policy makes
 is logged at WARNING too, and kept in :attr:`ToolCallRun.retries` for the call's event.
 Whether a failure goes back to the model instead of failing the run is decided by
 :meth:`ToolCallRun.retry_message` and the agent loop.
@@ -27,6 +32,7 @@ from fevex._internal.clock import utc_now
 from fevex._internal.composition import PreparedTool
 from fevex._internal.deadline import DeadlineReached
 from fevex._internal.storable_text import UNSTORABLE_TEXT
+from fevex._internal.worker_threads import in_worker_thread
 from fevex.errors import FevexError, FevexRunError
 from fevex.models import ToolCall
 from fevex.policies.policy import Policy, PolicyRequest, enforce_policies
@@ -36,6 +42,8 @@ from fevex.tools.redaction import redact_secrets, secret_spellings
 from fevex.tools.retry import ToolRetry
 
 CredentialResolver = Mapping[str, str] | Callable[[str, ToolContext], str | Awaitable[str]] | None
+# Sees each exception a tool function raised, exactly as raised (credentials and all).
+ToolExceptionHook = Callable[[Exception, ToolContext], Any]
 
 logger = logging.getLogger("fevex")
 
@@ -45,11 +53,13 @@ class ToolCallRun:
 
     __slots__ = (
         "agent_name",
+        "asked_retry",
         "call",
         "cancellation",
         "credentials",
         "guard",
         "input_rejected",
+        "on_tool_exception",
         "policies",
         "retries",
         "run_id",
@@ -70,6 +80,7 @@ class ToolCallRun:
         credentials: CredentialResolver,
         cancellation: _Cancellation,
         guard: Callable[[Awaitable[Any]], Awaitable[Any]],
+        on_tool_exception: ToolExceptionHook | None = None,
     ) -> None:
         self.tool = tool
         self.call = call
@@ -80,11 +91,16 @@ class ToolCallRun:
         self.credentials = credentials
         self.cancellation = cancellation
         self.guard = guard
+        self.on_tool_exception = on_tool_exception
         self.secrets: set[str] = set()
         # The attempts that failed and were tried again: attempt number, code and time.
         self.retries: list[dict[str, Any]] = []
         # The model's arguments failed the input schema: the function never ran.
         self.input_rejected = False
+        # The function raised ToolRetry: it asks the model for another call (its message,
+        # scrubbed). Kept here, not only as the error's cause, which a call that resolved a
+        # credential does not keep.
+        self.asked_retry: str | None = None
 
     @property
     def idempotency_key(self) -> str | None:
@@ -137,7 +153,7 @@ class ToolCallRun:
                 if (
                     error.code != "TOOL_FAILED"
                     or attempt >= retry.max_attempts
-                    or isinstance(error.__cause__, ToolRetry)
+                    or self.asked_retry is not None
                 ):
                     raise
                 self.retries.append({"attempt": attempt, "code": error.code, "at": utc_now()})
@@ -164,37 +180,83 @@ class ToolCallRun:
     async def _call(self, value: Any, attempt: int) -> Any:
         definition = self.tool.definition
         args: tuple[Any, ...] = (value,)
+        context = None
         if definition.takes_context:
-            args = (value, self._context(attempt))
+            context = self._context(attempt)
+            args = (value, context)
         try:
             if definition.is_async:
                 return await self.guard(definition.function(*args))
-            return await self.guard(asyncio.to_thread(definition.function, *args))
-        except FevexError as error:
-            # A provider's own error may quote what it sent, credentials included.
-            if self.secrets:
-                error.message = self.scrub(error.message)
-                error.args = (error.message,)
-            raise
+            return await self.guard(in_worker_thread(definition.function, *args))
         except (asyncio.CancelledError, DeadlineReached):
             raise
-        except ToolRetry as retry:
+        except Exception as error:
+            raised = error
+        # Raised outside the handler, so that the error has no __context__ it did not choose.
+        raise self._failure(raised, attempt, context)
+
+    def _failure(self, error: Exception, attempt: int, context: ToolContext | None) -> FevexError:
+        """The error the call fails with, for an exception its function raised."""
+        if self.on_tool_exception is not None:
+            self._show_hook(error, context or self._context(attempt))
+        definition = self.tool.definition
+        failure: FevexError
+        if isinstance(error, FevexError):
+            # A provider's own error may quote what it sent, credentials included.
+            failure = self._scrubbed_copy(error) if self.secrets else error
+        elif isinstance(error, ToolRetry):
             # The tool decided: it asks the model for another call and applied no effect.
-            raise FevexRunError(
+            self.asked_retry = self.scrub(error.message)
+            failure = FevexRunError(
                 "TOOL_FAILED",
-                self.scrub(f"Tool {definition.name} asked the model to try again: {retry.message}"),
+                self.scrub(f"Tool {definition.name} asked the model to try again: {error.message}"),
                 category="tool",
                 details={"tool_name": definition.name},
-            ) from retry
-        except Exception as error:
+            )
+        else:
             self._log_failure(error, attempt)
-            raise FevexRunError(
+            failure = FevexRunError(
                 "TOOL_FAILED",
                 self.scrub(f"Tool {definition.name} failed: {type(error).__name__}: {error}"),
                 category="tool",
                 recoverable=True,
                 details={"tool_name": definition.name},
-            ) from error
+            )
+        if failure is not error:
+            failure.__cause__ = None if self.secrets else error
+            failure.__suppress_context__ = True
+        return failure
+
+    def _scrubbed_copy(self, error: FevexError) -> FevexError:
+        """``error`` without the call's credentials, and without the exceptions it chains
+        (which may hold them in ways no scrub reaches); the original stays as it was, for
+        the hook."""
+        copied = type(error).__new__(type(error))
+        copied.__dict__.update(vars(error))
+        copied.message = self.scrub(error.message)
+        copied.args = (copied.message,)
+        copied.details = _scrubbed_json(error.details, self.scrub)
+        notes = getattr(error, "__notes__", None)
+        if notes is not None:
+            copied.__notes__ = [self.scrub(str(note)) for note in notes]
+        copied.__traceback__ = error.__traceback__
+        return copied
+
+    def _show_hook(self, error: Exception, context: ToolContext) -> None:
+        hook = self.on_tool_exception
+        assert hook is not None
+        try:
+            hook(error, context)
+        except Exception as failed:
+            # Its exception may quote the tool's, credential included: its type only.
+            logger.warning(
+                "on_tool_exception raised %s for tool %s (run %s, call %s)",
+                type(failed).__name__,
+                self.tool.definition.name,
+                self.run_id,
+                self.call.id,
+                extra={"run_id": self.run_id, "tool_name": self.tool.definition.name},
+            )
 
     def _log_failure(self, error: Exception, attempt: int) -> None:
         extra = {
@@ -271,10 +333,9 @@ class ToolCallRun:
         keyed tools alone. Policy denials, credentials, invalid output and provider errors
         never go back.
         """
-        cause = error.__cause__
         mode = self.tool.definition.errors_to_model
-        if error.code == "TOOL_FAILED" and isinstance(cause, ToolRetry):
-            text = self.scrub(cause.message)
+        if error.code == "TOOL_FAILED" and self.asked_retry is not None:
+            text = self.asked_retry
         elif (self.input_rejected and mode != "never") or (
             error.code == "TOOL_FAILED" and mode == "always"
         ):
@@ -316,6 +377,19 @@ class ToolCallRun:
                     details={"tool_name": tool.definition.name},
                 )
         return output
+
+
+def _scrubbed_json(value: Any, scrub: Callable[[str], str]) -> Any:
+    """``value`` with every text in it, keys included, passed through ``scrub``."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {
+            _scrubbed_json(key, scrub): _scrubbed_json(item, scrub) for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_scrubbed_json(item, scrub) for item in value]
+    return value
 
 
 def jsonable(value: Any) -> Any:

@@ -113,7 +113,11 @@ class WorkflowDriver:
                 await self._wakeup
         finally:
             if not passing.done():
-                passing.cancel()
+                # Not twice: a pass cancelled already (every task of the loop is, when a
+                # script exits) is committing its children's cancellation, which a second
+                # cancel would interrupt, leaving a child running.
+                if not passing.cancelling():
+                    passing.cancel()
                 await asyncio.wait((passing,))
         pause, output = passing.result()
         if pause is not None:

@@ -6,7 +6,6 @@ pauses the function; a step's stored failure is raised again by :func:`error_fro
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import inspect
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from typing import Any
 
 from fevex._internal.execution import Execution
 from fevex._internal.journal import StepJournal
+from fevex._internal.worker_threads import in_worker_thread
 from fevex.agents import Limits
 from fevex.errors import FevexRunError
 
@@ -117,7 +117,7 @@ async def call_for_run(execution: Execution, function: Callable[..., Any], *args
     guard = execution.guard
     if inspect.iscoroutinefunction(function):
         return await guard(function(*args))
-    result = await guard(asyncio.to_thread(function, *args))
+    result = await guard(in_worker_thread(function, *args))
     if inspect.isawaitable(result):
         result = await guard(result)
     return result

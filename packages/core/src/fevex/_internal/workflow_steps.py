@@ -152,6 +152,7 @@ class WorkflowSteps:
             credentials=driver.kind.composition.credentials,
             cancellation=execution.cancellation,
             guard=execution.guard,
+            on_tool_exception=driver.kind.composition.on_tool_exception,
         )
         try:
             output = await runner.execute()
@@ -342,7 +343,9 @@ async def _settle_branches(
                     task.result()  # raises the stop
     finally:
         for task in pending:
-            task.cancel()
+            # Not twice (see WorkflowDriver.steps).
+            if not (isinstance(task, asyncio.Task) and task.cancelling()):
+                task.cancel()
         if pending:
             await asyncio.wait(pending)
     outcomes: dict[str, Any] = {}

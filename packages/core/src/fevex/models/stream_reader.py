@@ -9,13 +9,18 @@ characters, lone surrogates, NaN, non-JSON values, excessive nesting: see
 :func:`fevex.schemas.schema.ensure_json`) before any of it is committed:
 ``MODEL_OUTPUT_UNSTORABLE`` for text, reasoning and tool-call ids and names,
 ``TOOL_INPUT_INVALID`` for a tool call's input, so that no tool starts with it.
+
+The text is accumulated in one buffer, not kept delta by delta: a model may stream a long
+answer a character at a time, and what a step needs is its text.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
+from fevex._internal.storable_text import UNSTORABLE_TEXT
 from fevex.errors import FevexRunError
 from fevex.models.gateway import ModelResult, ToolCall, Usage
 from fevex.schemas.schema import ensure_json
@@ -28,10 +33,12 @@ def _violation(code: str, message: str) -> FevexRunError:
 
 
 class ModelStreamReader:
-    __slots__ = ("deltas", "result")
+    __slots__ = ("_buffer", "_text", "result")
 
     def __init__(self) -> None:
-        self.deltas: list[str] = []
+        self._buffer = io.StringIO()
+        # The text once the stream has finished (read once from the buffer, then kept).
+        self._text: str | None = None
         self.result: ModelResult | None = None
 
     def accept(self, event: Any) -> str | None:
@@ -53,8 +60,10 @@ class ModelStreamReader:
                 raise _violation(
                     "MODEL_STREAM_INVALID_EVENT", "An output.delta must carry a string."
                 )
-            _check_storable(delta, "an output delta")
-            self.deltas.append(delta)
+            # What ensure_json checks of a text, without its walk: this runs per delta.
+            if UNSTORABLE_TEXT.search(delta) is not None:
+                _check_storable(delta, "an output delta")
+            self._buffer.write(delta)
             return delta
         if kind == "completed":
             self.result = _checked_result(getattr(event, "result", None))
@@ -65,7 +74,10 @@ class ModelStreamReader:
 
     @property
     def text(self) -> str:
-        return "".join(self.deltas)
+        """The text of the deltas taken so far."""
+        if self._text is not None:
+            return self._text
+        return self._buffer.getvalue()
 
     def finish(self) -> ModelResult:
         """The terminal result, once the stream has ended."""
@@ -74,7 +86,8 @@ class ModelStreamReader:
             raise _violation(
                 "MODEL_STREAM_MISSING_TERMINAL", "The model stream ended without a completed event."
             )
-        text = self.text
+        text = self._text = self._buffer.getvalue()
+        self._buffer = io.StringIO()  # the text is kept once, not also in the buffer
         output = result.output
         if output is None or isinstance(output, str):
             matches = (output or "") == text
