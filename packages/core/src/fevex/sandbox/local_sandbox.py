@@ -13,8 +13,8 @@ also make a PID namespace, the command is its init process: a process that left 
 Files are opened without blocking: only regular files are read or written. A FIFO, socket,
 device or directory is refused before it is opened (``SANDBOX_NOT_A_FILE``), and the open
 itself is non-blocking, so one swapped in meanwhile (or a file another process holds a
-lease on) is refused instead of waited for. Every operation runs in a daemon thread of its
-own and is bounded by the sandbox's ``timeout`` (``SANDBOX_TIMEOUT``): a thread stuck in
+lease on) is refused instead of waited for. Every operation runs in one of fevex's daemon
+worker threads and is bounded by the sandbox's ``timeout`` (``SANDBOX_TIMEOUT``): a thread stuck in
 the kernel (a file system that stopped answering) is abandoned, and keeps neither the
 event loop's executor nor the interpreter's exit.
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import shutil
 import signal
@@ -39,6 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TypeVar
 
+from fevex._internal.worker_threads import in_worker_thread
 from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.sandbox.sandbox import CommandResult
 
@@ -154,9 +154,9 @@ class LocalSandbox:
             file.write(data)
 
     async def _within_timeout(self, what: str, work: Callable[[], _T]) -> _T:
-        """``work()`` in a daemon thread of its own, awaited at most ``timeout`` seconds."""
+        """``work()`` in a daemon worker thread, awaited at most ``timeout`` seconds."""
         try:
-            return await asyncio.wait_for(_in_daemon_thread(work), self.timeout)
+            return await asyncio.wait_for(in_worker_thread(work), self.timeout)
         except TimeoutError:
             raise FevexRunError(
                 "SANDBOX_TIMEOUT",
@@ -187,7 +187,7 @@ class LocalSandbox:
         # kill itself hangs (a process stuck in the kernel).
         try:
             return await asyncio.wait_for(
-                _in_daemon_thread(lambda: self._run(argv, deadline)),
+                in_worker_thread(self._run, argv, deadline),
                 self.timeout + 2 * _DRAIN_SECONDS,
             )
         except TimeoutError:
@@ -302,32 +302,6 @@ def network_isolation() -> tuple[str, ...] | None:
                 break
     _isolation_cache[False] = found
     return found
-
-
-def _in_daemon_thread(work: Callable[[], _T]) -> asyncio.Future[_T]:
-    """A future of ``work()`` run in a new daemon thread. Not ``asyncio.to_thread``: a
-    thread of the loop's executor that never returns would hold ``asyncio.run`` (which
-    joins the executor) and the interpreter's exit for ever."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[_T] = loop.create_future()
-
-    def settle(outcome: Callable[[], None]) -> None:
-        # The caller stopped waiting (a timeout, a cancel): the outcome has no reader.
-        if not future.done():
-            outcome()
-
-    def run() -> None:
-        outcome: Callable[[], None]
-        try:
-            outcome = functools.partial(future.set_result, work())
-        except BaseException as error:  # handed to the awaiting task
-            outcome = functools.partial(future.set_exception, error)
-        # The loop may have closed meanwhile: then nobody waits for this answer.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, outcome)
-
-    threading.Thread(target=run, name="fevex-sandbox", daemon=True).start()
-    return future
 
 
 def _open_regular_file(path: str, target: Path, flags: int) -> int:
