@@ -5,6 +5,11 @@ is used), a Fevex app, or a function returning either. A bare Fevex app is serve
 anonymous callers, which is only allowed on a loopback address: an address other hosts can
 reach is refused without authentication (``SERVE_UNAUTHENTICATED``), before anything binds.
 
+The app answers only requests whose ``Host`` it serves (see
+:mod:`fevex.http.request_guard`): its ``allowed_hosts`` (by default the loopback ones), the
+address it binds, and each ``--allowed-host``. A wildcard bind (``0.0.0.0``, ``::``) names
+no host, so it needs ``allowed_hosts`` or ``--allowed-host`` (``SERVE_HOSTS_REQUIRED``).
+
 Each uvicorn worker process loads the app itself (uvicorn calls :func:`served_app` in it,
 configured through environment variables), serves it, and, unless ``--no-worker``, runs
 the lanes of ``fevex worker`` beside it, so that runs whose process died are recovered and
@@ -19,6 +24,7 @@ import ipaddress
 import json
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -28,7 +34,14 @@ from fevex.errors import FevexConfigurationError
 from fevex.http.application import FevexHttpApp, create_http_app
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 
-__all__ = ["ServedApp", "check_bind", "is_loopback", "load_http_app", "served_app"]
+__all__ = [
+    "ServedApp",
+    "check_bind",
+    "is_loopback",
+    "load_http_app",
+    "served_app",
+    "served_hosts",
+]
 
 # SSE streams of paused runs never end by themselves: on SIGTERM, requests still open this
 # long after are cut (their clients reconnect, to another server or to the restarted one).
@@ -37,6 +50,9 @@ GRACEFUL_SHUTDOWN_SECONDS = 5
 APP_VARIABLE = "FEVEX_SERVE_APP"
 WORKER_VARIABLE = "FEVEX_SERVE_WORKER"
 UI_VARIABLE = "FEVEX_SERVE_UI"
+HOSTS_VARIABLE = "FEVEX_SERVE_HOSTS"
+# Addresses that bind every interface: they name no host a request could carry.
+WILDCARD_ADDRESSES = frozenset({"", "0.0.0.0", "::", "[::]"})
 
 
 def is_loopback(host: str) -> bool:
@@ -49,18 +65,30 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def load_http_app(reference: str, store: str | None, *, ui: bool = False) -> FevexHttpApp:
+def served_hosts(host: str, allowed_hosts: Sequence[str]) -> list[str]:
+    """The hosts ``fevex serve`` adds to the app's: the address it binds (unless a
+    wildcard), then each ``--allowed-host``."""
+    added: list[str] = []
+    if host not in WILDCARD_ADDRESSES:
+        added.append(f"[{host}]" if ":" in host and not host.startswith("[") else host)
+    added.extend(name for name in allowed_hosts if name not in added)
+    return added
+
+
+def load_http_app(
+    reference: str, store: str | None, *, ui: bool = False, hosts: Sequence[str] = ()
+) -> FevexHttpApp:
     """The HTTP app ``module:attribute`` names (see the module's description), serving
-    the console under ``/ui`` too when ``ui``."""
+    the console under ``/ui`` too when ``ui``, and answering ``hosts`` too."""
     from fevex.cli import load_reference
 
     target = load_reference(reference, store)
     if not isinstance(target, FevexHttpApp | Fevex) and callable(target):
         target = target()
     if isinstance(target, Fevex):
-        return create_http_app(target, allow_anonymous=True, ui=ui)
+        return create_http_app(target, allow_anonymous=True, ui=ui).with_allowed_hosts(hosts)
     if isinstance(target, FevexHttpApp):
-        return target.with_console() if ui else target
+        return (target.with_console() if ui else target).with_allowed_hosts(hosts)
     raise FevexConfigurationError(
         "INVALID_ARGUMENT",
         f"{reference} is not a fevex app, an app of fevex.http.create_http_app, or a "
@@ -70,13 +98,21 @@ def load_http_app(reference: str, store: str | None, *, ui: bool = False) -> Fev
 
 def check_bind(http_app: FevexHttpApp, host: str, workers: int) -> None:
     """Refuse what must not be served: anonymous callers on an address other hosts can
-    reach, and several processes on a store only one process can see."""
+    reach, a wildcard address with no host to answer, and several processes on a store
+    only one process can see."""
     if not http_app.authenticates and not is_loopback(host):
         raise FevexConfigurationError(
             "SERVE_UNAUTHENTICATED",
             f"fevex serve will not bind {host}, which other hosts can reach, without "
             "authentication: point --app at create_http_app(app, authenticate=...), or bind "
             "127.0.0.1.",
+            details={"host": host},
+        )
+    if http_app.allowed_hosts is None and not is_loopback(host):
+        raise FevexConfigurationError(
+            "SERVE_HOSTS_REQUIRED",
+            f"fevex serve binds {host}, which names no host its requests carry: name the "
+            "hosts it answers with --allowed-host (or create_http_app(allowed_hosts=...)).",
             details={"host": host},
         )
     if workers > 1 and isinstance(http_app.fevex.run_store, InMemoryRunStore):
@@ -127,7 +163,12 @@ class ServedApp:
 def served_app() -> ServedApp:
     """What uvicorn calls in each worker process (``factory=True``): the app that
     ``FEVEX_SERVE_APP`` names, with its store from ``FEVEX_RUN_STORE``."""
-    http_app = load_http_app(os.environ[APP_VARIABLE], None, ui=os.environ.get(UI_VARIABLE) == "1")
+    http_app = load_http_app(
+        os.environ[APP_VARIABLE],
+        None,
+        ui=os.environ.get(UI_VARIABLE) == "1",
+        hosts=json.loads(os.environ.get(HOSTS_VARIABLE, "[]")),
+    )
     return ServedApp(http_app, worker=os.environ.get(WORKER_VARIABLE, "1") == "1")
 
 
@@ -140,15 +181,18 @@ def serve(
     workers: int,
     worker: bool,
     ui: bool = False,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
     """Check what ``reference`` serves here, then run uvicorn until SIGINT or SIGTERM."""
     import uvicorn
 
-    http_app = load_http_app(reference, store, ui=ui)
+    hosts = served_hosts(host, allowed_hosts)
+    http_app = load_http_app(reference, store, ui=ui, hosts=hosts)
     check_bind(http_app, host, workers)
     os.environ[APP_VARIABLE] = reference
     os.environ[WORKER_VARIABLE] = "1" if worker else "0"
     os.environ[UI_VARIABLE] = "1" if ui else "0"
+    os.environ[HOSTS_VARIABLE] = json.dumps(hosts)
     if workers == 1:
         # This process is the one worker: serve the app already loaded.
         uvicorn.run(
