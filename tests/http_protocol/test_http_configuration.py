@@ -96,7 +96,9 @@ async def test_an_app_that_opts_out_serves_cross_site_posts() -> None:
         await app.fevex.close()
     assert answers == [(403, "CROSS_SITE_REQUEST"), (201, None)]
     with pytest.raises(FevexConfigurationError) as refused:
-        create_http_app(fevex_app(), allow_anonymous=True, allow_cross_site_requests=True).with_console()
+        create_http_app(
+            fevex_app(), allow_anonymous=True, allow_cross_site_requests=True
+        ).with_console()
     assert refused.value.code == "INVALID_CONFIG"
 
 
@@ -107,7 +109,12 @@ async def test_allowed_hosts_replace_the_loopback_hosts() -> None:
     for host in ("agents.example", "localhost", "127.0.0.1", "evil.example"):
         async with httpx2.AsyncClient(transport=transport, base_url=f"http://{host}") as http:
             answers[host] = (await http.get("/v1/runs")).status_code
-    assert answers == {"agents.example": 200, "localhost": 400, "127.0.0.1": 400, "evil.example": 400}
+    assert answers == {
+        "agents.example": 200,
+        "localhost": 400,
+        "127.0.0.1": 400,
+        "evil.example": 400,
+    }
     added = app.with_allowed_hosts(["desk.example"])
     assert added.allowed_hosts == ("agents.example", "desk.example")
     default = create_http_app(fevex_app(), allow_anonymous=True).with_allowed_hosts(["10.0.0.5"])

@@ -122,7 +122,9 @@ def test_allowed_hosts_let_a_named_host_through(serve: Any, tmp_path: Path) -> N
             assert_refused(http.get("/v1/runs", headers=forged), 400, "HOST_NOT_ALLOWED")
         # A named host's page still may not post for another origin.
         other = {**rebinding(server.port, "agents.example"), "Origin": "https://evil.example"}
-        assert_refused(http.post(START, json={"input": "1"}, headers=other), 403, "CROSS_SITE_REQUEST")
+        assert_refused(
+            http.post(START, json={"input": "1"}, headers=other), 403, "CROSS_SITE_REQUEST"
+        )
         assert http.get("/v1/runs", headers={"Host": f"127.0.0.1:{server.port}"}).status_code == 200
     assert run_count(server) == 3
 
