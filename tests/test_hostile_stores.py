@@ -290,3 +290,53 @@ async def test_fevex_recover_reports_bad_runs_and_exits_cleanly(store_url: str) 
     lines = [json.loads(line) for line in completed.stdout.splitlines()]
     assert {"run_id": healthy, "status": "completed"} in lines
     assert {"run_id": removed, "status": "skipped", "code": "AGENT_NOT_FOUND"} in lines
+
+
+UNSTORABLE_IDS = ["s\x00x", "s\ud800x", "s" * 257]
+
+
+async def test_ids_and_cursors_no_store_can_keep_are_refused_alike(url: str | None) -> None:
+    """What a client may pass to the app (a session id on start, filters, cursors, ids,
+    a summary) gets the same code from every store, and never reaches one."""
+    app = create_fevex(
+        models={"default": FakeModel({"output": "done"})},
+        agents=[define_agent(name="worker", instructions="Work.")],
+        run_store=url,
+    )
+    try:
+        result = await app.run_agent("worker", "go", session_id="ses-1")
+        codes: list[str] = []
+
+        async def code_of(call: Any) -> str:
+            with pytest.raises(FevexRunError) as refused:
+                await call
+            codes.append(refused.value.code)
+            return refused.value.code
+
+        for session_id in UNSTORABLE_IDS:
+            assert await code_of(app.start_agent("worker", "go", session_id=session_id)) == (
+                "INVALID_ARGUMENT"
+            )
+            assert await code_of(app.run_agent("worker", "go", session_id=session_id)) == (
+                "INVALID_ARGUMENT"
+            )
+        for hostile in ("ses-1\x00", "ses-1\ud800"):
+            assert await code_of(app.get_session(hostile)) == "SESSION_NOT_FOUND"
+            assert await code_of(app.get_run(result.run_id + hostile[5:])) == "RUN_NOT_FOUND"
+            for field in ("kind", "name", "session_id", "parent_run_id"):
+                filtered = app.list_runs(**{field: hostile})
+                assert await code_of(filtered) == "INVALID_ARGUMENT", field
+                by_store = app.run_store.list_runs(**{field: hostile})
+                assert await code_of(by_store) == "INVALID_ARGUMENT", field
+            assert await code_of(app.list_runs(after=hostile)) == "INVALID_CURSOR"
+            assert await code_of(app.list_events(result.run_id, after=hostile)) == "INVALID_CURSOR"
+            by_store_events = app.run_store.list_events(result.run_id, after=hostile)
+            assert await code_of(by_store_events) == "INVALID_CURSOR"
+            compacted = app.compact_session("ses-1", f"summary {hostile}")
+            assert await code_of(compacted) == "INVALID_ARGUMENT"
+        assert not any(code.startswith("STORE_") for code in codes)
+        runs = await app.list_runs()
+        assert [run.session_id for run in runs] == ["ses-1"]
+        assert (await app.get_session("ses-1")).summary is None
+    finally:
+        await app.close()
