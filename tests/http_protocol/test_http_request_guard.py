@@ -10,8 +10,10 @@ what such a page would attack.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +153,31 @@ def test_serve_help_documents_allowed_hosts() -> None:
     text = " ".join(shown.stdout.split())
     assert "--allowed-host HOST" in text
     assert "HOST_NOT_ALLOWED" in text
+
+
+def test_every_server_process_answers_the_allowed_hosts(serve: Any, tmp_path: Path) -> None:
+    # Each of several processes loads the app itself, told the hosts by the first one.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = serve(
+        f"sqlite:///{tmp_path / 'runs.db'}",
+        port=port,
+        app="http_service:build_fevex",
+        arguments=["--workers", "2", "--allowed-host", "agents.example"],
+    ).start()
+    with httpx2.Client(base_url=server.url, timeout=GUARD) as http:
+        # The first process binds the socket; the others listen on it once they started.
+        deadline = time.monotonic() + GUARD
+        while True:
+            try:
+                http.get("/v1/runs", headers={"Connection": "close"})
+                break
+            except httpx2.ConnectError:
+                assert time.monotonic() < deadline, "no server process started"
+                time.sleep(0.1)
+        for _ in range(6):  # a new connection each time, to either process
+            named = {"Host": f"agents.example:{port}", "Connection": "close"}
+            assert http.get("/v1/runs", headers=named).status_code == 200
+            forged = {**rebinding(port), "Connection": "close"}
+            assert_refused(http.get("/v1/runs", headers=forged), 400, "HOST_NOT_ALLOWED")
