@@ -10,6 +10,7 @@ import logging
 import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -290,3 +291,56 @@ async def test_fevex_recover_reports_bad_runs_and_exits_cleanly(store_url: str) 
     lines = [json.loads(line) for line in completed.stdout.splitlines()]
     assert {"run_id": healthy, "status": "completed"} in lines
     assert {"run_id": removed, "status": "skipped", "code": "AGENT_NOT_FOUND"} in lines
+
+
+UNSTORABLE_IDS = ["s\x00x", "s\ud800x", "s" * 257]
+
+
+async def test_ids_and_cursors_no_store_can_keep_are_refused_alike(url: str | None) -> None:
+    """What a client may pass to the app (a session id on start, filters, cursors, ids,
+    a summary) gets the same code from every store, and never reaches one."""
+    # The PostgreSQL database is shared by the session's tests: this test's own names.
+    agent, session = f"guarded-{uuid.uuid4().hex[:8]}", f"ses-{uuid.uuid4().hex}"
+    app = create_fevex(
+        models={"default": FakeModel({"output": "done"})},
+        agents=[define_agent(name=agent, instructions="Work.")],
+        run_store=url,
+    )
+    try:
+        result = await app.run_agent(agent, "go", session_id=session)
+        codes: list[str] = []
+
+        async def code_of(call: Any) -> str:
+            with pytest.raises(FevexRunError) as refused:
+                await call
+            codes.append(refused.value.code)
+            return refused.value.code
+
+        for session_id in UNSTORABLE_IDS:
+            assert await code_of(app.start_agent(agent, "go", session_id=session_id)) == (
+                "INVALID_ARGUMENT"
+            )
+            assert await code_of(app.run_agent(agent, "go", session_id=session_id)) == (
+                "INVALID_ARGUMENT"
+            )
+        for hostile in ("\x00", "\ud800"):
+            assert await code_of(app.get_session(session + hostile)) == "SESSION_NOT_FOUND"
+            assert await code_of(app.get_run(result.run_id + hostile)) == "RUN_NOT_FOUND"
+            for field in ("kind", "name", "session_id", "parent_run_id"):
+                filtered = app.list_runs(**{field: agent + hostile})
+                assert await code_of(filtered) == "INVALID_ARGUMENT", field
+                by_store = app.run_store.list_runs(**{field: agent + hostile})
+                assert await code_of(by_store) == "INVALID_ARGUMENT", field
+            cursor = (await app.list_events(result.run_id))[0].id + hostile
+            assert await code_of(app.list_runs(after=result.run_id + hostile)) == "INVALID_CURSOR"
+            assert await code_of(app.list_events(result.run_id, after=cursor)) == "INVALID_CURSOR"
+            by_store_events = app.run_store.list_events(result.run_id, after=cursor)
+            assert await code_of(by_store_events) == "INVALID_CURSOR"
+            compacted = app.compact_session(session, f"summary {hostile}")
+            assert await code_of(compacted) == "INVALID_ARGUMENT"
+        assert not any(code.startswith("STORE_") for code in codes)
+        runs = await app.list_runs(name=agent)
+        assert [run.session_id for run in runs] == [session]
+        assert (await app.get_session(session)).summary is None
+    finally:
+        await app.close()

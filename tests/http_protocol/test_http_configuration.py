@@ -49,6 +49,13 @@ def test_public_names() -> None:
         {"allow_anonymous": True, "max_body_size": 0},
         {"allow_anonymous": True, "cors_origins": "https://a.example"},
         {"authenticate": "not callable"},
+        {"allow_anonymous": True, "allowed_hosts": "agents.example"},
+        {"allow_anonymous": True, "allowed_hosts": []},
+        {"allow_anonymous": True, "allowed_hosts": ["agents.*"]},
+        {"allow_anonymous": True, "allowed_hosts": [""]},
+        {"allow_anonymous": True, "allow_cross_site_requests": "yes"},
+        # The console's pages act with the visitor's credentials: always guarded.
+        {"allow_anonymous": True, "ui": True, "allow_cross_site_requests": True},
     ],
 )
 def test_unsafe_or_unusable_options_are_refused(options: dict[str, Any]) -> None:
@@ -62,7 +69,7 @@ async def test_configured_origins_get_cors_headers_and_others_do_not() -> None:
         fevex_app(), allow_anonymous=True, cors_origins=["https://console.example"]
     )
     transport = httpx2.ASGITransport(app=app)
-    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as http:
+    async with httpx2.AsyncClient(transport=transport, base_url="http://localhost") as http:
         allowed = await http.options(
             "/v1/runs",
             headers={
@@ -74,6 +81,45 @@ async def test_configured_origins_get_cors_headers_and_others_do_not() -> None:
         other = await http.get("/v1/runs", headers={"Origin": "https://evil.example"})
     assert allowed.headers["access-control-allow-origin"] == "https://console.example"
     assert "access-control-allow-origin" not in other.headers
+
+
+async def test_an_app_that_opts_out_serves_cross_site_posts() -> None:
+    cross_site = {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
+    answers = []
+    for opted_out in (False, True):
+        app = create_http_app(
+            fevex_app(), allow_anonymous=True, allow_cross_site_requests=opted_out
+        )
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://localhost") as http:
+            response = await http.post("/v1/agents/a/runs", json={"input": "x"}, headers=cross_site)
+            answers.append((response.status_code, (response.json()["error"] or {}).get("code")))
+        await app.fevex.close()
+    assert answers == [(403, "CROSS_SITE_REQUEST"), (201, None)]
+    with pytest.raises(FevexConfigurationError) as refused:
+        create_http_app(
+            fevex_app(), allow_anonymous=True, allow_cross_site_requests=True
+        ).with_console()
+    assert refused.value.code == "INVALID_CONFIG"
+
+
+async def test_allowed_hosts_replace_the_loopback_hosts() -> None:
+    app = create_http_app(fevex_app(), allow_anonymous=True, allowed_hosts=["agents.example"])
+    answers = {}
+    transport = httpx2.ASGITransport(app=app)
+    for host in ("agents.example", "localhost", "127.0.0.1", "evil.example"):
+        async with httpx2.AsyncClient(transport=transport, base_url=f"http://{host}") as http:
+            answers[host] = (await http.get("/v1/runs")).status_code
+    assert answers == {
+        "agents.example": 200,
+        "localhost": 400,
+        "127.0.0.1": 400,
+        "evil.example": 400,
+    }
+    added = app.with_allowed_hosts(["desk.example"])
+    assert added.allowed_hosts == ("agents.example", "desk.example")
+    default = create_http_app(fevex_app(), allow_anonymous=True).with_allowed_hosts(["10.0.0.5"])
+    assert default.allowed_hosts == ("localhost", "127.0.0.1", "[::1]", "10.0.0.5")
 
 
 def test_every_status_in_the_table_is_an_error_status() -> None:

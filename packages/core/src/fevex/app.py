@@ -24,6 +24,7 @@ from fevex._internal.kernel import Kernel, deadline_of, seconds_of
 from fevex._internal.knowledge_context import attach_knowledge, open_memory_store
 from fevex._internal.names import did_you_mean
 from fevex._internal.recovery_sweep import sweep_expired_runs, wake_due_runs
+from fevex._internal.storable_text import is_storable
 from fevex._internal.team_kind import TeamKind
 from fevex._internal.tool_runner import CredentialResolver, ToolExceptionHook
 from fevex._internal.workflow_kind import WorkflowKind
@@ -48,7 +49,7 @@ from fevex.runtime.run_store import (
     RunStore,
     missing_store_methods,
 )
-from fevex.runtime.store_rules import check_event_page
+from fevex.runtime.store_rules import check_event_page, check_session_id
 from fevex.schemas.schema import ensure_json
 from fevex.teams import TeamDefinition, TeamLimits
 from fevex.tools import ToolDefinition
@@ -326,8 +327,8 @@ class Fevex(BlockingTwins):
         deadline = deadline_of(timeout)
         session = None
         if session_id is not None:
-            if not isinstance(session_id, str) or not session_id:
-                raise FevexRunError("INVALID_ARGUMENT", "session_id must be a non-empty string.")
+            # Before the store reads it: every store refuses it alike (store_rules).
+            check_session_id(session_id)
             session = await self.run_store.get_session(session_id)
         else:
             session_id = new_id("ses")
@@ -956,7 +957,9 @@ class Fevex(BlockingTwins):
     # -- sessions -------------------------------------------------------------------
 
     async def get_session(self, session_id: str) -> Session:
-        session = await self.run_store.get_session(session_id)
+        # An id no store can keep names no session, on every store (none is asked).
+        unstorable = isinstance(session_id, str) and not is_storable(session_id)
+        session = None if unstorable else await self.run_store.get_session(session_id)
         if session is None:
             raise FevexRunError("SESSION_NOT_FOUND", f"There is no session {session_id!r}.")
         return session
@@ -969,6 +972,11 @@ class Fevex(BlockingTwins):
         changed since then, or held by a run, is rejected."""
         if not isinstance(summary, str):
             raise FevexRunError("INVALID_ARGUMENT", "summary must be a string.")
+        if not is_storable(summary):
+            raise FevexRunError(
+                "INVALID_ARGUMENT",
+                "summary holds a NUL character or a lone surrogate, which no store keeps.",
+            )
         session = await self.get_session(session_id)
         expected = session.revision if revision is None else revision
         compacted = dataclasses.replace(session, history=(), summary=summary, updated_at=utc_now())

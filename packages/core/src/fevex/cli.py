@@ -601,6 +601,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         worker=not args.no_worker,
         ui=args.ui,
         actor=args.actor,
+        allowed_hosts=args.allowed_host,
     )
     return 0
 
@@ -632,6 +633,17 @@ def _add_serve_command(registry: CommandRegistry) -> None:
     _add_store_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=8000, help="port to bind (default 8000)")
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a Host the server answers besides the app's allowed_hosts (by default "
+        "localhost, 127.0.0.1, [::1]) and the --host it binds: a name or address, "
+        "*.example.com for its subdomains, or * for any; repeat for several. Requests for "
+        "other hosts get 400 HOST_NOT_ALLOWED (DNS rebinding defence); --host 0.0.0.0 needs "
+        "at least one",
+    )
     parser.add_argument(
         "--workers",
         type=_positive_int,

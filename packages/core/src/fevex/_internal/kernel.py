@@ -25,6 +25,7 @@ from fevex._internal.clock import new_id
 from fevex._internal.event_sink import EventSink, Observers
 from fevex._internal.execution import Execution, StepDriver, log_run
 from fevex._internal.names import did_you_mean
+from fevex._internal.storable_text import is_storable
 from fevex._internal.waits import (
     paused_until,
     receive_event,
@@ -184,7 +185,9 @@ class Kernel:
         return kind
 
     async def get_run(self, run_id: str) -> AgentRun:
-        run = await self.store.get_run(run_id)
+        # An id no store can keep names no run, on every store (none is asked).
+        unstorable = isinstance(run_id, str) and not is_storable(run_id)
+        run = None if unstorable else await self.store.get_run(run_id)
         if run is None:
             raise FevexRunError("RUN_NOT_FOUND", f"There is no run {run_id!r}.")
         return run

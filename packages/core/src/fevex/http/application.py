@@ -22,10 +22,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from fevex.app import Fevex
 from fevex.errors import FevexConfigurationError, FevexError
 from fevex.http.authentication import Authenticate, authenticated_context
-from fevex.http.console import REQUEST_HEADER, Console
+from fevex.http.console import Console
 from fevex.http.endpoints import Endpoints
 from fevex.http.errors import error_body, error_status
 from fevex.http.openapi import openapi_document
+from fevex.http.request_guard import (
+    LOOPBACK_HOSTS,
+    REQUEST_HEADER,
+    RequestGuard,
+    host_pattern_problem,
+)
 
 __all__ = ["FevexHttpApp", "create_http_app"]
 
@@ -41,7 +47,9 @@ class FevexHttpApp:
     ``fevex`` is the app it serves; ``authenticates`` says whether callers are
     authenticated (an ``authenticate`` function was given), which ``fevex serve`` requires
     before it binds an address other hosts can reach; ``ui`` whether it serves the console
-    under ``/ui`` (see :mod:`fevex.http.console`)."""
+    under ``/ui`` (see :mod:`fevex.http.console`); ``allowed_hosts`` the hosts it answers
+    (``None``: the loopback ones) and ``allow_cross_site_requests`` whether it serves
+    state-changing requests from other sites (see :mod:`fevex.http.request_guard`)."""
 
     def __init__(
         self,
@@ -51,24 +59,50 @@ class FevexHttpApp:
         authenticates: bool,
         cors_origins: Sequence[str] = (),
         ui: bool = False,
+        allowed_hosts: Sequence[str] | None = None,
+        allow_cross_site_requests: bool = False,
     ) -> None:
         self._protocol = asgi
-        self._asgi = Console(asgi, cors_origins=cors_origins) if ui else asgi
         self.fevex = fevex
         self.authenticates = authenticates
         self.cors_origins = tuple(cors_origins)
         self.ui = ui
+        self.allowed_hosts = None if allowed_hosts is None else tuple(allowed_hosts)
+        self.allow_cross_site_requests = allow_cross_site_requests
+        self._asgi = RequestGuard(
+            Console(asgi) if ui else asgi,
+            allowed_hosts=LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts,
+            cors_origins=cors_origins,
+            allow_cross_site_requests=allow_cross_site_requests,
+            require_request_header=ui,
+        )
 
     def with_console(self) -> FevexHttpApp:
         """This app serving the console too (what ``fevex serve --ui`` serves)."""
         if self.ui:
             return self
+        _check_console_guarded(self.allow_cross_site_requests)
+        return self._copy(ui=True, allowed_hosts=self.allowed_hosts)
+
+    def with_allowed_hosts(self, hosts: Sequence[str]) -> FevexHttpApp:
+        """This app answering ``hosts`` too, besides its own ``allowed_hosts`` (or the
+        loopback hosts); what ``fevex serve --allowed-host`` serves."""
+        _check_allowed_hosts(hosts)
+        if not hosts:
+            return self
+        own = LOOPBACK_HOSTS if self.allowed_hosts is None else self.allowed_hosts
+        added = tuple(host for host in hosts if host not in own)
+        return self._copy(ui=self.ui, allowed_hosts=(*own, *added))
+
+    def _copy(self, *, ui: bool, allowed_hosts: Sequence[str] | None) -> FevexHttpApp:
         return FevexHttpApp(
             self._protocol,
             self.fevex,
             authenticates=self.authenticates,
             cors_origins=self.cors_origins,
-            ui=True,
+            ui=ui,
+            allowed_hosts=allowed_hosts,
+            allow_cross_site_requests=self.allow_cross_site_requests,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -86,6 +120,8 @@ def create_http_app(
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     cors_origins: Sequence[str] = (),
     ui: bool = False,
+    allowed_hosts: Sequence[str] | None = None,
+    allow_cross_site_requests: bool = False,
 ) -> FevexHttpApp:
     """An ASGI application (Starlette) serving ``app`` under ``/v1``, with its OpenAPI 3.1
     document at ``/v1/openapi.json``.
@@ -103,9 +139,16 @@ def create_http_app(
     Cross-origin requests are refused by browsers unless their origin is in
     ``cors_origins`` (``"*"``: any).
 
-    ``ui=True`` also serves the run inspector and approval console under ``/ui`` and then
-    refuses state-changing requests another site could have made (403
-    ``CROSS_SITE_REQUEST``; see :mod:`fevex.http.console`)."""
+    A request is answered only when its ``Host`` is one of ``allowed_hosts`` (a name or
+    address, ``*.example.com``, or ``*`` for any; ``None``: ``localhost``, ``127.0.0.1`` and
+    ``[::1]``), else 400 ``HOST_NOT_ALLOWED``; this stops web pages whose name re-resolves
+    to the server (DNS rebinding). A state-changing request that came from another site or
+    origin is refused (403 ``CROSS_SITE_REQUEST``) unless ``allow_cross_site_requests=True``
+    (see :mod:`fevex.http.request_guard`).
+
+    ``ui=True`` also serves the run inspector and approval console under ``/ui``; a POST
+    must then carry ``X-Fevex-Request: 1`` too (see :mod:`fevex.http.console`), and the
+    console is never served with ``allow_cross_site_requests``."""
     if authenticate is None and not allow_anonymous:
         raise FevexConfigurationError(
             "INVALID_CONFIG",
@@ -125,6 +168,20 @@ def create_http_app(
         raise FevexConfigurationError("INVALID_CONFIG", "max_body_size must be positive bytes.")
     if isinstance(cors_origins, str) or not all(isinstance(o, str) for o in cors_origins):
         raise FevexConfigurationError("INVALID_CONFIG", "cors_origins must be a list of origins.")
+    if allowed_hosts is not None:
+        _check_allowed_hosts(allowed_hosts)
+        if not allowed_hosts:
+            raise FevexConfigurationError(
+                "INVALID_CONFIG",
+                "allowed_hosts names no host: list the hosts to answer, or leave it None for "
+                "the loopback ones.",
+            )
+    if not isinstance(allow_cross_site_requests, bool):
+        raise FevexConfigurationError(
+            "INVALID_CONFIG", "allow_cross_site_requests must be True or False."
+        )
+    if ui:
+        _check_console_guarded(allow_cross_site_requests)
 
     endpoints = Endpoints(
         fevex=app,
@@ -179,8 +236,33 @@ def create_http_app(
         exception_handlers={HTTPException: _http_exception},
     )
     return FevexHttpApp(
-        asgi, app, authenticates=authenticate is not None, cors_origins=cors_origins, ui=ui
+        asgi,
+        app,
+        authenticates=authenticate is not None,
+        cors_origins=cors_origins,
+        ui=ui,
+        allowed_hosts=allowed_hosts,
+        allow_cross_site_requests=allow_cross_site_requests,
     )
+
+
+def _check_allowed_hosts(hosts: Sequence[str]) -> None:
+    if isinstance(hosts, str) or not isinstance(hosts, Sequence):
+        raise FevexConfigurationError("INVALID_CONFIG", "allowed_hosts must be a list of hosts.")
+    for host in hosts:
+        problem = host_pattern_problem(host)
+        if problem is not None:
+            raise FevexConfigurationError("INVALID_CONFIG", f"allowed_hosts: {problem}.")
+
+
+def _check_console_guarded(allow_cross_site_requests: bool) -> None:
+    # The console's pages drive the protocol with the visitor's credentials.
+    if allow_cross_site_requests:
+        raise FevexConfigurationError(
+            "INVALID_CONFIG",
+            "The console (ui=True, fevex serve --ui) is not served with "
+            "allow_cross_site_requests=True.",
+        )
 
 
 def _route(path: str, handler: Handler, method: str) -> Route:

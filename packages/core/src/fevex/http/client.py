@@ -24,7 +24,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 from fevex.events import RunEvent
 from fevex.http.client_calls import RECONNECT_FOR, Call, Calls, Observation, RunPage
 from fevex.http.client_calls import error_from_response as _error
-from fevex.http.console import REQUEST_HEADER
+from fevex.http.request_guard import REQUEST_HEADER
 from fevex.runtime.records import AgentRun, RunStatus, Session
 
 __all__ = ["AsyncFevexClient", "FevexClient"]

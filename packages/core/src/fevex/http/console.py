@@ -9,20 +9,18 @@ Every answer under ``/ui`` carries a Content-Security-Policy that allows only th
 origin's scripts and styles and no inline code, so that a value from a run that slipped
 into markup still could not run.
 
-With the console on, a state-changing request (POST) must carry ``X-Fevex-Request: 1``,
-which a cross-site form cannot send and a cross-site script cannot send without a CORS
-preflight this app refuses, and must not come from another site (``Sec-Fetch-Site``) or
-origin (``Origin``, unless listed by name in ``cors_origins``: ``"*"`` trusts none).
-Otherwise it is refused with 403 ``CROSS_SITE_REQUEST`` before the app reads it. The fevex
-clients send the header.
+With the console on, a state-changing request (POST) must also carry
+``X-Fevex-Request: 1``, which a cross-site form cannot send and a cross-site script cannot
+send without a CORS preflight this app refuses; otherwise it is refused with 403
+``CROSS_SITE_REQUEST`` before the app reads it, by the guard in front of every request
+(:mod:`fevex.http.request_guard`, which also checks ``Host``, ``Origin`` and
+``Sec-Fetch-Site``). The fevex clients send the header.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from importlib import resources
-from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -31,7 +29,6 @@ from fevex.http.errors import error_body
 __all__ = ["Console", "console_assets"]
 
 CONSOLE_PATH = "/ui"
-REQUEST_HEADER = "X-Fevex-Request"
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
@@ -48,10 +45,6 @@ CONTENT_TYPES = {
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
 }
-# The protocol's only state-changing method; its router answers any other one with 405.
-STATE_CHANGING = frozenset({"POST"})
-# Sec-Fetch-Site values of requests this origin's own pages (or no page at all) made.
-OWN_SITES = frozenset({"same-origin", "none"})
 
 
 def console_assets() -> dict[str, tuple[bytes, str]]:
@@ -66,44 +59,21 @@ def console_assets() -> dict[str, tuple[bytes, str]]:
 
 
 class Console:
-    """An ASGI wrapper around the protocol app: serves ``/ui`` and guards state-changing
-    requests (see the module's description); everything else goes to ``app``."""
+    """An ASGI wrapper around the protocol app: serves ``/ui``; everything else goes to
+    ``app``."""
 
-    def __init__(self, app: ASGIApp, *, cors_origins: Sequence[str] = ()) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.assets = console_assets()
-        self.trusted_origins = frozenset(cors_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path: str = scope["path"]
-        if path == CONSOLE_PATH or path.startswith(CONSOLE_PATH + "/"):
+        path: str = scope.get("path", "")
+        if scope["type"] == "http" and (
+            path == CONSOLE_PATH or path.startswith(CONSOLE_PATH + "/")
+        ):
             await self._page(scope, send)
             return
-        if scope["method"] in STATE_CHANGING:
-            refusal = self.cross_site_refusal(_headers(scope))
-            if refusal is not None:
-                await _send_json(send, 403, error_body("CROSS_SITE_REQUEST", refusal))
-                return
         await self.app(scope, receive, send)
-
-    def cross_site_refusal(self, headers: Mapping[str, str]) -> str | None:
-        """Why a state-changing request with these headers is refused, or ``None``."""
-        if headers.get(REQUEST_HEADER.lower()) != "1":
-            return f"A state-changing request must carry the header {REQUEST_HEADER}: 1."
-        site = headers.get("sec-fetch-site")
-        if site is not None and site not in OWN_SITES:
-            return "This request came from another site."
-        origin = headers.get("origin")
-        if (
-            origin is not None
-            and origin not in self.trusted_origins
-            and urlsplit(origin).netloc.lower() != headers.get("host", "").lower()
-        ):
-            return "This request came from another origin."
-        return None
 
     async def _page(self, scope: Scope, send: Send) -> None:
         if scope["method"] not in ("GET", "HEAD"):
@@ -121,10 +91,6 @@ class Console:
             return
         body, content_type = found
         await _send(send, 200, b"" if scope["method"] == "HEAD" else body, content_type)
-
-
-def _headers(scope: Scope) -> dict[str, str]:
-    return {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
 
 
 async def _send_json(send: Send, status: int, body: object) -> None:

@@ -2,9 +2,11 @@
 the caller's context first and keeping to the caller's namespace.
 
 A run or session of another namespace is answered exactly as one that does not exist
-(404), so that a caller cannot even learn that it exists. Commands that continue a run
-(resume, recover, send an event) return once the run is taken over and let it go on in the
-server (202); its progress is observed over SSE. Starting returns the new run (201).
+(404), so that a caller cannot even learn that it exists; so is a path id no store could
+hold (longer than any id, or with a NUL or a lone surrogate), which is never looked up.
+Commands that continue a run (resume, recover, send an event) return once the run is taken
+over and let it go on in the server (202); its progress is observed over SSE. Starting
+returns the new run (201).
 """
 
 from __future__ import annotations
@@ -16,19 +18,24 @@ from typing import Any, cast, get_args
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from fevex._internal.storable_text import is_storable
 from fevex.app import Fevex
 from fevex.errors import FevexError, FevexRunError
 from fevex.http.authentication import Authenticate, authenticated_context, same_namespace
 from fevex.http.event_stream import run_event_frames
 from fevex.http.request_body import (
+    MAX_ID_LENGTH,
     Field,
     any_json,
     check_query,
     choice,
+    cursor,
+    identifier,
     invalid,
     non_empty_text,
     optional,
     positive_seconds,
+    query_cursor,
     query_integer,
     query_text,
     read_json_body,
@@ -41,8 +48,6 @@ from fevex.runtime.records import AgentRun, RunStatus, Session
 __all__ = ["Endpoints"]
 
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
-# No id fevex makes is longer; a longer one names nothing, and is never sent to the store.
-MAX_ID_LENGTH = 256
 MAX_RUN_PAGE = 1000
 DEFAULT_RUN_PAGE = 50
 # How many of the store's pages one listing reads at most while it skips other namespaces'
@@ -51,7 +56,7 @@ RUN_PAGES_SCANNED = 10
 
 START_FIELDS: dict[str, Field] = {
     "input": any_json,
-    "session_id": optional(non_empty_text),
+    "session_id": optional(identifier),
     "timeout": optional(positive_seconds),
 }
 TIMEOUT_FIELDS: dict[str, Field] = {"timeout": optional(positive_seconds)}
@@ -83,8 +88,6 @@ class Endpoints:
         """The run the path names, if it is the caller's."""
         run_id = _path_id(request, "run_id")
         missing = FevexRunError("RUN_NOT_FOUND", f"There is no run {run_id!r}.")
-        if len(run_id) > MAX_ID_LENGTH:
-            raise missing
         try:
             run = await self.fevex.get_run(run_id)
         except FevexError as error:
@@ -99,8 +102,6 @@ class Endpoints:
         """The session, if the runs that used it are the caller's: a session belongs to the
         namespace of its latest run."""
         missing = FevexRunError("SESSION_NOT_FOUND", f"There is no session {session_id!r}.")
-        if len(session_id) > MAX_ID_LENGTH:
-            raise missing
         latest = await self.fevex.list_runs(session_id=session_id, limit=1)
         if not latest or not same_namespace(latest[0].context, caller):
             raise missing
@@ -118,8 +119,6 @@ class Endpoints:
         nobody has used; never continue another namespace's conversation."""
         if session_id is None:
             return
-        if len(session_id) > MAX_ID_LENGTH:
-            raise invalid(f"session_id is longer than {MAX_ID_LENGTH} characters.")
         if await self.fevex.run_store.get_session(session_id) is None:
             return
         await self._session(session_id, caller)
@@ -186,18 +185,18 @@ class Endpoints:
             name: query_text(params, name)
             for name in ("kind", "name", "session_id", "parent_run_id")
         }
-        cursor = query_text(params, "after")
+        position = query_cursor(params, "after")
         found: list[AgentRun] = []
         next_after: str | None = None
         for _ in range(RUN_PAGES_SCANNED):
             page = await self.fevex.list_runs(
                 status=cast(RunStatus | None, status),
                 limit=limit,
-                after=cursor,
+                after=position,
                 **filters,
             )
             for run in page:
-                cursor = run.id
+                position = run.id
                 if same_namespace(run.context, caller):
                     found.append(run)
                     if len(found) == limit:
@@ -208,7 +207,7 @@ class Endpoints:
             if len(page) < limit:
                 next_after = None
                 break
-            next_after = cursor
+            next_after = position
         return JSONResponse({"runs": [run.to_json() for run in found], "next_after": next_after})
 
     async def list_events(self, request: Request) -> Response:
@@ -222,7 +221,7 @@ class Endpoints:
             raise invalid("order must be asc or desc.")
         events = await self.fevex.list_events(
             run.id,
-            after=query_text(params, "after"),
+            after=query_cursor(params, "after"),
             limit=limit,
             order="asc" if order == "asc" else "desc",
         )
@@ -236,7 +235,11 @@ class Endpoints:
         check_query(request.query_params, frozenset(("after",)))
         run = await self._run(request, caller)
         # A reconnecting client's Last-Event-ID is where it stopped: it wins over ?after=.
-        after = request.headers.get("last-event-id") or query_text(request.query_params, "after")
+        last_event_id = request.headers.get("last-event-id")
+        if last_event_id:
+            after: str | None = cursor(last_event_id)
+        else:
+            after = query_cursor(request.query_params, "after")
         if after is not None:
             # Refused before the stream starts, while an error can still be a status.
             await self.fevex.list_events(run.id, after=after, limit=1)
@@ -261,7 +264,7 @@ class Endpoints:
         body = await self._body(
             request,
             {
-                "approval_id": optional(non_empty_text),
+                "approval_id": optional(identifier),
                 "decision": optional(choice("approve", "reject")),
                 **TIMEOUT_FIELDS,
             },
@@ -340,9 +343,22 @@ class Endpoints:
         return JSONResponse(compacted.to_json())
 
 
+# What the path names, by its parameter: the code and noun of one that is not there.
+PATH_IDS = {
+    "run_id": ("RUN_NOT_FOUND", "run"),
+    "session_id": ("SESSION_NOT_FOUND", "session"),
+    "agent_name": ("AGENT_NOT_FOUND", "agent"),
+    "workflow_name": ("WORKFLOW_NOT_FOUND", "workflow"),
+    "team_name": ("TEAM_NOT_FOUND", "team"),
+}
+
+
 def _path_id(request: Request, name: str) -> str:
     value = request.path_params[name]
     assert isinstance(value, str)
+    if len(value) > MAX_ID_LENGTH or not is_storable(value):
+        code, noun = PATH_IDS[name]
+        raise FevexRunError(code, f"There is no {noun} by the name in this path.")
     return value
 
 

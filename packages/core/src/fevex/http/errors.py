@@ -30,6 +30,7 @@ ERROR_STATUS: dict[str, int] = {
     "INVALID_CURSOR": 400,
     "INVALID_CONTEXT": 400,
     "EVENT_PAYLOAD_INVALID": 400,
+    "HOST_NOT_ALLOWED": 400,
     # Who asks.
     "UNAUTHENTICATED": 401,
     "FORBIDDEN": 403,

@@ -12,8 +12,8 @@ from typing import Any
 
 from fevex.__about__ import __version__
 from fevex.app import Fevex
-from fevex.http.endpoints import DEFAULT_RUN_PAGE, MAX_ID_LENGTH, MAX_RUN_PAGE, RUN_STATUSES
-from fevex.http.request_body import MAX_SECONDS
+from fevex.http.endpoints import DEFAULT_RUN_PAGE, MAX_RUN_PAGE, RUN_STATUSES
+from fevex.http.request_body import MAX_ID_LENGTH, MAX_SECONDS
 
 __all__ = ["openapi_document"]
 

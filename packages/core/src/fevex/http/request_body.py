@@ -3,7 +3,11 @@ checked field by field before anything reaches the app.
 
 Every endpoint names the fields it takes; any other field is refused (``INVALID_REQUEST``),
 so that a body can never smuggle an ``actor`` or a ``context`` in. JSON that Python would
-accept but a store could not keep (``NaN``, ``Infinity``) is refused too.
+accept but a store could not keep (``NaN``, ``Infinity``) is refused too, and so is text,
+in a field, a query parameter or a cursor, that no store can keep or look up (a NUL
+character, a lone surrogate) or longer than any id: it is refused here with the same code
+whatever the store, where a store would otherwise find nothing or fail (``STORE_ERROR``).
+The JSON a run takes (``input``, ``payload``) is checked by the app, with its own codes.
 """
 
 from __future__ import annotations
@@ -16,16 +20,21 @@ from typing import Any
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 
+from fevex._internal.storable_text import is_storable
 from fevex.errors import FevexError
 
 __all__ = [
+    "MAX_ID_LENGTH",
     "Field",
     "any_json",
     "choice",
+    "cursor",
+    "identifier",
     "non_empty_text",
     "optional",
     "positive_seconds",
     "query_integer",
+    "query_cursor",
     "query_text",
     "read_json_body",
     "whole_number",
@@ -35,6 +44,9 @@ __all__ = [
 Field = Callable[[str, Any], Any]
 # The longest a run may be given, in seconds: a day; what arrives as JSON is bounded.
 MAX_SECONDS = 86_400.0
+# No id fevex makes is longer; a longer one names nothing, and is never sent to the store.
+MAX_ID_LENGTH = 256
+UNSTORABLE = "a NUL character or a lone surrogate"
 
 
 def invalid(message: str) -> FevexError:
@@ -60,7 +72,7 @@ async def read_json_body(
     At most ``limit`` bytes are read: a ``Content-Length`` above it is refused before the
     body is read, and a body that streams past it is refused once it does."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise too_large(limit)
     received = bytearray()
     async for chunk in request.stream():
@@ -99,12 +111,35 @@ def optional(field: Field) -> Field:
 def non_empty_text(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise invalid(f"{name} must be a non-empty string.")
-    return value
+    return text(name, value)
 
 
 def text(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise invalid(f"{name} must be a string.")
+    if not is_storable(value):
+        raise invalid(f"{name} holds {UNSTORABLE}.")
+    return value
+
+
+def identifier(name: str, value: Any) -> str:
+    """An id the client names (a session, an approval): non-empty text of at most
+    ``MAX_ID_LENGTH`` characters."""
+    found = non_empty_text(name, value)
+    if len(found) > MAX_ID_LENGTH:
+        raise invalid(f"{name} is longer than {MAX_ID_LENGTH} characters.")
+    return found
+
+
+def cursor(value: str) -> str:
+    """A cursor as sent (``?after=``, ``Last-Event-ID``): one that no store could hold
+    names nothing (``INVALID_CURSOR``, as for an unknown id), and never reaches one."""
+    if len(value) > MAX_ID_LENGTH or not is_storable(value):
+        raise FevexError(
+            "INVALID_CURSOR",
+            f"The cursor is longer than {MAX_ID_LENGTH} characters or holds {UNSTORABLE}: it "
+            "names nothing; pass the id of the last item of the previous page.",
+        )
     return value
 
 
@@ -136,6 +171,23 @@ def whole_number(name: str, value: Any) -> int:
 
 def query_text(params: QueryParams, name: str) -> str | None:
     """A query parameter given at most once; ``None`` when absent."""
+    value = _query_value(params, name)
+    if value is None:
+        return None
+    if len(value) > MAX_ID_LENGTH:
+        raise invalid(f"The query parameter {name} is longer than {MAX_ID_LENGTH} characters.")
+    if not is_storable(value):
+        raise invalid(f"The query parameter {name} holds {UNSTORABLE}.")
+    return value
+
+
+def query_cursor(params: QueryParams, name: str) -> str | None:
+    """A cursor given as a query parameter (see :func:`cursor`); ``None`` when absent."""
+    value = _query_value(params, name)
+    return None if value is None else cursor(value)
+
+
+def _query_value(params: QueryParams, name: str) -> str | None:
     values = params.getlist(name)
     if len(values) > 1:
         raise invalid(f"The query parameter {name} is given more than once.")

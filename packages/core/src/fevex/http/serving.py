@@ -14,6 +14,11 @@ guard (``X-Fevex-Request``) keeps other sites' pages from deciding as that perso
 address is refused (``SERVE_UNAUTHENTICATED``). Start-up prints the API's and the
 console's URLs.
 
+The app answers only requests whose ``Host`` it serves (see
+:mod:`fevex.http.request_guard`): its ``allowed_hosts`` (by default the loopback ones), the
+address it binds, and each ``--allowed-host``. A wildcard bind (``0.0.0.0``, ``::``) names
+no host, so it needs ``allowed_hosts`` or ``--allowed-host`` (``SERVE_HOSTS_REQUIRED``).
+
 Each uvicorn worker process loads the app itself (uvicorn calls :func:`served_app` in it,
 configured through environment variables), serves it, and, unless ``--no-worker``, runs
 the lanes of ``fevex worker`` beside it, so that runs whose process died are recovered and
@@ -31,7 +36,7 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 try:
@@ -55,6 +60,7 @@ __all__ = [
     "load_http_app",
     "local_actor_name",
     "served_app",
+    "served_hosts",
 ]
 
 # SSE streams of paused runs never end by themselves: on SIGTERM, requests still open this
@@ -65,6 +71,9 @@ APP_VARIABLE = "FEVEX_SERVE_APP"
 WORKER_VARIABLE = "FEVEX_SERVE_WORKER"
 UI_VARIABLE = "FEVEX_SERVE_UI"
 ACTOR_VARIABLE = "FEVEX_SERVE_ACTOR"
+HOSTS_VARIABLE = "FEVEX_SERVE_HOSTS"
+# Addresses that bind every interface: they name no host a request could carry.
+WILDCARD_ADDRESSES = frozenset({"", "0.0.0.0", "::", "[::]"})
 
 
 def is_loopback(host: str) -> bool:
@@ -75,6 +84,16 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def served_hosts(host: str, allowed_hosts: Sequence[str]) -> list[str]:
+    """The hosts ``fevex serve`` adds to the app's: the address it binds (unless a
+    wildcard), then each ``--allowed-host``."""
+    added: list[str] = []
+    if host not in WILDCARD_ADDRESSES:
+        added.append(f"[{host}]" if ":" in host and not host.startswith("[") else host)
+    added.extend(name for name in allowed_hosts if name not in added)
+    return added
 
 
 class LocalActor:
@@ -98,12 +117,19 @@ def local_actor_name() -> str:
 
 
 def load_http_app(
-    reference: str, store: str | None, *, ui: bool = False, local_actor: str | None = None
+    reference: str,
+    store: str | None,
+    *,
+    ui: bool = False,
+    local_actor: str | None = None,
+    hosts: Sequence[str] = (),
 ) -> FevexHttpApp:
     """The HTTP app ``module:attribute`` names (see the module's description), serving
-    the console under ``/ui`` too when ``ui``; a bare app with the console is served to
-    ``local_actor`` when one is named, to anonymous callers otherwise."""
-    return _http_app(reference, _load_target(reference, store), ui=ui, local_actor=local_actor)
+    the console under ``/ui`` too when ``ui`` and answering ``hosts`` too; a bare app with
+    the console is served to ``local_actor`` when one is named, to anonymous callers
+    otherwise."""
+    target = _load_target(reference, store)
+    return _http_app(reference, target, ui=ui, local_actor=local_actor).with_allowed_hosts(hosts)
 
 
 def _load_target(reference: str, store: str | None) -> FevexHttpApp | Fevex:
@@ -163,13 +189,21 @@ def _local_actor(
 
 def check_bind(http_app: FevexHttpApp, host: str, workers: int) -> None:
     """Refuse what must not be served: anonymous callers on an address other hosts can
-    reach, and several processes on a store only one process can see."""
+    reach, a wildcard address with no host to answer, and several processes on a store
+    only one process can see."""
     if not http_app.authenticates and not is_loopback(host):
         raise FevexConfigurationError(
             "SERVE_UNAUTHENTICATED",
             f"fevex serve will not bind {host}, which other hosts can reach, without "
             "authentication: point --app at create_http_app(app, authenticate=...), or bind "
             "127.0.0.1.",
+            details={"host": host},
+        )
+    if http_app.allowed_hosts is None and not is_loopback(host):
+        raise FevexConfigurationError(
+            "SERVE_HOSTS_REQUIRED",
+            f"fevex serve binds {host}, which names no host its requests carry: name the "
+            "hosts it answers with --allowed-host (or create_http_app(allowed_hosts=...)).",
             details={"host": host},
         )
     if workers > 1 and isinstance(http_app.fevex.run_store, InMemoryRunStore):
@@ -225,6 +259,7 @@ def served_app() -> ServedApp:
         None,
         ui=os.environ.get(UI_VARIABLE) == "1",
         local_actor=os.environ.get(ACTOR_VARIABLE) or None,
+        hosts=json.loads(os.environ.get(HOSTS_VARIABLE, "[]")),
     )
     return ServedApp(http_app, worker=os.environ.get(WORKER_VARIABLE, "1") == "1")
 
@@ -239,17 +274,22 @@ def serve(
     worker: bool,
     ui: bool = False,
     actor: str | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
     """Check what ``reference`` serves here, then run uvicorn until SIGINT or SIGTERM;
     ``actor`` names the local actor (see the module's description)."""
     target = _load_target(reference, store)
     local_actor = _local_actor(target, host, ui, actor)
-    http_app = _http_app(reference, target, ui=ui, local_actor=local_actor)
+    hosts = served_hosts(host, allowed_hosts)
+    http_app = _http_app(reference, target, ui=ui, local_actor=local_actor).with_allowed_hosts(
+        hosts
+    )
     check_bind(http_app, host, workers)
     os.environ[APP_VARIABLE] = reference
     os.environ[WORKER_VARIABLE] = "1" if worker else "0"
     os.environ[UI_VARIABLE] = "1" if ui else "0"
     os.environ[ACTOR_VARIABLE] = local_actor or ""
+    os.environ[HOSTS_VARIABLE] = json.dumps(hosts)
 
     def announce(bound_port: int | None) -> None:
         print(_addresses(host, bound_port, ui, local_actor), file=sys.stderr, flush=True)

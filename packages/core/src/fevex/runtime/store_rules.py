@@ -12,7 +12,11 @@ faults gets the same code everywhere:
 
 1. the arguments alone, before anything is read: ``INVALID_ARGUMENT``
    (:func:`check_commit_arguments`, :func:`check_create_arguments`,
-   :func:`check_event_page`, :func:`check_expired_run_limit`, :func:`claimable_names`);
+   :func:`check_event_page`, :func:`check_expired_run_limit`, :func:`claimable_names`,
+   :func:`check_session_id`); text that no store can hold (a NUL character, a lone
+   surrogate) is refused here, never sent to a store, so that no store answers it with
+   ``STORE_ERROR`` while another finds nothing: in a filter, ``INVALID_ARGUMENT``; in a
+   cursor, ``INVALID_CURSOR`` (it names nothing);
 2. the run exists: ``RUN_NOT_FOUND`` (:func:`run_not_found`);
 3. the lease: ``LEASE_LOST`` (:func:`check_lease`); for a renewal, then the run's cancel
    request: ``RUN_CANCEL_REQUESTED`` (:func:`check_renewal`);
@@ -40,6 +44,7 @@ from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard, get_args
 
+from fevex._internal.storable_text import is_storable
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime.records import TERMINAL_STATUSES, RunStatus
@@ -72,6 +77,7 @@ __all__ = [
     "check_session_reservable",
     "check_session_saveable",
     "check_sequence",
+    "check_session_id",
     "claimable_names",
     "cursor_sequence",
     "ends_run",
@@ -92,6 +98,9 @@ _EVENT_ORDERS = ("asc", "desc")
 _RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 # The most runs one list_runs call returns.
 _MAX_RUN_PAGE = 1000
+# The longest session id a run may name: every store can index it (PostgreSQL refuses a
+# btree entry of more than about 2,700 bytes; this is at most 1,024 bytes of UTF-8).
+MAX_SESSION_ID_LENGTH = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +178,23 @@ def event_id_taken(run_id: str) -> FevexRunError:
 
 
 def check_create_arguments(create: ExecutionCreate) -> None:
-    """``INVALID_ARGUMENT`` when an opening event belongs to another run."""
+    """``INVALID_ARGUMENT`` when the run's session id is not one every store can keep
+    (:func:`check_session_id`) or an opening event belongs to another run."""
+    check_session_id(create.run.session_id)
     _check_events_belong(create.run.id, create.events)
+
+
+def check_session_id(session_id: object) -> None:
+    """``INVALID_ARGUMENT`` unless ``session_id`` is a non-empty string of at most
+    :data:`MAX_SESSION_ID_LENGTH` characters that every store can keep."""
+    if not isinstance(session_id, str) or not session_id:
+        raise invalid_argument("session_id must be a non-empty string.")
+    if len(session_id) > MAX_SESSION_ID_LENGTH:
+        raise invalid_argument(f"session_id is longer than {MAX_SESSION_ID_LENGTH} characters.")
+    if not is_storable(session_id):
+        raise invalid_argument(
+            "session_id holds a NUL character or a lone surrogate, which no store keeps."
+        )
 
 
 def check_commit_arguments(commit: ExecutionCommit) -> None:
@@ -222,9 +246,12 @@ def _check_events_belong(run_id: str, events: Sequence[RunEvent]) -> None:
 
 def check_event_page(after: object, limit: object, order: object) -> None:
     """``INVALID_ARGUMENT`` unless ``after`` is an event id (a string) or ``None``,
-    ``limit`` a positive integer or ``None``, and ``order`` ``"asc"`` or ``"desc"``."""
+    ``limit`` a positive integer or ``None``, and ``order`` ``"asc"`` or ``"desc"``; an
+    ``after`` no store can keep is ``INVALID_CURSOR``."""
     if after is not None and not isinstance(after, str):
         raise invalid_argument(f"after must be an event id or None, not {type(after).__name__}.")
+    if after is not None and not is_storable(after):
+        raise _unstorable_cursor("Event", after)
     if limit is not None and (not _is_whole(limit) or limit < 1):
         raise invalid_argument(f"limit must be a positive integer or None, not {limit!r}.")
     if order not in _EVENT_ORDERS:
@@ -249,8 +276,9 @@ def check_run_page(
 ) -> RunPage:
     """The page a ``list_runs`` call asks for, or ``INVALID_ARGUMENT`` unless ``status``
     is ``None`` or a run status, ``kind``, ``name``, ``session_id`` and ``parent_run_id``
-    are ``None`` or non-empty strings, ``limit`` is an integer from 1 to 1000 and
-    ``after`` is a run id (a string) or ``None``, checked in that order."""
+    are ``None`` or non-empty strings that a store can keep, ``limit`` is an integer from 1
+    to 1000 and ``after`` is a run id (a string) or ``None``, checked in that order; an
+    ``after`` no store can keep is ``INVALID_CURSOR``."""
     if status is not None and status not in _RUN_STATUSES:
         allowed = ", ".join(repr(value) for value in _RUN_STATUSES)
         raise invalid_argument(f"status must be one of {allowed} or None, not {status!r}.")
@@ -267,6 +295,10 @@ def check_run_page(
             continue
         if not isinstance(value, str) or not value:
             raise invalid_argument(f"{field} must be a non-empty string or None, not {value!r}.")
+        if not is_storable(value):
+            raise invalid_argument(
+                f"{field} holds a NUL character or a lone surrogate, which no run holds."
+            )
         filters[field] = value
     if not _is_whole(limit) or not 1 <= limit <= _MAX_RUN_PAGE:
         raise invalid_argument(
@@ -274,7 +306,18 @@ def check_run_page(
         )
     if after is not None and not isinstance(after, str):
         raise invalid_argument(f"after must be a run id or None, not {type(after).__name__}.")
+    if after is not None and not is_storable(after):
+        raise _unstorable_cursor("Run", after)
     return RunPage(filters, limit, after)
+
+
+def _unstorable_cursor(kind: str, after: str) -> FevexRunError:
+    # Its text is never repeated: it is what no store could keep, nor print.
+    return FevexRunError(
+        "INVALID_CURSOR",
+        f"{kind} cursor holds a NUL character or a lone surrogate: it names nothing; pass "
+        "the id of the last item of the previous page.",
+    )
 
 
 def claimable_names(names: Collection[str] | None) -> frozenset[str] | None:
