@@ -163,13 +163,12 @@ class ToolCallRun:
 
     async def _call(self, value: Any, attempt: int) -> Any:
         definition = self.tool.definition
-        args: tuple[Any, ...] = (value,)
-        if definition.takes_context:
-            args = (value, self._context(attempt))
+        context = self._context(attempt) if definition.takes_context else None
+        args, keywords = definition.call_arguments(value, context)
         try:
             if definition.is_async:
-                return await self.guard(definition.function(*args))
-            return await self.guard(asyncio.to_thread(definition.function, *args))
+                return await self.guard(definition.function(*args, **keywords))
+            return await self.guard(asyncio.to_thread(definition.function, *args, **keywords))
         except FevexError as error:
             # A provider's own error may quote what it sent, credentials included.
             if self.secrets:
