@@ -159,6 +159,7 @@ def compose(
     found = Problems() if problems is None else problems
     model_table = _models(models, found)
     tool_table = _tools(tools, found)
+    _agent_tools(agents, tool_table, found)
     connection_table = _connections(connections, tool_table, found)
     agent_table = _agents(agents, model_table, tool_table, connection_table, found)
     workflow_table = _workflows(workflows, found)
@@ -328,6 +329,28 @@ def _tools(tools: Any, found: Problems) -> dict[str, PreparedTool]:
                 ),
             )
     return tool_table
+
+
+def _agent_tools(agents: Any, tool_table: dict[str, PreparedTool], found: Problems) -> None:
+    """Register the tools agents list as objects: the same tool may be listed by several
+    agents and by the app, but two different tools of one name cannot both be meant."""
+    if not isinstance(agents, Sequence | set) or isinstance(agents, str | bytes):
+        return  # refused by _agents
+    for agent in agents:
+        if not isinstance(agent, AgentDefinition):
+            continue
+        for tool in agent.tool_definitions:
+            with found.collect():
+                registered = tool_table.get(tool.name)
+                if registered is not None:
+                    if registered.definition is tool or registered.definition == tool:
+                        continue
+                    raise FevexConfigurationError(
+                        "DUPLICATE_TOOL",
+                        f"Agent {agent.name} lists a tool {tool.name!r}, but another tool of "
+                        "that name is already registered; give one of them another name.",
+                    )
+                tool_table.update(_tools([tool], found))
 
 
 def _connections(
