@@ -93,6 +93,14 @@ async def test_text_streams_and_usage_comes_from_the_usage_only_chunk(
     ]
 
 
+async def test_a_server_that_reports_input_and_output_only_gets_their_total(
+    server: LoopbackServer, chat_model: Callable[..., OpenAIModel]
+) -> None:
+    server.respond(ChatChunks().content("Hi").finish().usage(100, 44, total=False).scripted())
+    _, result = await collect(chat_model(), ask())
+    assert result.usage == Usage(100, 44, 144)
+
+
 async def test_a_server_that_reports_no_usage_gives_empty_usage(
     server: LoopbackServer, chat_model: Callable[..., OpenAIModel]
 ) -> None:

@@ -29,13 +29,25 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts as the provider reported them; ``None`` means not reported."""
+    """Token counts as the provider reported them; ``None`` means not reported.
+
+    ``total_tokens`` not reported beside input and output counts is their sum: many
+    providers report only those two, and prices and budgets read the total.
+    """
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
     cached_input_tokens: int | None = None
     reasoning_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if (
+            self.total_tokens is None
+            and isinstance(self.input_tokens, int)
+            and isinstance(self.output_tokens, int)
+        ):
+            object.__setattr__(self, "total_tokens", self.input_tokens + self.output_tokens)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
