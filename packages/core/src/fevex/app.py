@@ -38,7 +38,12 @@ from fevex.knowledge import ContextProviderDefinition, MemoryStore, SkillDefinit
 from fevex.messages import ContentPart, Message
 from fevex.models import ModelGateway, Usage
 from fevex.policies.policy import Policy
-from fevex.runtime.approval import ApprovalDecision, approval_decision, check_actor
+from fevex.runtime.approval import (
+    ApprovalDecision,
+    approval_decision,
+    check_actor,
+    pending_approvals,
+)
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import AgentRun, RunStatus, Session
@@ -338,7 +343,9 @@ class Fevex(BlockingTwins):
     async def _result(self, execution: Execution) -> RunResult[Any]:
         events = [event async for event in self._kernel.events(execution)]
         if execution.pause is not None:
-            raise RunPausedError(execution.run_id, execution.pause)
+            raise RunPausedError(
+                execution.run_id, execution.pause, approvals=pending_approvals(execution.pause)
+            )
         run = execution.sink.run
         usage: Usage = getattr(execution.driver, "usage", Usage())
         return RunResult(run.id, run.session_id, execution.output, usage, tuple(events))
@@ -676,7 +683,7 @@ class Fevex(BlockingTwins):
             return await self._continued(
                 await self._kernel.continue_due(run_id, timeout=timeout), wait
             )
-        approval_id, verdict, actor = decided
+        approval_id, verdict, actor, reason = decided
 
         def decide(_: AgentRun, checkpoint: dict[str, Any]) -> None:
             pending = checkpoint.get("pending")
@@ -690,7 +697,11 @@ class Fevex(BlockingTwins):
             decisions = pending.get("decisions")
             pending["decisions"] = {
                 **(decisions if isinstance(decisions, dict) else {}),
-                str(approval.get("tool_call_id")): {"decision": verdict, "actor": dict(actor)},
+                str(approval.get("tool_call_id")): {
+                    "decision": verdict,
+                    "actor": dict(actor),
+                    **({"reason": reason} if reason is not None else {}),
+                },
             }
 
         execution = await self._kernel.take_over(

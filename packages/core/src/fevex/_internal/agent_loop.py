@@ -373,16 +373,20 @@ class AgentLoop:
                 )
             if not recovered and tool.definition.approval == "required":
                 decision = pending.decisions.get(call.id)
-                if decision is None:
+                # A reviewer is asked only about input the tool would accept: invalid input
+                # is refused below, by the call itself, as for any tool.
+                if decision is None and runner.input_is_valid():
                     await runner.check_policies("approval")
                     async with aclosing(self._pause_for_approval(call, tool)) as paused:
                         async for event in paused:
                             yield event
                     return
-                if decision["decision"] == "reject":
+                if decision is not None and decision["decision"] == "reject":
+                    reason = decision.get("reason")
                     rejection = {
                         "code": "TOOL_REJECTED",
-                        "message": f"A reviewer rejected this call of {call.name}.",
+                        "message": f"A reviewer rejected this call of {call.name}"
+                        + (f": {reason}" if isinstance(reason, str) and reason else "."),
                     }
                     pending.results.append(ToolResultPart(call.id, call.name, rejection, True))
                     pending.approval = None

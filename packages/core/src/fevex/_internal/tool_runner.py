@@ -113,6 +113,14 @@ class ToolCallRun:
         if self.policies:
             await enforce_policies(self.policies, self.policy_request(stage, attempt))
 
+    def input_is_valid(self) -> bool:
+        """Whether the model's arguments pass the tool's input schema."""
+        try:
+            self.tool.input_schema.validate(self.call.input)
+        except Exception:
+            return False
+        return True
+
     async def execute(self) -> Any:
         """Run the call to its validated JSON output, or raise its ``FevexRunError``."""
         definition = self.tool.definition

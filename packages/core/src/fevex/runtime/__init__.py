@@ -1,4 +1,4 @@
-from fevex.runtime.approval import ApprovalDecision
+from fevex.runtime.approval import ApprovalDecision, PendingApproval
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.open_run_store import open_run_store
@@ -20,6 +20,7 @@ __all__ = [
     "ExecutionCommit",
     "ExecutionCreate",
     "InMemoryRunStore",
+    "PendingApproval",
     "RecoverySweep",
     "RunLease",
     "RunStatus",

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from fevex.messages import Message, message_from_json
 from fevex.models import Usage
+from fevex.runtime.approval import PendingApproval, pending_approvals
 
 __all__ = ["AgentRun", "RunStatus", "Session"]
 
@@ -68,6 +69,11 @@ class AgentRun:
             object.__setattr__(self, "name", self.agent_name)
         if not self.root_run_id:
             object.__setattr__(self, "root_run_id", self.id)
+
+    @property
+    def approvals(self) -> tuple[PendingApproval, ...]:
+        """The approvals a paused run waits for (see :class:`PendingApproval`)."""
+        return pending_approvals(self.pause)
 
     @property
     def usage_totals(self) -> Usage:
