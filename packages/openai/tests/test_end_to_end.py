@@ -110,6 +110,10 @@ async def test_an_agent_on_openai_calls_a_tool_and_answers(
     assert [event.type for event in result.events] == [
         "run.started",
         "model.started",
+        "model.block.started",  # the tool call's block and its streamed arguments
+        "model.tool_input.delta",
+        "model.tool_input.delta",
+        "model.block.stopped",
         "model.completed",
         "tool.started",
         "tool.completed",

@@ -183,6 +183,11 @@ class AgentLoop:
             "usage": result.usage.to_json(),
             "total_usage": state.usage.to_json(),
         }
+        if result.stop_reason is not None:
+            completed_payload["stop_reason"] = result.stop_reason
+        if result.reasoning:
+            # The message layer keeps the step's thinking part, as the transcript does.
+            completed_payload["reasoning"] = result.reasoning
         if self.calculate_cost is not None:
             cost = self._price(result.usage)
             if cost is not None:
@@ -230,11 +235,10 @@ class AgentLoop:
                     raise
                 except Exception as error:
                     raise _model_error(error) from error
-                delta = reader.accept(event)
-                if delta is not None:
-                    yield await self.execution.sink.emit(
-                        "model.output.delta", {"step": step, "delta": delta}
-                    )
+                recorded = reader.accept(event)
+                if recorded is not None:
+                    kind, payload = recorded
+                    yield await self.execution.sink.emit(kind, {"step": step, **payload})
         finally:
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:

@@ -27,12 +27,15 @@ from typing import Any
 from fevex._internal.canonical_json import canonical_json, json_digest
 from fevex.errors import FevexError, FevexRunError
 from fevex.models import (
+    BlockStarted,
+    BlockStopped,
     Completed,
     ModelGateway,
     ModelInput,
     ModelResult,
     ModelStreamEvent,
     OutputDelta,
+    ToolInputDelta,
     ToolCall,
     Usage,
 )
@@ -219,6 +222,18 @@ def _is_secret(key: Any) -> bool:
 def _event_json(event: Any) -> dict[str, Any]:
     if isinstance(event, OutputDelta):
         return {"type": "output.delta", "delta": event.delta}
+    if isinstance(event, BlockStarted):
+        return {
+            "type": "block.started",
+            "index": event.index,
+            "block": event.block,
+            "tool_call_id": event.tool_call_id,
+            "tool_name": event.tool_name,
+        }
+    if isinstance(event, ToolInputDelta):
+        return {"type": "tool_input.delta", "index": event.index, "delta": event.delta}
+    if isinstance(event, BlockStopped):
+        return {"type": "block.stopped", "index": event.index}
     if isinstance(event, Completed):
         result = event.result
         return {
@@ -232,6 +247,7 @@ def _event_json(event: Any) -> dict[str, Any]:
                 "usage": result.usage.to_json(),
                 "provider_state": result.provider_state,
                 "reasoning": result.reasoning,
+                "stop_reason": result.stop_reason,
             },
         }
     raise FevexRunError(
@@ -246,6 +262,14 @@ def _event_from_json(data: Any, path: Path) -> ModelStreamEvent:
     try:
         if data["type"] == "output.delta":
             return OutputDelta(str(data["delta"]))
+        if data["type"] == "block.started":
+            return BlockStarted(
+                int(data["index"]), data["block"], data.get("tool_call_id"), data.get("tool_name")
+            )
+        if data["type"] == "tool_input.delta":
+            return ToolInputDelta(int(data["index"]), str(data["delta"]))
+        if data["type"] == "block.stopped":
+            return BlockStopped(int(data["index"]))
         if data["type"] == "completed":
             result = data["result"]
             return Completed(
@@ -258,6 +282,7 @@ def _event_from_json(data: Any, path: Path) -> ModelStreamEvent:
                     usage=Usage.from_json(result.get("usage")),
                     provider_state=result.get("provider_state"),
                     reasoning=result.get("reasoning"),
+                    stop_reason=result.get("stop_reason"),
                 )
             )
     except (KeyError, TypeError, AttributeError) as error:
