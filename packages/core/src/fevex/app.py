@@ -76,9 +76,13 @@ AgentInput = str | Message | Sequence[ContentPart] | Mapping[str, Any]
 # An agent of the app: its name, or its definition (which types the run's output).
 AgentReference = str | AgentDefinition[Any]
 # A workflow of the app: its name (the version registered last), or its definition.
-WorkflowReference = str | WorkflowDefinition
+WorkflowReference = str | WorkflowDefinition[Any, Any]
 # A team of the app: its name (the version registered last), or its definition.
-TeamReference = str | TeamDefinition
+TeamReference = str | TeamDefinition[Any, Any]
+# A definition whose runs' output type is known: what types a result read back by run id.
+TypedDefinition = (
+    AgentDefinition[OutputT] | WorkflowDefinition[Any, OutputT] | TeamDefinition[Any, OutputT]
+)
 logger = logging.getLogger("fevex")
 # A run id a caller chooses: what every store keeps as a key and every URL path carries.
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -100,14 +104,14 @@ def create_fevex(
     *,
     models: Mapping[str, ModelGateway] | None = None,
     agents: Iterable[AgentDefinition[Any]] = (),
-    tools: Iterable[ToolDefinition] = (),
+    tools: Iterable[ToolDefinition[Any, Any]] = (),
     run_store: RunStore | str | None = None,
     on_event: Callable[[RunEvent], Any] | Sequence[Callable[[RunEvent], Any]] | None = None,
     credentials: CredentialResolver = None,
     policies: Iterable[Policy] = (),
     connections: Iterable[ConnectionDefinition] = (),
-    workflows: Iterable[WorkflowDefinition] = (),
-    teams: Iterable[TeamDefinition] = (),
+    workflows: Iterable[WorkflowDefinition[Any, Any]] = (),
+    teams: Iterable[TeamDefinition[Any, Any]] = (),
     lease_seconds: float = 30.0,
     observability: Observability | None = None,
     context_providers: Iterable[ContextProviderDefinition | SkillDefinition] = (),
@@ -486,6 +490,28 @@ class Fevex(BlockingTwins):
             batching=batching,
         )
 
+    @overload
+    async def run_workflow(
+        self,
+        workflow: WorkflowDefinition[Any, OutputT],
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    async def run_workflow(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> RunResult[Any]: ...
+
     async def run_workflow(
         self,
         workflow: WorkflowReference,
@@ -560,6 +586,28 @@ class Fevex(BlockingTwins):
         return self._in_background(execution)
 
     # -- teams ----------------------------------------------------------------------
+
+    @overload
+    async def run_team(
+        self,
+        team: TeamDefinition[Any, OutputT],
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: TeamLimits | None = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    async def run_team(
+        self,
+        team: str,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: TeamLimits | None = None,
+    ) -> RunResult[Any]: ...
 
     async def run_team(
         self,
@@ -641,6 +689,18 @@ class Fevex(BlockingTwins):
         run_id: str,
         decision: ApprovalDecision | Mapping[str, Any] | None = None,
         *,
+        definition: TypedDefinition[OutputT],
+        timeout: float | None = None,
+        wait: Literal[True] = True,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    async def resume_run(
+        self,
+        run_id: str,
+        decision: ApprovalDecision | Mapping[str, Any] | None = None,
+        *,
+        definition: None = None,
         timeout: float | None = None,
         wait: Literal[True] = True,
     ) -> RunResult[Any]: ...
@@ -651,6 +711,7 @@ class Fevex(BlockingTwins):
         run_id: str,
         decision: ApprovalDecision | Mapping[str, Any] | None = None,
         *,
+        definition: TypedDefinition[Any] | None = None,
         timeout: float | None = None,
         wait: Literal[False],
     ) -> AgentRun: ...
@@ -660,6 +721,7 @@ class Fevex(BlockingTwins):
         run_id: str,
         decision: ApprovalDecision | Mapping[str, Any] | None = None,
         *,
+        definition: TypedDefinition[Any] | None = None,
         timeout: float | None = None,
         wait: bool = True,
     ) -> RunResult[Any] | AgentRun:
@@ -670,9 +732,15 @@ class Fevex(BlockingTwins):
 
         With ``wait=False`` it returns the run's snapshot once it is taken over (a refusal
         still raises) and the run goes on in the background, as after ``start_agent``; this
-        holds for ``send_event`` and ``recover_run`` too."""
+        holds for ``send_event`` and ``recover_run`` too.
+
+        ``definition`` (the run's agent, workflow or team definition) types the result by
+        its output; a run of another definition is refused with ``RUN_DEFINITION_MISMATCH``
+        before anything changes."""
         decided = None if decision is None else approval_decision(decision)
         run = await self.get_run(run_id)
+        if definition is not None:
+            check_run_definition(run, definition)
         if run.status != "paused":
             raise FevexRunError(
                 "RUN_NOT_PAUSED",
@@ -1010,4 +1078,22 @@ def _check_run_id(run_id: object) -> None:
         raise FevexRunError(
             "INVALID_ARGUMENT",
             "run_id must be 1 to 128 letters, digits or the characters _ . : -",
+        )
+
+
+def check_run_definition(run: AgentRun, definition: TypedDefinition[Any]) -> None:
+    """Refuse ``definition`` as the type of ``run``'s result unless the run is of it."""
+    kind = (
+        "agent"
+        if isinstance(definition, AgentDefinition)
+        else "workflow"
+        if isinstance(definition, WorkflowDefinition)
+        else "team"
+    )
+    if (run.kind, run.name) != (kind, definition.name):
+        raise FevexRunError(
+            "RUN_DEFINITION_MISMATCH",
+            f"Run {run.id} is a run of {run.kind} {run.name!r}, not of {kind} "
+            f"{definition.name!r}; pass its own definition (or none).",
+            run_id=run.id,
         )

@@ -30,7 +30,7 @@ DEFAULT_MODEL_KEY = "default"
 
 @dataclass(slots=True)
 class PreparedTool:
-    definition: ToolDefinition
+    definition: ToolDefinition[Any, Any]
     input_schema: CompiledSchema
     output_schema: CompiledSchema | None
 
@@ -67,7 +67,7 @@ class PreparedAgent:
 
 @dataclass(slots=True)
 class PreparedWorkflow:
-    definition: WorkflowDefinition
+    definition: WorkflowDefinition[Any, Any]
     input_schema: CompiledSchema | None
     output_schema: CompiledSchema | None
     events: dict[str, CompiledSchema | None]
@@ -75,7 +75,7 @@ class PreparedWorkflow:
 
 @dataclass(slots=True)
 class PreparedTeam:
-    definition: TeamDefinition
+    definition: TeamDefinition[Any, Any]
     input_schema: CompiledSchema | None
     output_schema: CompiledSchema | None
 

@@ -73,7 +73,7 @@ class ModelStreamReader:
             return self._tool_input(event)
         if kind == "block.stopped":
             index = getattr(event, "index", None)
-            if not _is_index(index) or not self._open(index):
+            if not isinstance(index, int) or not _is_index(index) or not self._open(index):
                 raise _violation(
                     "MODEL_STREAM_INVALID_EVENT",
                     f"The model stream stopped block {index!r}, which is not open.",
@@ -103,7 +103,8 @@ class ModelStreamReader:
         call_id = getattr(event, "tool_call_id", None)
         name = getattr(event, "tool_name", None)
         if (
-            not _is_index(index)
+            not isinstance(index, int)
+            or not _is_index(index)
             or index in self.blocks
             or block not in ("text", "thinking", "tool_use")
             or not (call_id is None or (isinstance(call_id, str) and call_id))
@@ -127,7 +128,8 @@ class ModelStreamReader:
         index = getattr(event, "index", None)
         delta = getattr(event, "delta", None)
         if (
-            not _is_index(index)
+            not isinstance(index, int)
+            or not _is_index(index)
             or not self._open(index)
             or self.blocks[index][0] != "tool_use"
             or not isinstance(delta, str)

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from fevex.messages import Message, message_from_json
 from fevex.models import Usage
 from fevex.runtime.approval import PendingApproval, pending_approvals
 
-__all__ = ["AgentRun", "RunStatus", "Session"]
+__all__ = ["AgentRun", "JsonValue", "RunStatus", "Session"]
+
+# A value as stores keep it: what json.loads returns.
+JsonValue: TypeAlias = (
+    "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
+)
 
 RunStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
 TERMINAL_STATUSES = frozenset(("completed", "failed", "cancelled"))
@@ -48,7 +53,7 @@ class AgentRun:
     input: Any
     created_at: str
     updated_at: str
-    output: Any = None
+    output: JsonValue = None
     usage: dict[str, int] = field(default_factory=dict)
     error: dict[str, Any] | None = None
     pause: dict[str, Any] | None = None

@@ -169,7 +169,7 @@ def _invalid(message: str) -> FevexConfigurationError:
 
 class ToolDecorator(Protocol):
     """What ``define_tool(name=...)`` returns: applied to a function, its tool. The input
-    type is the pydantic model a function takes whole, or ``dict[str, Any]`` for one that
+    type is the pydantic model a function takes whole, or ``dict[str, object]`` for one that
     takes keywords; the output type is what the function returns."""
 
     @overload
@@ -189,13 +189,13 @@ class ToolDecorator(Protocol):
         self, function: Callable[[_ModelT, ToolContext], OutputT], /
     ) -> ToolDefinition[_ModelT, OutputT]: ...
     @overload
-    def __call__(  # type: ignore[overload-overlap]
+    def __call__(
         self, function: Callable[..., Awaitable[OutputT]], /
-    ) -> ToolDefinition[dict[str, Any], OutputT]: ...
+    ) -> ToolDefinition[dict[str, object], OutputT]: ...
     @overload
     def __call__(
         self, function: Callable[..., OutputT], /
-    ) -> ToolDefinition[dict[str, Any], OutputT]: ...
+    ) -> ToolDefinition[dict[str, object], OutputT]: ...
 
 
 @overload
@@ -213,11 +213,11 @@ def define_tool(
     function: Callable[[_ModelT, ToolContext], OutputT], /
 ) -> ToolDefinition[_ModelT, OutputT]: ...
 @overload
-def define_tool(  # type: ignore[overload-overlap]
+def define_tool(
     function: Callable[..., Awaitable[OutputT]], /
-) -> ToolDefinition[dict[str, Any], OutputT]: ...
+) -> ToolDefinition[dict[str, object], OutputT]: ...
 @overload
-def define_tool(function: Callable[..., OutputT], /) -> ToolDefinition[dict[str, Any], OutputT]: ...
+def define_tool(function: Callable[..., OutputT], /) -> ToolDefinition[dict[str, object], OutputT]: ...
 @overload
 def define_tool(
     *,
