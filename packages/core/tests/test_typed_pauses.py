@@ -6,14 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from fevex import (
     ApprovalDecision,
     PendingApproval,
     RunPausedError,
+    WorkflowStep,
     create_fevex,
     define_agent,
     define_tool,
+    define_workflow,
 )
 from fevex.errors import FevexRunError
 from fevex.testing import FakeModel
@@ -112,3 +115,48 @@ async def test_input_that_fails_the_schema_goes_back_to_the_model_without_a_paus
     assert approval.tool_call_id == "call-1"
     assert len(model.calls) == 2
     assert charged == []
+
+
+async def test_resume_run_typed_by_a_definition_refuses_a_run_of_another() -> None:
+    charged.clear()
+    app, _ = billing_app(CALL, {"output": "Charged."})
+    with pytest.raises(RunPausedError) as paused:
+        await app.run_agent("billing", "Charge 30 EUR")
+    (approval,) = paused.value.approvals
+    other = define_agent(name="other", instructions="Other.")
+
+    with pytest.raises(FevexRunError) as refused:
+        await app.resume_run(paused.value.run_id, approval.approve(actor="r"), definition=other)
+    assert refused.value.code == "RUN_DEFINITION_MISMATCH"
+    assert charged == []  # nothing changed: the run still waits for its decision
+
+    billing = define_agent(name="billing", instructions="Bill.", tools=[charge])
+    result = await app.resume_run(
+        paused.value.run_id, approval.approve(actor="r"), definition=billing
+    )
+    assert result.output == "Charged."
+
+
+class Verdict(BaseModel):
+    verdict: str
+
+
+async def test_an_agent_step_returns_the_agents_validated_output_also_on_replay() -> None:
+    judge = define_agent(name="judge", instructions="Judge.", output_schema=Verdict)
+    seen: list[Any] = []
+
+    @define_workflow(name="trial", version="1", events={"go": None})
+    async def trial(step: WorkflowStep, input: Any) -> str:
+        decided = await step.agent("judge", judge, input="Guilty?")
+        seen.append(decided.output)
+        await step.wait_for_event("go", "go")
+        return decided.output.verdict
+
+    model = FakeModel({"output": {"verdict": "innocent"}})
+    app = create_fevex(models={"default": model}, agents=[judge], workflows=[trial])
+    with pytest.raises(RunPausedError) as paused:
+        await app.run_workflow(trial)
+    result = await app.send_event(paused.value.run_id, "go")
+
+    assert result.output == "innocent"
+    assert seen == [Verdict(verdict="innocent"), Verdict(verdict="innocent")]  # run, replay
