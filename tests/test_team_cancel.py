@@ -72,7 +72,9 @@ def make_app(store: Any, *responses: Any) -> Fevex:
 @pytest.fixture
 async def apps(url: str | None) -> AsyncIterator[tuple[Fevex, Fevex]]:
     """The app running the team and another sharing its store: another process."""
-    waiting = {"tool_calls": [{"id": "call-1", "name": "wait_forever", "input": {"reason": "work"}}]}
+    waiting = {
+        "tool_calls": [{"id": "call-1", "name": "wait_forever", "input": {"reason": "work"}}]
+    }
     first = make_app(url, waiting)
     second = make_app(url if url is not None else first.run_store)
     yield first, second

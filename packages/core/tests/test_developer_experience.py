@@ -160,13 +160,15 @@ def test_an_untyped_tool_is_refused_instead_of_offering_an_empty_schema() -> Non
         define_tool(untyped)
     assert caught.value.code == "INVALID_TOOL_PARAMETER"
     assert caught.value.details["parameter"] == "query"
-    assert "'query'" in caught.value.message and "annotation" in caught.value.message
+    assert "'query'" in caught.value.message
+    assert "annotation" in caught.value.message
 
     async def anything(value: Any) -> Any:
         return value
 
     schema = define_tool(anything).input_schema.model_json_schema()
-    assert schema["type"] == "object" and schema["required"] == ["value"]
+    assert schema["type"] == "object"
+    assert schema["required"] == ["value"]
     assert define_tool(name="explicit", input_schema=Query)(untyped).input_schema is Query
 
 

@@ -27,7 +27,9 @@ async def schema_of(tool: Any) -> dict[str, Any]:
     return spec.input_schema
 
 
-async def test_the_schema_is_an_object_of_the_parameters_with_types_defaults_and_descriptions() -> None:
+async def test_the_schema_is_an_object_of_the_parameters_with_types_defaults_and_descriptions() -> (
+    None
+):
     @define_tool
     async def find_orders(
         customer_id: int,

@@ -77,9 +77,9 @@ SAMPLE = textwrap.dedent(
         return Answer(answer=plan.output)
 
 
-    reveal_type(get_account)  # E: fevex.tools.definition.ToolDefinition[dict[str, object], dict[str, int | str]]
-    reveal_type(review)  # E: fevex.workflows.definition.WorkflowDefinition[readme_examples.Order, str]
-    reveal_type(software)  # E: fevex.teams.definition.TeamDefinition[str, readme_examples.Answer]
+    reveal_type(get_account)  # E: TOOL
+    reveal_type(review)  # E: WORKFLOW
+    reveal_type(software)  # E: TEAM
 
     model = FakeModel()
     app = create_fevex(models={"default": model}, agents=[support, writer],
@@ -105,9 +105,21 @@ SAMPLE = textwrap.dedent(
         team = await app.run_team(software, "Add a login page")
         reveal_type(team.output)  # E: readme_examples.Answer
         stored = await app.get_run(done.run_id)
-        reveal_type(stored.output)  # E: None | int | float | str | list[None | bool | int | float | str | list[...] | dict[str, ...]] | dict[str, None | bool | int | float | str | list[...] | dict[str, ...]]
+        reveal_type(stored.output)  # E: JSON
     """
 )
+
+
+# The longer expectations, by the name the sample's comment gives.
+NAMED = {
+    "TOOL": "fevex.tools.definition.ToolDefinition[dict[str, object], dict[str, int | str]]",
+    "WORKFLOW": "fevex.workflows.definition.WorkflowDefinition[readme_examples.Order, str]",
+    "TEAM": "fevex.teams.definition.TeamDefinition[str, readme_examples.Answer]",
+    # fevex.runtime.JsonValue, as mypy spells the alias out (bool folded into int).
+    "JSON": "int | float | str | list[bool | int | float | str | list[...] | "
+    "dict[str, ...] | None] | dict[str, bool | int | float | str | list[...] | "
+    "dict[str, ...] | None] | None",
+}
 
 
 def test_the_readme_examples_are_typed_without_any(tmp_path: Path) -> None:
@@ -125,7 +137,7 @@ def test_the_readme_examples_are_typed_without_any(tmp_path: Path) -> None:
     )
     lines = SAMPLE.splitlines()
     expected = {
-        number: match.group(1).strip()
+        number: NAMED.get(match.group(1).strip(), match.group(1).strip())
         for number, line in enumerate(lines, start=1)
         if (match := re.search(r"reveal_type\(.*\)  # E: (.*)$", line))
     }

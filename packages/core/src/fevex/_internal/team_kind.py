@@ -186,7 +186,9 @@ class TeamSteps:
 
     __slots__ = ("_definition", "_driver", "_steps")
 
-    def __init__(self, steps: WorkflowStep, driver: TeamDriver, definition: TeamDefinition[Any, Any]):
+    def __init__(
+        self, steps: WorkflowStep, driver: TeamDriver, definition: TeamDefinition[Any, Any]
+    ):
         self._steps = steps
         self._driver = driver
         self._definition = definition
@@ -313,5 +315,7 @@ def _as_workflow(prepared: PreparedTeam) -> PreparedWorkflow:
 
     # Unlimited steps and tokens: a team is bounded by its delegations, each child by
     # its own agent's limits.
-    definition: WorkflowDefinition[Any, Any] = WorkflowDefinition(name=team.name, version=team.version, run=run)
+    definition: WorkflowDefinition[Any, Any] = WorkflowDefinition(
+        name=team.name, version=team.version, run=run
+    )
     return PreparedWorkflow(definition, prepared.input_schema, prepared.output_schema, {})

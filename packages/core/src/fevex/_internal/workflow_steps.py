@@ -25,9 +25,8 @@ from fevex._internal.workflow_state import Suspended, call_for_run, error_from_j
 from fevex.agents import AgentDefinition, Limits
 from fevex.errors import FevexError, FevexRunError
 from fevex.models import ToolCall, Usage
-from fevex.schemas.schema import ensure_json
+from fevex.schemas.schema import CompiledSchema, ensure_json
 from fevex.tools import ToolDefinition
-from fevex.schemas.schema import CompiledSchema
 from fevex.workflows.step import AgentStepResult, EventDelivery
 
 if TYPE_CHECKING:

@@ -339,7 +339,9 @@ class _Projection:
             )
         elif kind == "model.tool_input.delta":
             self.stream.append(
-                ToolInputFragment(event.sequence, payload["step"], payload["index"], payload["delta"])
+                ToolInputFragment(
+                    event.sequence, payload["step"], payload["index"], payload["delta"]
+                )
             )
         elif kind == "model.block.stopped":
             self.stream.append(BlockStop(event.sequence, payload["step"], payload["index"]))

@@ -12,9 +12,7 @@ from fevex.runtime.approval import PendingApproval, pending_approvals
 __all__ = ["AgentRun", "JsonValue", "RunStatus", "Session"]
 
 # A value as stores keep it: what json.loads returns.
-JsonValue: TypeAlias = (
-    "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
-)
+JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
 
 RunStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
 TERMINAL_STATUSES = frozenset(("completed", "failed", "cancelled"))

@@ -125,7 +125,9 @@ def define_team(
     input_schema: Any = None,
     output_schema: Any = None,
     run: None = None,
-) -> Callable[[Callable[[TeamStep, InputT], Awaitable[OutputT]]], TeamDefinition[InputT, OutputT]]: ...
+) -> Callable[
+    [Callable[[TeamStep, InputT], Awaitable[OutputT]]], TeamDefinition[InputT, OutputT]
+]: ...
 
 
 def define_team(

@@ -35,8 +35,8 @@ from fevex.models import (
     ModelResult,
     ModelStreamEvent,
     OutputDelta,
-    ToolInputDelta,
     ToolCall,
+    ToolInputDelta,
     Usage,
 )
 

@@ -87,7 +87,9 @@ def _result(response: Mapping[str, Any]) -> ModelResult:
         raise ValueError(f"FakeModel responses take no {sorted(unknown)}")
     usage = response.get("usage")
     calls = tuple(
-        call if isinstance(call, ToolCall) else ToolCall(call["id"], call["name"], call.get("input"))
+        call
+        if isinstance(call, ToolCall)
+        else ToolCall(call["id"], call["name"], call.get("input"))
         for call in response.get("tool_calls", ())
     )
     return ModelResult(

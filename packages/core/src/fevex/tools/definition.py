@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, over
 from fevex._internal.names import is_valid_name
 from fevex._internal.schema_check import check_schema
 from fevex.errors import FevexConfigurationError
-from fevex.tools.function_schema import Arguments, read_function
-
 from fevex.tools.context import ToolContext
+from fevex.tools.function_schema import Arguments, read_function
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -217,7 +216,9 @@ def define_tool(
     function: Callable[..., Awaitable[OutputT]], /
 ) -> ToolDefinition[dict[str, object], OutputT]: ...
 @overload
-def define_tool(function: Callable[..., OutputT], /) -> ToolDefinition[dict[str, object], OutputT]: ...
+def define_tool(
+    function: Callable[..., OutputT], /
+) -> ToolDefinition[dict[str, object], OutputT]: ...
 @overload
 def define_tool(
     *,

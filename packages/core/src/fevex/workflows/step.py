@@ -74,9 +74,10 @@ class WorkflowStep(Protocol):
         compensate: Compensation | None = None,
     ) -> Any:
         """Call ``function(*args)`` (sync, run in a thread, or async) once; its result must
-        be JSON, and is typed as the function's (an async function's, awaited). ``args`` must be JSON too: with the
-        function's qualified name (not its module: a script run as ``__main__`` and a
-        worker importing it agree), they are the step's identity, which a replay must ask
+        be JSON, and is typed as the function's (an async function's, awaited). ``args``
+        must be JSON too: with the function's qualified name (not its module: a script run
+        as ``__main__`` and a worker importing it agree), they are the step's identity,
+        which a replay must ask
         for again at ``step_id``.
 
         ``compensate(result)`` undoes the step: when the workflow fails later, the
