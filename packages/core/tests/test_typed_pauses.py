@@ -160,3 +160,30 @@ async def test_an_agent_step_returns_the_agents_validated_output_also_on_replay(
 
     assert result.output == "innocent"
     assert seen == [Verdict(verdict="innocent"), Verdict(verdict="innocent")]  # run, replay
+
+
+async def test_a_workflow_paused_on_a_childs_approval_lists_it_with_the_run_to_resume() -> None:
+    charged.clear()
+    billing = define_agent(name="billing", instructions="Bill.", tools=[charge])
+
+    @define_workflow(name="checkout", version="1")
+    async def checkout(step: WorkflowStep, input: Any) -> Any:
+        return (await step.agent("bill", billing, input="Charge 30 EUR")).output
+
+    model = FakeModel(CALL, {"output": "Charged."})
+    app = create_fevex(models={"default": model}, agents=[billing], workflows=[checkout])
+    with pytest.raises(RunPausedError) as paused:
+        await app.run_workflow(checkout)
+
+    (approval,) = paused.value.approvals
+    assert approval.tool_call_id == "call-1"
+    assert approval.run_id is not None
+    assert approval.run_id != paused.value.run_id
+    child = await app.get_run(approval.run_id)
+    assert (child.kind, child.parent_run_id) == ("agent", paused.value.run_id)
+    assert (await app.get_run(paused.value.run_id)).approvals == ()  # its own: none
+
+    await app.resume_run(approval.run_id, approval.approve(actor="reviewer-42"))
+    result = await app.resume_run(paused.value.run_id)
+    assert result.output == "Charged."
+    assert charged == [30]

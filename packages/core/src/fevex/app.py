@@ -40,9 +40,11 @@ from fevex.models import ModelGateway, Usage
 from fevex.policies.policy import Policy
 from fevex.runtime.approval import (
     ApprovalDecision,
+    PendingApproval,
     approval_decision,
     check_actor,
     pending_approvals,
+    waiting_children,
 )
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
@@ -86,6 +88,8 @@ TypedDefinition = (
 logger = logging.getLogger("fevex")
 # A run id a caller chooses: what every store keeps as a key and every URL path carries.
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+# Nesting of workflows and teams whose pauses are searched for their children's approvals.
+_MAX_RUN_TREE_DEPTH = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,11 +348,27 @@ class Fevex(BlockingTwins):
             batching=batching,
         )
 
+    async def _pending_approvals(
+        self, run_id: str, pause: Any, depth: int = 0
+    ) -> tuple[PendingApproval, ...]:
+        """The approvals a pause waits for: its own, or those of the children it waits for
+        (a workflow's agent step, a team's delegation), each naming the run to resume."""
+        found = pending_approvals(pause, run_id)
+        if depth >= _MAX_RUN_TREE_DEPTH:
+            return found
+        for child_id in waiting_children(pause):
+            child = await self.run_store.get_run(child_id)
+            if child is not None and child.status == "paused":
+                found += await self._pending_approvals(child.id, child.pause, depth + 1)
+        return found
+
     async def _result(self, execution: Execution) -> RunResult[Any]:
         events = [event async for event in self._kernel.events(execution)]
         if execution.pause is not None:
             raise RunPausedError(
-                execution.run_id, execution.pause, approvals=pending_approvals(execution.pause)
+                execution.run_id,
+                execution.pause,
+                approvals=await self._pending_approvals(execution.run_id, execution.pause),
             )
         run = execution.sink.run
         usage: Usage = getattr(execution.driver, "usage", Usage())

@@ -15,6 +15,7 @@ __all__ = [
     "approval_decision",
     "check_actor",
     "pending_approvals",
+    "waiting_children",
 ]
 
 Actor = str | Mapping[str, Any]
@@ -35,7 +36,9 @@ class ApprovalDecision:
 @dataclass(frozen=True, slots=True)
 class PendingApproval:
     """A tool call that waits for a person's decision: ``id`` is the approval's, which the
-    decision names; ``input`` the call's validated arguments as JSON.
+    decision names; ``input`` the call's arguments (valid for the tool) as JSON; ``run_id``
+    the run to resume with the decision: the paused run itself, or for a workflow or a
+    team, the child run whose approval it waits for.
 
     ``approve(actor=...)`` and ``reject(actor=..., reason=...)`` build the
     :class:`ApprovalDecision` to pass to ``resume_run``; the actor is an id or a mapping
@@ -47,6 +50,7 @@ class PendingApproval:
     tool_call_id: str
     input: Any
     risk: str | None = None
+    run_id: str | None = None
 
     def approve(self, *, actor: Actor) -> ApprovalDecision:
         return ApprovalDecision(self.id, "approve", _actor(actor))
@@ -55,7 +59,7 @@ class PendingApproval:
         return ApprovalDecision(self.id, "reject", _actor(actor), reason=reason)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PendingApproval:
+    def from_json(cls, data: Mapping[str, Any], run_id: str | None = None) -> PendingApproval:
         risk = data.get("risk")
         return cls(
             id=str(data.get("id", "")),
@@ -63,15 +67,28 @@ class PendingApproval:
             tool_call_id=str(data.get("tool_call_id", "")),
             input=data.get("input"),
             risk=risk if isinstance(risk, str) else None,
+            run_id=run_id,
         )
 
 
-def pending_approvals(pause: Any) -> tuple[PendingApproval, ...]:
+def pending_approvals(pause: Any, run_id: str | None = None) -> tuple[PendingApproval, ...]:
     """The approvals a run's ``pause`` lists (none for a pause of another kind)."""
     listed = pause.get("approvals") if isinstance(pause, Mapping) else None
     if not isinstance(listed, list):
         return ()
-    return tuple(PendingApproval.from_json(item) for item in listed if isinstance(item, Mapping))
+    return tuple(
+        PendingApproval.from_json(item, run_id) for item in listed if isinstance(item, Mapping)
+    )
+
+
+def waiting_children(pause: Any) -> tuple[str, ...]:
+    """The child runs a run's ``pause`` waits for (a workflow's or a team's step)."""
+    if not isinstance(pause, Mapping) or pause.get("reason") != "children":
+        return ()
+    listed = pause.get("run_ids")
+    return (
+        tuple(item for item in listed if isinstance(item, str)) if isinstance(listed, list) else ()
+    )
 
 
 def _actor(actor: Actor) -> Mapping[str, Any]:

@@ -75,8 +75,9 @@ class AgentRun:
 
     @property
     def approvals(self) -> tuple[PendingApproval, ...]:
-        """The approvals a paused run waits for (see :class:`PendingApproval`)."""
-        return pending_approvals(self.pause)
+        """The approvals this paused run waits for itself (see :class:`PendingApproval`);
+        a workflow or team waiting for a child lists the child's on ``RunPausedError``."""
+        return pending_approvals(self.pause, self.id)
 
     @property
     def usage_totals(self) -> Usage:
