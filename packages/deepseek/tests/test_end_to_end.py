@@ -106,8 +106,10 @@ async def test_a_tool_run_resolved_through_the_entry_point_sends_thinking_back(
         "tool.started",
         "tool.completed",
         "model.started",
+        "model.block.started",  # the answer's text block
         "model.output.delta",
         "model.output.delta",
+        "model.block.stopped",
         "model.completed",
         "run.completed",
     ]

@@ -147,9 +147,17 @@ async def test_tool_calls_stream_as_blocks_of_argument_deltas_and_stop_reasons_a
     assert isinstance(result, Completed)
     assert result.result.stop_reason == "tool_use"
 
-    server.respond(ChatChunks().content("Hi").finish("stop").usage().scripted())
-    _, answered = await collect(chat_model(), ask())
-    assert answered.stop_reason == "end_turn"
+    server.respond(ChatChunks().content("Hi", "!").finish("stop").usage().scripted())
+    answer = [event async for event in chat_model().stream(ask())]
+    assert answer[:-1] == [
+        BlockStarted(0, "text"),
+        OutputDelta("Hi"),
+        OutputDelta("!"),
+        BlockStopped(0),
+    ]
+    answered = answer[-1]
+    assert isinstance(answered, Completed)
+    assert answered.result.stop_reason == "end_turn"
 
 
 async def test_tool_call_fragments_are_assembled_by_index(
@@ -330,6 +338,8 @@ async def test_an_error_object_in_the_stream_is_mapped(
     deltas: list[str] = []
     with pytest.raises(FevexRunError) as caught:
         async for event in chat_model().stream(ask()):
+            if isinstance(event, BlockStarted | BlockStopped):
+                continue  # the text block's bounds
             assert isinstance(event, OutputDelta)
             deltas.append(event.delta)
     assert deltas == ["Par", "tial"]

@@ -118,8 +118,10 @@ async def test_an_agent_on_openai_calls_a_tool_and_answers(
         "tool.started",
         "tool.completed",
         "model.started",
+        "model.block.started",  # the answer's text block
         "model.output.delta",
         "model.output.delta",
+        "model.block.stopped",
         "model.completed",
         "run.completed",
     ]

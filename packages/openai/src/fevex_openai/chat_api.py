@@ -29,7 +29,7 @@ from fevex_openai.error_mapping import invalid_request, provider_error
 from fevex_openai.message_parts import media_url, tool_result_text, unsupported_part
 from fevex_openai.profile import OPENAI_PROFILE, ProviderProfile
 from fevex_openai.request_options import CHAT_OWNED_FIELDS, passthrough_options
-from fevex_openai.step_result import StepEnd, ToolBlocks, ToolCallDraft, finish_step
+from fevex_openai.step_result import ContentBlocks, StepEnd, ToolCallDraft, finish_step
 from fevex_openai.strict_schema import check_strict_schema
 
 __all__ = ["ChatStep", "build_chat_request", "chat_messages"]
@@ -293,6 +293,10 @@ def _assistant_message(message: Message, profile: ProviderProfile) -> dict[str, 
     return converted
 
 
+# The key of the answer's text block: tool calls are keyed by their index, from 0.
+_TEXT_BLOCK = -1
+
+
 class ChatStep:
     """Reads one streamed completion: ``accept`` each chunk, then ``finish``."""
 
@@ -305,8 +309,8 @@ class ChatStep:
         self.end = StepEnd()
         self.usage = Usage()
         self.finish_reason: str | None = None
-        # Tool calls as stream-layer blocks (see drain).
-        self.blocks = ToolBlocks()
+        # Text and tool calls as stream-layer blocks (see drain).
+        self.blocks = ContentBlocks()
 
     def drain(self) -> list[ModelStreamEvent]:
         """The block and tool-input events of the chunks accepted since the last drain."""
@@ -351,6 +355,7 @@ class ChatStep:
             self.blocks.fragment(fragment.index, draft.call_id, draft.name, arguments or "")
         if delta.content:
             self.text.append(delta.content)
+            self.blocks.text(_TEXT_BLOCK)
             return str(delta.content)
         return None
 

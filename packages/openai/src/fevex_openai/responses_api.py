@@ -31,7 +31,7 @@ from fevex_openai.error_mapping import error_from_stream_event, invalid_request,
 from fevex_openai.message_parts import media_url, tool_result_text, unsupported_part
 from fevex_openai.profile import OPENAI_PROFILE
 from fevex_openai.request_options import RESPONSES_OWNED_FIELDS, passthrough_options
-from fevex_openai.step_result import StepEnd, ToolBlocks, ToolCallDraft, finish_step
+from fevex_openai.step_result import ContentBlocks, StepEnd, ToolCallDraft, finish_step
 from fevex_openai.strict_schema import check_strict_schema
 
 __all__ = ["ResponsesStep", "build_responses_request", "responses_input"]
@@ -202,8 +202,8 @@ class ResponsesStep:
         self.end = StepEnd()
         self.usage = Usage()
         self.completed = False
-        # Tool calls as stream-layer blocks (see drain).
-        self.blocks = ToolBlocks()
+        # Text and tool calls as stream-layer blocks (see drain).
+        self.blocks = ContentBlocks()
         self.status: str | None = None
 
     def drain(self) -> list[ModelStreamEvent]:
@@ -216,6 +216,7 @@ class ResponsesStep:
         kind = getattr(event, "type", None)
         if kind == "response.output_text.delta":
             self.text.append(event.delta)
+            self.blocks.text(event.output_index)
             return str(event.delta)
         if kind == "response.refusal.delta":
             self.end.refusal += event.delta
@@ -268,6 +269,7 @@ class ResponsesStep:
     def _response_done(self, response: Any) -> None:
         self.completed = True
         self.status = getattr(response, "status", None)
+        self.blocks.stop_all()  # every item has ended with the response
         usage = response.usage
         if usage is not None:
             input_details = getattr(usage, "input_tokens_details", None)

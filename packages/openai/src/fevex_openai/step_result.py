@@ -33,7 +33,7 @@ from fevex_openai.error_mapping import provider_error
 if TYPE_CHECKING:
     from fevex_openai.profile import ProviderProfile
 
-__all__ = ["StepEnd", "ToolBlocks", "ToolCallDraft", "finish_step", "stop_reason"]
+__all__ = ["ContentBlocks", "StepEnd", "ToolCallDraft", "finish_step", "stop_reason"]
 
 
 @dataclass
@@ -53,23 +53,32 @@ class ToolCallDraft:
         return "".join(self.fragments)
 
 
-class ToolBlocks:
-    """The stream-layer events of a step's tool calls: a ``tool_use`` block per call, its
-    argument fragments, and its end. Calls are keyed by the API's own index; blocks are
-    numbered from 0 in the order they start."""
+class ContentBlocks:
+    """The stream-layer bounds of a step's content: a ``text`` block around the visible
+    output and a ``tool_use`` block per tool call, with its argument fragments. Blocks are
+    keyed by the API's own index (an output item, a tool call's index) and numbered from
+    0 in the order they start; the text itself streams as ``OutputDelta`` events."""
 
     def __init__(self) -> None:
         self._blocks: dict[int, int] = {}
         self._open: list[int] = []
         self._events: list[ModelStreamEvent] = []
 
+    def _start(self, key: int, event: BlockStarted) -> None:
+        self._blocks[key] = event.index
+        self._open.append(key)
+        self._events.append(event)
+
+    def text(self, key: int) -> None:
+        """Visible text of block ``key`` arrived (starting the block the first time)."""
+        if key not in self._blocks:
+            self._start(key, BlockStarted(len(self._blocks), "text"))
+
     def fragment(self, key: int, call_id: str | None, name: str | None, arguments: str) -> None:
         """Arguments of call ``key`` arrived (starting its block the first time)."""
         if key not in self._blocks:
-            index = len(self._blocks)
-            self._blocks[key] = index
-            self._open.append(key)
-            self._events.append(BlockStarted(index, "tool_use", call_id or None, name or None))
+            block = BlockStarted(len(self._blocks), "tool_use", call_id or None, name or None)
+            self._start(key, block)
         if arguments and key in self._open:
             self._events.append(ToolInputDelta(self._blocks[key], arguments))
 
