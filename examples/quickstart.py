@@ -13,29 +13,21 @@ from fevex import create_fevex, define_agent, define_tool
 from fevex.testing import FakeModel
 
 
-class AccountQuery(BaseModel):
-    account_id: int
-
-
-class Account(BaseModel):
-    id: int
-    status: str
-
-
 class Answer(BaseModel):
     answer: str
 
 
-@define_tool(name="accounts_get", description="Get an account by ID.")
-async def get_account(query: AccountQuery) -> Account:
-    return Account(id=query.account_id, status="active")
+@define_tool
+async def get_account(account_id: int) -> dict[str, int | str]:
+    """Get an account by its ID."""
+    return {"id": account_id, "status": "active"}
 
 
 async def main() -> None:
     # FakeModel answers with scripted responses; swap in "openai:gpt-5-mini" (with
     # fevex[openai] installed) to use a real model.
     model = FakeModel(
-        {"tool_calls": [{"id": "call-1", "name": "accounts_get", "input": {"account_id": 42}}]},
+        {"tool_calls": [{"id": "call-1", "name": "get_account", "input": {"account_id": 42}}]},
         {"output": {"answer": "Account 42 is active."}, "usage": {"input_tokens": 31}},
     )
     app = create_fevex(
@@ -44,11 +36,10 @@ async def main() -> None:
             define_agent(
                 name="support",
                 instructions="Answer account questions clearly.",
-                tools=["accounts_get"],
+                tools=[get_account],
                 output_schema=Answer,
             )
         ],
-        tools=[get_account],
     )
     async for event in app.stream_agent("support", "What is the status of account 42?"):
         print(f"{event.sequence:>2} {event.type:<20} {event.payload}")

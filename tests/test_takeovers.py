@@ -236,7 +236,7 @@ async def test_an_approval_resume_reads_the_agents_session() -> None:
     store = Recording()
     app = make_app(
         store,
-        {"tool_calls": [{"id": "call-1", "name": "charge", "input": 3}]},
+        {"tool_calls": [{"id": "call-1", "name": "charge", "input": {"amount": 3}}]},
         {"output": "charged"},
     )
     with pytest.raises(RunPausedError) as paused:

@@ -72,7 +72,9 @@ def make_app(store: Any, *responses: Any) -> Fevex:
 @pytest.fixture
 async def apps(url: str | None) -> AsyncIterator[tuple[Fevex, Fevex]]:
     """The app running the team and another sharing its store: another process."""
-    waiting = {"tool_calls": [{"id": "call-1", "name": "wait_forever", "input": "work"}]}
+    waiting = {
+        "tool_calls": [{"id": "call-1", "name": "wait_forever", "input": {"reason": "work"}}]
+    }
     first = make_app(url, waiting)
     second = make_app(url if url is not None else first.run_store)
     yield first, second
@@ -113,7 +115,7 @@ async def test_cancelling_a_team_paused_on_its_paused_child_cancels_the_child_fi
 ) -> None:
     app = make_app(
         url if url is not None else apps[0].run_store,
-        {"tool_calls": [{"id": "call-1", "name": "charge", "input": 3}]},
+        {"tool_calls": [{"id": "call-1", "name": "charge", "input": {"amount": 3}}]},
     )
     with pytest.raises(RunPausedError) as paused:
         await app.run_team(crew, "pay")
@@ -136,7 +138,7 @@ async def test_a_team_whose_paused_child_alone_is_cancelled_fails_its_delegation
     ``RUN_CANCELLED`` and so does the team, as a workflow's agent step would."""
     app = make_app(
         url if url is not None else apps[0].run_store,
-        {"tool_calls": [{"id": "call-1", "name": "charge", "input": 3}]},
+        {"tool_calls": [{"id": "call-1", "name": "charge", "input": {"amount": 3}}]},
     )
     with pytest.raises(RunPausedError) as paused:
         await app.run_team(crew, "pay")

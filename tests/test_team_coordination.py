@@ -118,7 +118,10 @@ def _answer(input: ModelInput) -> ModelResult:
     if input.messages[-1].role == "tool":
         return ModelResult(output=f"{instructions}:{task}:done")
     tools = {spec.name for spec in input.tools}
-    for prefix, tool, argument in (("pay:", "charge", 5), ("build:", "build", "app")):
+    for prefix, tool, argument in (
+        ("pay:", "charge", {"amount": 5}),
+        ("build:", "build", {"target": "app"}),
+    ):
         if task.startswith(prefix) and tool in tools:
             return ModelResult(tool_calls=(ToolCall(f"call-{tool}", tool, argument),))
     return ModelResult(output=f"{instructions}:{task}")

@@ -177,7 +177,7 @@ async def test_a_child_paused_for_approval_pauses_the_team_until_another_app_app
     app = make_app(
         shared(apps, url),
         {"output": "plan"},
-        {"tool_calls": [{"id": "call-1", "name": "charge", "input": 3}]},
+        {"tool_calls": [{"id": "call-1", "name": "charge", "input": {"amount": 3}}]},
     )
     approver = make_app(shared(apps, url), {"output": "charged"})
     with pytest.raises(RunPausedError) as paused:
@@ -215,7 +215,7 @@ async def test_a_crash_mid_delegation_recovers_into_the_same_child(
     app = make_app(
         shared(apps, url),
         {"output": "plan"},
-        {"tool_calls": [{"id": "call-1", "name": "build", "input": "app"}]},
+        {"tool_calls": [{"id": "call-1", "name": "build", "input": {"target": "app"}}]},
     )
     recoverer = make_app(shared(apps, url), {"output": "built"})
     crash_at.add("build")
@@ -250,7 +250,7 @@ async def test_max_delegations_is_enforced_from_the_checkpoint(
 ) -> None:
     app = make_app(
         shared(apps, url),
-        {"tool_calls": [{"id": "call-1", "name": "charge", "input": 1}]},
+        {"tool_calls": [{"id": "call-1", "name": "charge", "input": {"amount": 1}}]},
     )
     continuing = make_app(shared(apps, url), {"output": "one"})
     with pytest.raises(RunPausedError) as paused:

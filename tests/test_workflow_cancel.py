@@ -83,7 +83,11 @@ async def test_cancelling_a_workflow_cancels_its_running_child_first_and_ends_ca
     """The child's cancellation is the workflow's own, not a failed agent step."""
     interrupted.clear()
     app = create_fevex(
-        models={"default": FakeModel({"tool_calls": [{"id": "c", "name": "hold", "input": "x"}]})},
+        models={
+            "default": FakeModel(
+                {"tool_calls": [{"id": "c", "name": "hold", "input": {"reason": "x"}}]}
+            )
+        },
         agents=[holder],
         tools=[hold],
         workflows=[delegates],

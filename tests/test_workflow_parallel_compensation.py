@@ -73,7 +73,7 @@ async def fan(step: WorkflowStep, input: Any) -> dict[str, Any]:
 
     async def right() -> Any:
         first = await step.run("right-1", record, "right-1", 2)
-        return [first, await step.tool("right-2", "reserve", "r")]
+        return [first, await step.tool("right-2", "reserve", {"item": "r"})]
 
     return await step.parallel("both", {"left": left, "right": right})
 
@@ -116,7 +116,7 @@ async def two_waits(step: WorkflowStep, input: Any) -> dict[str, Any]:
 async def saga(step: WorkflowStep, input: Any) -> str:
     await step.run("a", record, "a", "a", compensate=undo)
     await step.run("plain", record, "plain", "plain")
-    await step.tool("b", "reserve", "b", compensate=undo_async)
+    await step.tool("b", "reserve", {"item": "b"}, compensate=undo_async)
     await step.run("c", record, "c", "c", compensate=undo)
     await step.run("boom", record, "boom", "boom")
     return "never"

@@ -118,7 +118,7 @@ writer = define_agent(name="writer", instructions="Write.", tools=["charge"])
 
 @define_workflow(name="delegating", version="1")
 async def delegating(step: WorkflowStep, input: Any) -> dict[str, Any]:
-    found = await step.tool("look", "lookup", "k1")
+    found = await step.tool("look", "lookup", {"key": "k1"})
     written = await step.agent("draft", "writer", input="Charge 3")
     return {"found": found, "output": written.output, "child": written.run_id}
 
@@ -298,7 +298,7 @@ async def test_a_child_agent_paused_for_approval_pauses_the_workflow_until_it_en
 ) -> None:
     app = make_app(
         url if url is not None else apps[0].run_store,
-        {"tool_calls": [{"id": "call-1", "name": "charge", "input": 3}]},
+        {"tool_calls": [{"id": "call-1", "name": "charge", "input": {"amount": 3}}]},
         {"output": "charged"},
     )
     worker = apps[1]
@@ -336,7 +336,7 @@ async def test_cancelling_a_workflow_cancels_its_paused_child_first(
 ) -> None:
     app = make_app(
         url if url is not None else apps[0].run_store,
-        {"tool_calls": [{"id": "call-1", "name": "charge", "input": 3}]},
+        {"tool_calls": [{"id": "call-1", "name": "charge", "input": {"amount": 3}}]},
     )
     with pytest.raises(RunPausedError) as paused:
         await app.run_workflow("delegating")
@@ -569,7 +569,7 @@ async def test_resume_run_without_a_decision_continues_a_run_once_its_wait_is_ov
     # never given by a call without a decision.
     approving = make_app(
         url if url is not None else app.run_store,
-        {"tool_calls": [{"id": "call-1", "name": "charge", "input": 3}]},
+        {"tool_calls": [{"id": "call-1", "name": "charge", "input": {"amount": 3}}]},
         {"output": "charged"},
     )
     with pytest.raises(RunPausedError) as delegating_paused:

@@ -135,7 +135,7 @@ def answer(input: ModelInput) -> dict[str, Any]:
         if isinstance(part, ToolResultPart)
     ]
     if not results:
-        return {"tool_calls": [{"id": "call-1", "name": "proc_charge", "input": 3}]}
+        return {"tool_calls": [{"id": "call-1", "name": "proc_charge", "input": {"amount": 3}}]}
     return {"output": f"charged {results[-1]['charged']} in process {results[-1]['by']}"}
 
 

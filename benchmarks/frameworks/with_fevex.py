@@ -27,18 +27,14 @@ from fevex.models import (
 )
 
 
-class AccountQuery(BaseModel):
-    account_id: int
-
-
 class Account(BaseModel):
     id: int
     status: str
 
 
 @define_tool(name=measure.TOOL_NAME, description=measure.TOOL_DESCRIPTION)
-async def get_account(query: AccountQuery) -> Account:
-    return Account(id=query.account_id, status="active")
+async def get_account(account_id: int) -> Account:
+    return Account(id=account_id, status="active")
 
 
 class AccountsModel:

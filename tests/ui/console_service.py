@@ -31,7 +31,8 @@ HOSTILE = (
     "<script>window.__fevexInjected = 'script'</script>"
     "<img src=x onerror=\"window.__fevexInjected = 'img'\">"
 )
-STEP_USAGE = Usage(input_tokens=10, output_tokens=5, total_tokens=15)
+# Input and output only, as many providers report: the total (and so the cost) is derived.
+STEP_USAGE = Usage(input_tokens=10, output_tokens=5)
 
 
 class Amount(BaseModel):

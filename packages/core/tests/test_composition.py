@@ -124,11 +124,12 @@ def test_invalid_tool_from_define_tool() -> None:
         define_tool(name="dots.are.not.allowed")(search.function)
     assert caught.value.code == "INVALID_TOOL"
 
-    def two_inputs(a: Query, b: Query) -> str:
+    def any_inputs(*values: Query) -> str:
         return ""
 
-    with pytest.raises(FevexConfigurationError):
-        define_tool(two_inputs)
+    with pytest.raises(FevexConfigurationError) as caught:
+        define_tool(any_inputs)
+    assert caught.value.code == "INVALID_TOOL_PARAMETER"
 
 
 def test_duplicate_tool() -> None:

@@ -158,13 +158,17 @@ def test_an_untyped_tool_is_refused_instead_of_offering_an_empty_schema() -> Non
 
     with pytest.raises(FevexConfigurationError) as caught:
         define_tool(untyped)
-    assert caught.value.code == "INVALID_TOOL"
+    assert caught.value.code == "INVALID_TOOL_PARAMETER"
+    assert caught.value.details["parameter"] == "query"
+    assert "'query'" in caught.value.message
     assert "annotation" in caught.value.message
 
     async def anything(value: Any) -> Any:
         return value
 
-    assert define_tool(anything).input_schema is Any
+    schema = define_tool(anything).input_schema.model_json_schema()
+    assert schema["type"] == "object"
+    assert schema["required"] == ["value"]
     assert define_tool(name="explicit", input_schema=Query)(untyped).input_schema is Query
 
 

@@ -432,6 +432,25 @@ async def test_cost_is_live_on_the_events_the_turn_and_the_spans() -> None:
     )
 
 
+async def test_a_step_that_reports_input_and_output_only_is_priced_by_its_total() -> None:
+    def price(usage: Usage, model: str | None) -> Cost:  # the README's price function
+        return Cost((usage.total_tokens or 0) * 0.5, "USD")
+
+    model = FakeModel(
+        {"tool_calls": [CALL_42], "usage": {"input_tokens": 100, "output_tokens": 44}},
+        {"output": ANSWER, "usage": {"input_tokens": 150, "output_tokens": 6}},
+    )
+    app = _app(model, [], calculate_cost=price)
+
+    result = await app.run_agent("support", QUESTION)
+
+    assert result.usage.total_tokens == 300
+    assert result.events[-1].payload["cost"] == {"amount": 150.0, "currency": "USD"}
+    assert Usage(input_tokens=3, output_tokens=4) == Usage(3, 4, 7)
+    assert Usage(input_tokens=3).total_tokens is None
+    assert Usage(1, 2, 10).total_tokens == 10  # a reported total is kept
+
+
 async def test_a_runs_cost_adds_up_across_a_pause() -> None:
     @define_tool(name="refund", description="Refund.", approval="required")
     async def refund(query: AccountQuery) -> str:
@@ -885,7 +904,8 @@ def test_a_missing_exporter_plugin_names_its_install(monkeypatch: pytest.MonkeyP
         create_fevex()
 
     assert raised.value.code == "MISSING_PLUGIN"
-    assert 'pip install "fevex[opentelemetry]"' in raised.value.message
+    # The suite runs on an install from the checkout, so the hint names its folder.
+    assert "pip install -e ./packages/opentelemetry" in raised.value.message
 
 
 # -- the exporter contract -----------------------------------------------------------------

@@ -27,6 +27,7 @@ def test_top_level_exports() -> None:
         "Limits",
         "Message",
         "ModelGateway",
+        "PendingApproval",
         "RunCancelledError",
         "RunEvent",
         "RunPausedError",

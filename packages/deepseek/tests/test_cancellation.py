@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 from fevex.messages import Message
-from fevex.models import ModelInput
+from fevex.models import BlockStarted, ModelInput
 
 pytestmark = pytest.mark.anyio
 
@@ -25,6 +25,7 @@ async def test_abandoning_the_stream_closes_the_connection(
     deepseek_server.stream(wire.chunk(content="Once upon"), done=False, hang=True)
     stream = deepseek().stream(ASK)
 
+    assert await stream.__anext__() == BlockStarted(0, "text")
     first = await stream.__anext__()
     assert first.delta == "Once upon"
     assert not deepseek_server.disconnected.is_set()

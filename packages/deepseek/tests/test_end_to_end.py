@@ -91,15 +91,25 @@ async def test_a_tool_run_resolved_through_the_entry_point_sends_thinking_back(
 
     assert result.output == "Account 42 is active."
     assert result.usage.input_tokens == 110
+    assert [e.payload["stop_reason"] for e in result.events if e.type == "model.completed"] == [
+        "tool_use",
+        "end_turn",
+    ]
     assert [e.type for e in result.events] == [
         "run.started",
         "model.started",
+        "model.block.started",  # the tool call's block and its streamed arguments
+        "model.tool_input.delta",
+        "model.tool_input.delta",
+        "model.block.stopped",
         "model.completed",
         "tool.started",
         "tool.completed",
         "model.started",
+        "model.block.started",  # the answer's text block
         "model.output.delta",
         "model.output.delta",
+        "model.block.stopped",
         "model.completed",
         "run.completed",
     ]

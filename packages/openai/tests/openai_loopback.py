@@ -398,12 +398,14 @@ class ChatChunks:
         *,
         cached: int | None = None,
         reasoning: int | None = None,
+        total: bool = True,
     ) -> ChatChunks:
         usage: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
         }
+        if total:  # some OpenAI-compatible servers leave it out
+            usage["total_tokens"] = prompt_tokens + completion_tokens
         if cached is not None:
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
         if reasoning is not None:

@@ -19,7 +19,18 @@ from fevex.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, ToolSpec, Usage
+from fevex.models import (
+    BlockStarted,
+    BlockStopped,
+    Completed,
+    ModelInput,
+    ModelResult,
+    ModelStreamReader,
+    OutputDelta,
+    ToolInputDelta,
+    ToolSpec,
+    Usage,
+)
 from fevex.testing import check_model_gateway, default_contract_inputs
 from fevex_openai import OpenAIModel, ProviderProfile
 
@@ -46,14 +57,16 @@ ANSWER_SCHEMA = {
 async def collect(model: OpenAIModel, model_input: ModelInput) -> tuple[list[str], ModelResult]:
     deltas: list[str] = []
     results: list[ModelResult] = []
+    reader = ModelStreamReader()  # the contract, tool-call blocks included
     async for event in model.stream(model_input):
+        reader.accept(event)
         if isinstance(event, OutputDelta):
-            assert not results
+            assert not results, "a delta after the terminal event"
             deltas.append(event.delta)
-        else:
-            assert isinstance(event, Completed)
+        elif isinstance(event, Completed):
             results.append(event.result)
     assert len(results) == 1
+    reader.finish()
     return deltas, results[0]
 
 
@@ -93,12 +106,58 @@ async def test_text_streams_and_usage_comes_from_the_usage_only_chunk(
     ]
 
 
+async def test_a_server_that_reports_input_and_output_only_gets_their_total(
+    server: LoopbackServer, chat_model: Callable[..., OpenAIModel]
+) -> None:
+    server.respond(ChatChunks().content("Hi").finish().usage(100, 44, total=False).scripted())
+    _, result = await collect(chat_model(), ask())
+    assert result.usage == Usage(100, 44, 144)
+
+
 async def test_a_server_that_reports_no_usage_gives_empty_usage(
     server: LoopbackServer, chat_model: Callable[..., OpenAIModel]
 ) -> None:
     server.respond(ChatChunks().content("Hi").finish().scripted())
     _, result = await collect(chat_model(), ask())
     assert result.usage == Usage()
+
+
+async def test_tool_calls_stream_as_blocks_of_argument_deltas_and_stop_reasons_are_mapped(
+    server: LoopbackServer, chat_model: Callable[..., OpenAIModel]
+) -> None:
+    server.respond(
+        ChatChunks()
+        .tool_call(0, "call_a", "weather_get", '{"ci', 'ty": "Oslo"}')
+        .tool_call(1, "call_b", "weather_get", '{"city": "Rome"}')
+        .finish("tool_calls")
+        .usage()
+        .scripted()
+    )
+    events = [event async for event in chat_model().stream(ask(tools=(WEATHER_TOOL,)))]
+    assert events[:-1] == [
+        BlockStarted(0, "tool_use", "call_a", "weather_get"),
+        ToolInputDelta(0, '{"ci'),
+        ToolInputDelta(0, 'ty": "Oslo"}'),
+        BlockStarted(1, "tool_use", "call_b", "weather_get"),
+        ToolInputDelta(1, '{"city": "Rome"}'),
+        BlockStopped(0),
+        BlockStopped(1),
+    ]
+    result = events[-1]
+    assert isinstance(result, Completed)
+    assert result.result.stop_reason == "tool_use"
+
+    server.respond(ChatChunks().content("Hi", "!").finish("stop").usage().scripted())
+    answer = [event async for event in chat_model().stream(ask())]
+    assert answer[:-1] == [
+        BlockStarted(0, "text"),
+        OutputDelta("Hi"),
+        OutputDelta("!"),
+        BlockStopped(0),
+    ]
+    answered = answer[-1]
+    assert isinstance(answered, Completed)
+    assert answered.result.stop_reason == "end_turn"
 
 
 async def test_tool_call_fragments_are_assembled_by_index(
@@ -279,6 +338,8 @@ async def test_an_error_object_in_the_stream_is_mapped(
     deltas: list[str] = []
     with pytest.raises(FevexRunError) as caught:
         async for event in chat_model().stream(ask()):
+            if isinstance(event, BlockStarted | BlockStopped):
+                continue  # the text block's bounds
             assert isinstance(event, OutputDelta)
             deltas.append(event.delta)
     assert deltas == ["Par", "tial"]

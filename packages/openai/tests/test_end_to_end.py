@@ -110,12 +110,18 @@ async def test_an_agent_on_openai_calls_a_tool_and_answers(
     assert [event.type for event in result.events] == [
         "run.started",
         "model.started",
+        "model.block.started",  # the tool call's block and its streamed arguments
+        "model.tool_input.delta",
+        "model.tool_input.delta",
+        "model.block.stopped",
         "model.completed",
         "tool.started",
         "tool.completed",
         "model.started",
+        "model.block.started",  # the answer's text block
         "model.output.delta",
         "model.output.delta",
+        "model.block.stopped",
         "model.completed",
         "run.completed",
     ]

@@ -19,7 +19,18 @@ from fevex.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, ToolSpec, Usage
+from fevex.models import (
+    BlockStarted,
+    BlockStopped,
+    Completed,
+    ModelInput,
+    ModelResult,
+    ModelStreamReader,
+    OutputDelta,
+    ToolInputDelta,
+    ToolSpec,
+    Usage,
+)
 from fevex.testing import check_model_gateway, default_contract_inputs
 from fevex_openai import OpenAIModel
 
@@ -46,14 +57,16 @@ ANSWER_SCHEMA = {
 async def collect(model: OpenAIModel, model_input: ModelInput) -> tuple[list[str], ModelResult]:
     deltas: list[str] = []
     results: list[ModelResult] = []
+    reader = ModelStreamReader()  # the contract, tool-call blocks included
     async for event in model.stream(model_input):
+        reader.accept(event)
         if isinstance(event, OutputDelta):
             assert not results, "a delta after the terminal event"
             deltas.append(event.delta)
-        else:
-            assert isinstance(event, Completed)
+        elif isinstance(event, Completed):
             results.append(event.result)
     assert len(results) == 1
+    reader.finish()
     return deltas, results[0]
 
 
@@ -104,6 +117,40 @@ async def test_a_body_split_into_small_byte_pieces_still_decodes(
     )
     deltas, result = await collect(make_model(), ask())
     assert "".join(deltas) == result.output == "São Paulo 🌎 ok"
+
+
+async def test_function_calls_stream_as_blocks_of_argument_deltas_and_stop_reasons_are_mapped(
+    server: LoopbackServer, make_model: Callable[..., OpenAIModel]
+) -> None:
+    server.respond(
+        ResponseEvents()
+        .function_call("call_abc", "accounts_get", '{"account', '_id": 42}')
+        .completed()
+        .scripted()
+    )
+    model_input = ask("Status of account 42?", tools=(ACCOUNT_TOOL,))
+    events = [event async for event in make_model().stream(model_input)]
+    assert events[:-1] == [
+        BlockStarted(0, "tool_use", "call_abc", "accounts_get"),
+        ToolInputDelta(0, '{"account'),
+        ToolInputDelta(0, '_id": 42}'),
+        BlockStopped(0),
+    ]
+    result = events[-1]
+    assert isinstance(result, Completed)
+    assert result.result.stop_reason == "tool_use"
+
+    server.respond(ResponseEvents().message("Hi", "!").completed().scripted())
+    answer = [event async for event in make_model().stream(ask())]
+    assert answer[:-1] == [
+        BlockStarted(0, "text"),
+        OutputDelta("Hi"),
+        OutputDelta("!"),
+        BlockStopped(0),
+    ]
+    answered = answer[-1]
+    assert isinstance(answered, Completed)
+    assert answered.result.stop_reason == "end_turn"
 
 
 async def test_tool_call_arguments_are_assembled_from_awkward_fragments(
@@ -360,6 +407,8 @@ async def test_a_mid_stream_error_event_is_mapped(
     deltas: list[str] = []
     with pytest.raises(FevexRunError) as caught:
         async for event in make_model().stream(ask()):
+            if isinstance(event, BlockStarted | BlockStopped):
+                continue  # the text block's bounds
             assert isinstance(event, OutputDelta)
             deltas.append(event.delta)
     assert deltas == ["Partial"]

@@ -4,12 +4,13 @@ best-effort: they are forwarded as they are."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import pytest
 from openai_loopback import ChatChunks, LoopbackServer, ResponseEvents
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from fevex import ToolContext, define_tool
 from fevex.errors import FevexRunError
 from fevex.messages import Message
 from fevex.models import ModelInput, ToolSpec
@@ -72,6 +73,26 @@ SUPPORTED = {
     ),
     "recursion to the root and anyOf": obj({"next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}),
 }
+
+
+def find_orders(
+    customer_id: int,
+    status: Annotated[Literal["open", "closed"], Field(description="Orders in this state.")],
+    tags: list[str] | None,
+    context: ToolContext,
+) -> list[int]:
+    """Find a customer's orders.
+
+    Args:
+        customer_id: The customer's number.
+    """
+    return []
+
+
+# A plain function's parameters, as define_tool offers them to the model.
+SUPPORTED["a plain function's parameters"] = define_tool(
+    find_orders
+).input_schema.model_json_schema()
 
 
 class WithDefault(BaseModel):

@@ -13,7 +13,7 @@ from fevex.errors import (
 from fevex.events import RunEvent
 from fevex.messages import Message
 from fevex.models import ModelGateway
-from fevex.runtime import AgentRun, ApprovalDecision, InMemoryRunStore, Session
+from fevex.runtime import AgentRun, ApprovalDecision, InMemoryRunStore, PendingApproval, Session
 from fevex.schemas import Schema
 from fevex.teams import (
     TeamDefinition,
@@ -46,6 +46,7 @@ __all__ = [
     "EventDelivery",
     "Message",
     "ModelGateway",
+    "PendingApproval",
     "RunCancelledError",
     "RunEvent",
     "RunPausedError",

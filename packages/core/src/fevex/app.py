@@ -39,7 +39,14 @@ from fevex.knowledge import ContextProviderDefinition, MemoryStore, SkillDefinit
 from fevex.messages import ContentPart, Message
 from fevex.models import ModelGateway, Usage
 from fevex.policies.policy import Policy
-from fevex.runtime.approval import ApprovalDecision, approval_decision, check_actor
+from fevex.runtime.approval import (
+    ApprovalDecision,
+    PendingApproval,
+    approval_decision,
+    check_actor,
+    pending_approvals,
+    waiting_children,
+)
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import AgentRun, RunStatus, Session
@@ -72,12 +79,18 @@ AgentInput = str | Message | Sequence[ContentPart] | Mapping[str, Any]
 # An agent of the app: its name, or its definition (which types the run's output).
 AgentReference = str | AgentDefinition[Any]
 # A workflow of the app: its name (the version registered last), or its definition.
-WorkflowReference = str | WorkflowDefinition
+WorkflowReference = str | WorkflowDefinition[Any, Any]
 # A team of the app: its name (the version registered last), or its definition.
-TeamReference = str | TeamDefinition
+TeamReference = str | TeamDefinition[Any, Any]
+# A definition whose runs' output type is known: what types a result read back by run id.
+TypedDefinition = (
+    AgentDefinition[OutputT] | WorkflowDefinition[Any, OutputT] | TeamDefinition[Any, OutputT]
+)
 logger = logging.getLogger("fevex")
 # A run id a caller chooses: what every store keeps as a key and every URL path carries.
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+# Nesting of workflows and teams whose pauses are searched for their children's approvals.
+_MAX_RUN_TREE_DEPTH = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +109,14 @@ def create_fevex(
     *,
     models: Mapping[str, ModelGateway] | None = None,
     agents: Iterable[AgentDefinition[Any]] = (),
-    tools: Iterable[ToolDefinition] = (),
+    tools: Iterable[ToolDefinition[Any, Any]] = (),
     run_store: RunStore | str | None = None,
     on_event: Callable[[RunEvent], Any] | Sequence[Callable[[RunEvent], Any]] | None = None,
     credentials: CredentialResolver = None,
     policies: Iterable[Policy] = (),
     connections: Iterable[ConnectionDefinition] = (),
-    workflows: Iterable[WorkflowDefinition] = (),
-    teams: Iterable[TeamDefinition] = (),
+    workflows: Iterable[WorkflowDefinition[Any, Any]] = (),
+    teams: Iterable[TeamDefinition[Any, Any]] = (),
     lease_seconds: float = 30.0,
     observability: Observability | None = None,
     context_providers: Iterable[ContextProviderDefinition | SkillDefinition] = (),
@@ -344,10 +357,28 @@ class Fevex(BlockingTwins):
             batching=batching,
         )
 
+    async def _pending_approvals(
+        self, run_id: str, pause: Any, depth: int = 0
+    ) -> tuple[PendingApproval, ...]:
+        """The approvals a pause waits for: its own, or those of the children it waits for
+        (a workflow's agent step, a team's delegation), each naming the run to resume."""
+        found = pending_approvals(pause, run_id)
+        if depth >= _MAX_RUN_TREE_DEPTH:
+            return found
+        for child_id in waiting_children(pause):
+            child = await self.run_store.get_run(child_id)
+            if child is not None and child.status == "paused":
+                found += await self._pending_approvals(child.id, child.pause, depth + 1)
+        return found
+
     async def _result(self, execution: Execution) -> RunResult[Any]:
         events = [event async for event in self._kernel.events(execution)]
         if execution.pause is not None:
-            raise RunPausedError(execution.run_id, execution.pause)
+            raise RunPausedError(
+                execution.run_id,
+                execution.pause,
+                approvals=await self._pending_approvals(execution.run_id, execution.pause),
+            )
         run = execution.sink.run
         usage: Usage = getattr(execution.driver, "usage", Usage())
         return RunResult(run.id, run.session_id, execution.output, usage, tuple(events))
@@ -488,6 +519,28 @@ class Fevex(BlockingTwins):
             batching=batching,
         )
 
+    @overload
+    async def run_workflow(
+        self,
+        workflow: WorkflowDefinition[Any, OutputT],
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    async def run_workflow(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> RunResult[Any]: ...
+
     async def run_workflow(
         self,
         workflow: WorkflowReference,
@@ -562,6 +615,28 @@ class Fevex(BlockingTwins):
         return self._in_background(execution)
 
     # -- teams ----------------------------------------------------------------------
+
+    @overload
+    async def run_team(
+        self,
+        team: TeamDefinition[Any, OutputT],
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: TeamLimits | None = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    async def run_team(
+        self,
+        team: str,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: TeamLimits | None = None,
+    ) -> RunResult[Any]: ...
 
     async def run_team(
         self,
@@ -643,6 +718,18 @@ class Fevex(BlockingTwins):
         run_id: str,
         decision: ApprovalDecision | Mapping[str, Any] | None = None,
         *,
+        definition: TypedDefinition[OutputT],
+        timeout: float | None = None,
+        wait: Literal[True] = True,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    async def resume_run(
+        self,
+        run_id: str,
+        decision: ApprovalDecision | Mapping[str, Any] | None = None,
+        *,
+        definition: None = None,
         timeout: float | None = None,
         wait: Literal[True] = True,
     ) -> RunResult[Any]: ...
@@ -653,6 +740,7 @@ class Fevex(BlockingTwins):
         run_id: str,
         decision: ApprovalDecision | Mapping[str, Any] | None = None,
         *,
+        definition: TypedDefinition[Any] | None = None,
         timeout: float | None = None,
         wait: Literal[False],
     ) -> AgentRun: ...
@@ -662,6 +750,7 @@ class Fevex(BlockingTwins):
         run_id: str,
         decision: ApprovalDecision | Mapping[str, Any] | None = None,
         *,
+        definition: TypedDefinition[Any] | None = None,
         timeout: float | None = None,
         wait: bool = True,
     ) -> RunResult[Any] | AgentRun:
@@ -672,9 +761,15 @@ class Fevex(BlockingTwins):
 
         With ``wait=False`` it returns the run's snapshot once it is taken over (a refusal
         still raises) and the run goes on in the background, as after ``start_agent``; this
-        holds for ``send_event`` and ``recover_run`` too."""
+        holds for ``send_event`` and ``recover_run`` too.
+
+        ``definition`` (the run's agent, workflow or team definition) types the result by
+        its output; a run of another definition is refused with ``RUN_DEFINITION_MISMATCH``
+        before anything changes."""
         decided = None if decision is None else approval_decision(decision)
         run = await self.get_run(run_id)
+        if definition is not None:
+            check_run_definition(run, definition)
         if run.status != "paused":
             raise FevexRunError(
                 "RUN_NOT_PAUSED",
@@ -685,7 +780,7 @@ class Fevex(BlockingTwins):
             return await self._continued(
                 await self._kernel.continue_due(run_id, timeout=timeout), wait
             )
-        approval_id, verdict, actor = decided
+        approval_id, verdict, actor, reason = decided
 
         def decide(_: AgentRun, checkpoint: dict[str, Any]) -> None:
             pending = checkpoint.get("pending")
@@ -699,7 +794,11 @@ class Fevex(BlockingTwins):
             decisions = pending.get("decisions")
             pending["decisions"] = {
                 **(decisions if isinstance(decisions, dict) else {}),
-                str(approval.get("tool_call_id")): {"decision": verdict, "actor": dict(actor)},
+                str(approval.get("tool_call_id")): {
+                    "decision": verdict,
+                    "actor": dict(actor),
+                    **({"reason": reason} if reason is not None else {}),
+                },
             }
 
         execution = await self._kernel.take_over(
@@ -1015,4 +1114,22 @@ def _check_run_id(run_id: object) -> None:
         raise FevexRunError(
             "INVALID_ARGUMENT",
             "run_id must be 1 to 128 letters, digits or the characters _ . : -",
+        )
+
+
+def check_run_definition(run: AgentRun, definition: TypedDefinition[Any]) -> None:
+    """Refuse ``definition`` as the type of ``run``'s result unless the run is of it."""
+    kind = (
+        "agent"
+        if isinstance(definition, AgentDefinition)
+        else "workflow"
+        if isinstance(definition, WorkflowDefinition)
+        else "team"
+    )
+    if (run.kind, run.name) != (kind, definition.name):
+        raise FevexRunError(
+            "RUN_DEFINITION_MISMATCH",
+            f"Run {run.id} is a run of {run.kind} {run.name!r}, not of {kind} "
+            f"{definition.name!r}; pass its own definition (or none).",
+            run_id=run.id,
         )

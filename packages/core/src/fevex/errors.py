@@ -8,9 +8,12 @@ from a run carries that run's ``run_id``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fevex._internal.storable_text import UNSTORABLE_TEXT
+
+if TYPE_CHECKING:
+    from fevex.runtime.approval import PendingApproval
 
 ErrorCategory = Literal["configuration", "validation", "model", "tool", "run", "store", "plugin"]
 ErrorSeverity = Literal["fatal", "error", "warning"]
@@ -148,11 +151,15 @@ class RunCancelledError(FevexRunError):
 
 
 class RunPausedError(FevexRunError):
-    """The run paused, for example to wait for a human approval; ``pause`` says why."""
+    """The run paused, for example to wait for a human approval; ``pause`` says why (as
+    stored JSON) and ``approvals`` lists the pending approvals, each with ``approve()`` and
+    ``reject()`` to build the decision ``resume_run`` takes."""
 
     severity: ErrorSeverity = "warning"
 
-    def __init__(self, run_id: str, pause: Any) -> None:
+    def __init__(
+        self, run_id: str, pause: Any, *, approvals: Sequence[PendingApproval] = ()
+    ) -> None:
         super().__init__(
             "RUN_PAUSED",
             f"Run {run_id} is paused and waits to be resumed.",
@@ -161,3 +168,4 @@ class RunPausedError(FevexRunError):
         )
         self.run_id: str = run_id
         self.pause = pause
+        self.approvals: tuple[PendingApproval, ...] = tuple(approvals)

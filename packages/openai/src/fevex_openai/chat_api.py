@@ -25,12 +25,12 @@ from fevex.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from fevex.models import ModelInput, ModelResult, Usage
+from fevex.models import ModelInput, ModelResult, ModelStreamEvent, Usage
 from fevex_openai.error_mapping import invalid_request, provider_error
 from fevex_openai.message_parts import media_url, tool_result_text, unsupported_part
 from fevex_openai.profile import OPENAI_PROFILE, ProviderProfile
 from fevex_openai.request_options import CHAT_OWNED_FIELDS, passthrough_options
-from fevex_openai.step_result import StepEnd, ToolCallDraft, finish_step
+from fevex_openai.step_result import ContentBlocks, StepEnd, ToolCallDraft, finish_step
 from fevex_openai.strict_schema import check_strict_schema
 
 __all__ = ["ChatStep", "build_chat_request", "chat_messages"]
@@ -294,6 +294,10 @@ def _assistant_message(message: Message, profile: ProviderProfile) -> dict[str, 
     return converted
 
 
+# The key of the answer's text block: tool calls are keyed by their index, from 0.
+_TEXT_BLOCK = -1
+
+
 class ChatStep:
     """Reads one streamed completion: ``accept`` each chunk, then ``finish``."""
 
@@ -306,9 +310,16 @@ class ChatStep:
         self.end = StepEnd()
         self.usage = Usage()
         self.finish_reason: str | None = None
+        # Text and tool calls as stream-layer blocks (see drain).
+        self.blocks = ContentBlocks()
+
+    def drain(self) -> list[ModelStreamEvent]:
+        """The block and tool-input events of the chunks accepted since the last drain."""
+        return self.blocks.drain()
 
     def accept(self, chunk: Any) -> str | None:
-        """Take one SDK chunk; returns visible output text to stream, if any."""
+        """Take one SDK chunk; returns visible output text to stream, if any (and keeps
+        its tool-call events for ``drain``)."""
         usage = getattr(chunk, "usage", None)
         if usage is not None:
             # Usage is cumulative for the request: the last report is the whole step's.
@@ -322,6 +333,7 @@ class ChatStep:
                 text = self._delta(delta)
             if choice.finish_reason is not None:
                 self.finish_reason = str(choice.finish_reason)
+                self.blocks.stop_all()
         return text
 
     def _delta(self, delta: Any) -> str | None:
@@ -343,8 +355,11 @@ class ChatStep:
                     draft.name = function.name
                 if function.arguments:
                     draft.fragments.append(function.arguments)
+            arguments = function.arguments if function is not None else None
+            self.blocks.fragment(fragment.index, draft.call_id, draft.name, arguments or "")
         if delta.content:
             self.text.append(delta.content)
+            self.blocks.text(_TEXT_BLOCK)
             return str(delta.content)
         return None
 
@@ -377,6 +392,7 @@ class ChatStep:
             output_schema=self.model_input.output_schema,
             max_output_tokens=self.model_input.max_output_tokens,
             reasoning="".join(self.reasoning),
+            ended_because=self.finish_reason,
         )
         if not (profile.reasoning_passback and result.tool_calls and result.reasoning):
             return result

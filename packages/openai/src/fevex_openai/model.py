@@ -86,7 +86,9 @@ class OpenAIModel:
         )
 
     async def stream(self, input: ModelInput) -> AsyncGenerator[ModelStreamEvent, None]:
-        """One model step: ``OutputDelta`` events, then one ``Completed``."""
+        """One model step: a ``text`` block (``BlockStarted``, ``OutputDelta`` events,
+        ``BlockStopped``) around the visible output, a ``tool_use`` block (with
+        ``ToolInputDelta`` fragments) per tool call, then one ``Completed``."""
         strict = self.schema_policy == "strict"
         step: ResponsesStep | ChatStep
         if self.api == "responses":
@@ -108,6 +110,8 @@ class OpenAIModel:
         try:
             async for sdk_event in sdk_stream:
                 delta = step.accept(sdk_event)
+                for event in step.drain():  # block bounds and tool-call argument fragments
+                    yield event
                 if delta:
                     yield OutputDelta(delta)
         except openai.OpenAIError as error:

@@ -26,12 +26,12 @@ from fevex.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from fevex.models import ModelInput, ModelResult, Usage
+from fevex.models import ModelInput, ModelResult, ModelStreamEvent, Usage
 from fevex_openai.error_mapping import error_from_stream_event, invalid_request, provider_error
 from fevex_openai.message_parts import media_url, tool_result_text, unsupported_part
 from fevex_openai.profile import OPENAI_PROFILE
 from fevex_openai.request_options import RESPONSES_OWNED_FIELDS, passthrough_options
-from fevex_openai.step_result import StepEnd, ToolCallDraft, finish_step
+from fevex_openai.step_result import ContentBlocks, StepEnd, ToolCallDraft, finish_step
 from fevex_openai.strict_schema import check_strict_schema
 
 __all__ = ["ResponsesStep", "build_responses_request", "responses_input"]
@@ -202,12 +202,21 @@ class ResponsesStep:
         self.end = StepEnd()
         self.usage = Usage()
         self.completed = False
+        # Text and tool calls as stream-layer blocks (see drain).
+        self.blocks = ContentBlocks()
+        self.status: str | None = None
+
+    def drain(self) -> list[ModelStreamEvent]:
+        """The block and tool-input events of the events accepted since the last drain."""
+        return self.blocks.drain()
 
     def accept(self, event: Any) -> str | None:
-        """Take one SDK event; returns visible output text to stream, if any."""
+        """Take one SDK event; returns visible output text to stream, if any (and keeps
+        its tool-call events for ``drain``)."""
         kind = getattr(event, "type", None)
         if kind == "response.output_text.delta":
             self.text.append(event.delta)
+            self.blocks.text(event.output_index)
             return str(event.delta)
         if kind == "response.refusal.delta":
             self.end.refusal += event.delta
@@ -217,8 +226,13 @@ class ResponsesStep:
                 self.drafts[event.output_index] = ToolCallDraft(
                     item.call_id, item.name, [item.arguments or ""]
                 )
+                self.blocks.fragment(
+                    event.output_index, item.call_id, item.name, item.arguments or ""
+                )
         elif kind == "response.function_call_arguments.delta":
             self._draft(event.output_index).fragments.append(event.delta)
+            draft = self._draft(event.output_index)
+            self.blocks.fragment(event.output_index, draft.call_id, draft.name, event.delta)
         elif kind == "response.function_call_arguments.done":
             self._draft(event.output_index).final_arguments = event.arguments
         elif kind == "response.output_item.done":
@@ -241,6 +255,7 @@ class ResponsesStep:
 
     def _item_done(self, index: int, item: Any) -> None:
         self.output_items.append(item.to_dict(mode="json", exclude_none=True))
+        self.blocks.stop(index)
         if item.type == "function_call":
             draft = self._draft(index)
             draft.call_id = item.call_id
@@ -253,6 +268,8 @@ class ResponsesStep:
 
     def _response_done(self, response: Any) -> None:
         self.completed = True
+        self.status = getattr(response, "status", None)
+        self.blocks.stop_all()  # every item has ended with the response
         usage = response.usage
         if usage is not None:
             input_details = getattr(usage, "input_tokens_details", None)
@@ -285,6 +302,7 @@ class ResponsesStep:
             output_schema=self.model_input.output_schema,
             max_output_tokens=self.model_input.max_output_tokens,
             reasoning="\n\n".join(self.reasoning),
+            ended_because=self.end.incomplete_reason or self.status,
         )
         if not result.tool_calls:
             return result

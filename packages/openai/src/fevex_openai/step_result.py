@@ -18,13 +18,22 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fevex.models import ModelResult, ToolCall, Usage
+from fevex.models import (
+    BlockStarted,
+    BlockStopped,
+    ModelResult,
+    ModelStreamEvent,
+    StopReason,
+    ToolCall,
+    ToolInputDelta,
+    Usage,
+)
 from fevex_openai.error_mapping import provider_error
 
 if TYPE_CHECKING:
     from fevex_openai.profile import ProviderProfile
 
-__all__ = ["StepEnd", "ToolCallDraft", "finish_step"]
+__all__ = ["ContentBlocks", "StepEnd", "ToolCallDraft", "finish_step", "stop_reason"]
 
 
 @dataclass
@@ -42,6 +51,74 @@ class ToolCallDraft:
         if self.final_arguments is not None:
             return self.final_arguments
         return "".join(self.fragments)
+
+
+class ContentBlocks:
+    """The stream-layer bounds of a step's content: a ``text`` block around the visible
+    output and a ``tool_use`` block per tool call, with its argument fragments. Blocks are
+    keyed by the API's own index (an output item, a tool call's index) and numbered from
+    0 in the order they start; the text itself streams as ``OutputDelta`` events."""
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, int] = {}
+        self._open: list[int] = []
+        self._events: list[ModelStreamEvent] = []
+
+    def _start(self, key: int, event: BlockStarted) -> None:
+        self._blocks[key] = event.index
+        self._open.append(key)
+        self._events.append(event)
+
+    def text(self, key: int) -> None:
+        """Visible text of block ``key`` arrived (starting the block the first time)."""
+        if key not in self._blocks:
+            self._start(key, BlockStarted(len(self._blocks), "text"))
+
+    def fragment(self, key: int, call_id: str | None, name: str | None, arguments: str) -> None:
+        """Arguments of call ``key`` arrived (starting its block the first time)."""
+        if key not in self._blocks:
+            block = BlockStarted(len(self._blocks), "tool_use", call_id or None, name or None)
+            self._start(key, block)
+        if arguments and key in self._open:
+            self._events.append(ToolInputDelta(self._blocks[key], arguments))
+
+    def stop(self, key: int) -> None:
+        if key in self._open:
+            self._open.remove(key)
+            self._events.append(BlockStopped(self._blocks[key]))
+
+    def stop_all(self) -> None:
+        for key in list(self._open):
+            self.stop(key)
+
+    def drain(self) -> list[ModelStreamEvent]:
+        """The events since the last drain, in order."""
+        events, self._events = self._events, []
+        return events
+
+
+# The APIs' own reasons a step ended, as fevex names them.
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "completed": "end_turn",
+    "end_turn": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "max_output_tokens": "max_tokens",
+    "content_filter": "content_filter",
+}
+
+
+def stop_reason(reason: str | None, *, has_tool_calls: bool) -> StopReason | None:
+    """``reason`` (a Chat ``finish_reason`` or a Responses status or incomplete reason)
+    as a :data:`~fevex.models.StopReason`; a step that asks for tools is ``tool_use``
+    whatever a provider said."""
+    if has_tool_calls:
+        return "tool_use"
+    if reason is None:
+        return None
+    return _STOP_REASONS.get(reason)
 
 
 @dataclass
@@ -63,7 +140,10 @@ def finish_step(
     output_schema: dict[str, Any] | None,
     max_output_tokens: int | None,
     reasoning: str | None = None,
+    ended_because: str | None = None,
 ) -> ModelResult:
+    """The step's result; ``ended_because`` is the API's own word for why it ended
+    (mapped to the result's ``stop_reason``)."""
     name = profile.name
     if end.refusal:
         raise provider_error(
@@ -105,6 +185,7 @@ def finish_step(
         tool_calls=calls,
         usage=usage,
         reasoning=reasoning or None,
+        stop_reason=stop_reason(ended_because, has_tool_calls=bool(calls)),
     )
 
 

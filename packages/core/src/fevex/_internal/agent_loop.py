@@ -198,6 +198,11 @@ class AgentLoop:
             "usage": result.usage.to_json(),
             "total_usage": state.usage.to_json(),
         }
+        if result.stop_reason is not None:
+            completed_payload["stop_reason"] = result.stop_reason
+        if result.reasoning:
+            # The message layer keeps the step's thinking part, as the transcript does.
+            completed_payload["reasoning"] = result.reasoning
         if self.calculate_cost is not None:
             cost = self._price(result.usage)
             if cost is not None:
@@ -237,6 +242,7 @@ class AgentLoop:
             raise _model_error(error) from error
         sink = self.execution.sink
         separate = 0
+        kind_delta = "model.output.delta"
         held = io.StringIO()
         held_chars = 0
         try:
@@ -249,12 +255,21 @@ class AgentLoop:
                     raise
                 except Exception as error:
                     raise _model_error(error) from error
-                delta = reader.accept(event)
-                if delta is None:
+                recorded = reader.accept(event)
+                if recorded is None:
                     continue
+                kind, payload = recorded
+                if kind != "model.output.delta":
+                    if held_chars:  # what was held comes first: events keep the stream's order
+                        yield await sink.emit(kind_delta, {"step": step, "delta": held.getvalue()})
+                        held = io.StringIO()
+                        held_chars = 0
+                    yield await sink.emit(kind, {"step": step, **payload})
+                    continue
+                delta = payload["delta"]
                 if separate < SEPARATE_DELTAS or not sink.batching:
                     separate += 1
-                    yield await sink.emit("model.output.delta", {"step": step, "delta": delta})
+                    yield await sink.emit(kind, {"step": step, "delta": delta})
                     continue
                 held.write(delta)
                 held_chars += len(delta)
@@ -262,10 +277,10 @@ class AgentLoop:
                     joined = {"step": step, "delta": held.getvalue()}
                     held = io.StringIO()
                     held_chars = 0
-                    yield await sink.emit("model.output.delta", joined)
+                    yield await sink.emit(kind, joined)
             if held_chars:
                 rest = {"step": step, "delta": held.getvalue()}
-                yield await sink.emit("model.output.delta", rest)
+                yield await sink.emit(kind_delta, rest)
         finally:
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:
@@ -403,16 +418,20 @@ class AgentLoop:
                 )
             if not recovered and tool.definition.approval == "required":
                 decision = pending.decisions.get(call.id)
-                if decision is None:
+                # A reviewer is asked only about input the tool would accept: invalid input
+                # is refused below, by the call itself, as for any tool.
+                if decision is None and runner.input_is_valid():
                     await runner.check_policies("approval")
                     async with aclosing(self._pause_for_approval(call, tool)) as paused:
                         async for event in paused:
                             yield event
                     return
-                if decision["decision"] == "reject":
+                if decision is not None and decision["decision"] == "reject":
+                    reason = decision.get("reason")
                     rejection = {
                         "code": "TOOL_REJECTED",
-                        "message": f"A reviewer rejected this call of {call.name}.",
+                        "message": f"A reviewer rejected this call of {call.name}"
+                        + (f": {reason}" if isinstance(reason, str) and reason else "."),
                     }
                     pending.results.append(ToolResultPart(call.id, call.name, rejection, True))
                     pending.approval = None

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         RunContext,
         RunResult,
         TeamReference,
+        TypedDefinition,
         WorkflowReference,
     )
     from fevex.events import RunEvent
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from fevex.runtime.records import AgentRun, RunStatus, Session
     from fevex.runtime.recovery import RecoverySweep, WakeSweep
     from fevex.runtime.run_store import EventOrder
-    from fevex.teams import TeamLimits
+    from fevex.teams import TeamDefinition, TeamLimits
+    from fevex.workflows import WorkflowDefinition
 
 __all__ = ["BlockingTwins"]
 
@@ -131,6 +133,28 @@ class BlockingTwins:
             )
         )
 
+    @overload
+    def run_workflow_sync(
+        self,
+        workflow: WorkflowDefinition[Any, OutputT],
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    def run_workflow_sync(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> RunResult[Any]: ...
+
     def run_workflow_sync(
         self,
         workflow: WorkflowReference,
@@ -176,6 +200,28 @@ class BlockingTwins:
             )
         )
 
+    @overload
+    def run_team_sync(
+        self,
+        team: TeamDefinition[Any, OutputT],
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: TeamLimits | None = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    def run_team_sync(
+        self,
+        team: str,
+        input: Any = None,
+        *,
+        context: RunContext = None,
+        timeout: float | None = None,
+        limits: TeamLimits | None = None,
+    ) -> RunResult[Any]: ...
+
     def run_team_sync(
         self,
         team: TeamReference,
@@ -215,14 +261,37 @@ class BlockingTwins:
             _app(self).start_team(team, input, context=context, timeout=timeout, limits=limits)
         )
 
+    @overload
     def resume_run_sync(
         self,
         run_id: str,
         decision: ApprovalDecision | Mapping[str, Any] | None = None,
         *,
+        definition: TypedDefinition[OutputT],
+        timeout: float | None = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    def resume_run_sync(
+        self,
+        run_id: str,
+        decision: ApprovalDecision | Mapping[str, Any] | None = None,
+        *,
+        definition: None = None,
+        timeout: float | None = None,
+    ) -> RunResult[Any]: ...
+
+    def resume_run_sync(
+        self,
+        run_id: str,
+        decision: ApprovalDecision | Mapping[str, Any] | None = None,
+        *,
+        definition: TypedDefinition[Any] | None = None,
         timeout: float | None = None,
     ) -> RunResult[Any]:
-        return run_sync(_app(self).resume_run(run_id, decision, timeout=timeout))
+        return run_sync(
+            _app(self).resume_run(run_id, decision, definition=definition, timeout=timeout)
+        )
 
     def recover_run_sync(
         self, run_id: str, *, actor: Mapping[str, Any], timeout: float | None = None

@@ -30,7 +30,7 @@ DEFAULT_MODEL_KEY = "default"
 
 @dataclass(slots=True)
 class PreparedTool:
-    definition: ToolDefinition
+    definition: ToolDefinition[Any, Any]
     input_schema: CompiledSchema
     output_schema: CompiledSchema | None
 
@@ -67,7 +67,7 @@ class PreparedAgent:
 
 @dataclass(slots=True)
 class PreparedWorkflow:
-    definition: WorkflowDefinition
+    definition: WorkflowDefinition[Any, Any]
     input_schema: CompiledSchema | None
     output_schema: CompiledSchema | None
     events: dict[str, CompiledSchema | None]
@@ -75,7 +75,7 @@ class PreparedWorkflow:
 
 @dataclass(slots=True)
 class PreparedTeam:
-    definition: TeamDefinition
+    definition: TeamDefinition[Any, Any]
     input_schema: CompiledSchema | None
     output_schema: CompiledSchema | None
 
@@ -162,6 +162,7 @@ def compose(
     found = Problems() if problems is None else problems
     model_table = _models(models, found)
     tool_table = _tools(tools, found)
+    _agent_tools(agents, tool_table, found)
     connection_table = _connections(connections, tool_table, found)
     agent_table = _agents(agents, model_table, tool_table, connection_table, found)
     workflow_table = _workflows(workflows, found)
@@ -336,6 +337,28 @@ def _tools(tools: Any, found: Problems) -> dict[str, PreparedTool]:
                 ),
             )
     return tool_table
+
+
+def _agent_tools(agents: Any, tool_table: dict[str, PreparedTool], found: Problems) -> None:
+    """Register the tools agents list as objects: the same tool may be listed by several
+    agents and by the app, but two different tools of one name cannot both be meant."""
+    if not isinstance(agents, Sequence | set) or isinstance(agents, str | bytes):
+        return  # refused by _agents
+    for agent in agents:
+        if not isinstance(agent, AgentDefinition):
+            continue
+        for tool in agent.tool_definitions:
+            with found.collect():
+                registered = tool_table.get(tool.name)
+                if registered is not None:
+                    if registered.definition is tool or registered.definition == tool:
+                        continue
+                    raise FevexConfigurationError(
+                        "DUPLICATE_TOOL",
+                        f"Agent {agent.name} lists a tool {tool.name!r}, but another tool of "
+                        "that name is already registered; give one of them another name.",
+                    )
+                tool_table.update(_tools([tool], found))
 
 
 def _connections(

@@ -215,7 +215,7 @@ class ConnectionResolver:
                     # it a credential, into any traceback that logs the run's error.
                 ) from None
 
-        definition = ToolDefinition(
+        definition: ToolDefinition[Any, Any] = ToolDefinition(
             name=name,
             description=description,
             function=call,

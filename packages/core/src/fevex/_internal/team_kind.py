@@ -186,7 +186,9 @@ class TeamSteps:
 
     __slots__ = ("_definition", "_driver", "_steps")
 
-    def __init__(self, steps: WorkflowStep, driver: TeamDriver, definition: TeamDefinition):
+    def __init__(
+        self, steps: WorkflowStep, driver: TeamDriver, definition: TeamDefinition[Any, Any]
+    ):
         self._steps = steps
         self._driver = driver
         self._definition = definition
@@ -198,7 +200,7 @@ class TeamSteps:
         agent: str | AgentDefinition[Any],
         task: Any,
         expected_output: str | None = None,
-    ) -> AgentStepResult:
+    ) -> AgentStepResult[Any]:
         name = self._member(step_id, agent)
         if expected_output is not None:
             if not isinstance(expected_output, str) or not isinstance(task, str):
@@ -218,7 +220,7 @@ class TeamSteps:
         to_agent: str | AgentDefinition[Any],
         reason: str,
         task: Any,
-    ) -> AgentStepResult:
+    ) -> AgentStepResult[Any]:
         source = self._member(step_id, from_agent)
         target = self._member(step_id, to_agent)
         if not isinstance(reason, str):
@@ -267,7 +269,7 @@ class TeamSteps:
             )
         return name
 
-    async def _delegation(self, step_id: str, agent: str, task: Any) -> AgentStepResult:
+    async def _delegation(self, step_id: str, agent: str, task: Any) -> AgentStepResult[Any]:
         driver = self._driver
         if isinstance(step_id, str):
             # A second use of the id in this pass fails as STEP_MISMATCH; the first keeps
@@ -313,5 +315,7 @@ def _as_workflow(prepared: PreparedTeam) -> PreparedWorkflow:
 
     # Unlimited steps and tokens: a team is bounded by its delegations, each child by
     # its own agent's limits.
-    definition = WorkflowDefinition(name=team.name, version=team.version, run=run)
+    definition: WorkflowDefinition[Any, Any] = WorkflowDefinition(
+        name=team.name, version=team.version, run=run
+    )
     return PreparedWorkflow(definition, prepared.input_schema, prepared.output_schema, {})

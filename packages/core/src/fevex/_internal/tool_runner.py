@@ -21,6 +21,7 @@ Whether a failure goes back to the model instead of failing the run is decided b
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import logging
@@ -129,6 +130,14 @@ class ToolCallRun:
         if self.policies:
             await enforce_policies(self.policies, self.policy_request(stage, attempt))
 
+    def input_is_valid(self) -> bool:
+        """Whether the model's arguments pass the tool's input schema."""
+        try:
+            self.tool.input_schema.validate(self.call.input)
+        except Exception:
+            return False
+        return True
+
     async def execute(self) -> Any:
         """Run the call to its validated JSON output, or raise its ``FevexRunError``."""
         definition = self.tool.definition
@@ -179,15 +188,13 @@ class ToolCallRun:
 
     async def _call(self, value: Any, attempt: int) -> Any:
         definition = self.tool.definition
-        args: tuple[Any, ...] = (value,)
-        context = None
-        if definition.takes_context:
-            context = self._context(attempt)
-            args = (value, context)
+        context = self._context(attempt) if definition.takes_context else None
+        args, keywords = definition.call_arguments(value, context)
         try:
             if definition.is_async:
-                return await self.guard(definition.function(*args))
-            return await self.guard(in_worker_thread(definition.function, *args))
+                return await self.guard(definition.function(*args, **keywords))
+            call = functools.partial(definition.function, *args, **keywords)
+            return await self.guard(in_worker_thread(call))
         except (asyncio.CancelledError, DeadlineReached):
             raise
         except Exception as error:

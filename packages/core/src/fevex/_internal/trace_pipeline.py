@@ -88,6 +88,12 @@ def exporters_from_environment() -> list[TraceExporter]:
     return exporters
 
 
+# Stream-layer events: the spans read whole steps from model.completed.
+_STREAMED = frozenset(
+    ("model.output.delta", "model.tool_input.delta", "model.block.started", "model.block.stopped")
+)
+
+
 class _ExportThread:
     """One daemon thread running one exporter's plain ``export`` calls, one at a time."""
 
@@ -225,8 +231,8 @@ class TracePipeline:
 
     def record(self, run: AgentRun, event: RunEvent) -> None:
         """Queue one committed event of ``run``; never waits (see the module)."""
-        if event.type == "model.output.delta":
-            return  # no span needs streamed text
+        if event.type in _STREAMED:
+            return  # no span needs streamed text, arguments or block bounds
         if len(self._queue) >= self._capacity:
             self._dropped_events += 1
             return

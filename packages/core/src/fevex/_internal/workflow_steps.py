@@ -25,7 +25,7 @@ from fevex._internal.workflow_state import Suspended, call_for_run, error_from_j
 from fevex.agents import AgentDefinition, Limits
 from fevex.errors import FevexError, FevexRunError
 from fevex.models import ToolCall, Usage
-from fevex.schemas.schema import ensure_json
+from fevex.schemas.schema import CompiledSchema, ensure_json
 from fevex.tools import ToolDefinition
 from fevex.workflows.step import AgentStepResult, EventDelivery
 
@@ -99,7 +99,7 @@ class WorkflowSteps:
     async def tool(
         self,
         step_id: str,
-        tool: str | ToolDefinition,
+        tool: str | ToolDefinition[Any, Any],
         input: Any,
         *,
         compensate: Callable[[Any], Any] | None = None,
@@ -168,7 +168,7 @@ class WorkflowSteps:
         *,
         input: Any,
         session_id: str | None = None,
-    ) -> AgentStepResult:
+    ) -> AgentStepResult[Any]:
         driver = self._driver
         kind = driver.kind
         name = agent.name if isinstance(agent, AgentDefinition) else agent
@@ -186,7 +186,7 @@ class WorkflowSteps:
         state = driver.state
         if entry is not None and entry.status != "started" and step_id not in state.children:
             output = await driver.replayed(step_id, entry)
-            return _agent_result(output)
+            return _agent_result(output, kind.agents.agent(name).output_schema)
         if entry is None:
             _check_tokens(driver, exhausted=True)
             state.children[step_id] = new_id("run")
@@ -236,7 +236,7 @@ class WorkflowSteps:
         }
         await driver.complete(step_id, output, child_run_id=child_id)
         _check_tokens(driver)
-        return _agent_result(output)
+        return _agent_result(output, kind.agents.agent(name).output_schema)
 
     async def wait_for_event(self, step_id: str, name: str) -> EventDelivery:
         driver = self._driver
@@ -403,7 +403,7 @@ def _as_json(value: Any) -> Any:
         return {
             "run_id": value.run_id,
             "session_id": value.session_id,
-            "output": value.output,
+            "output": value.output_json,
             "usage": value.usage.to_json(),
         }
     if isinstance(value, dict):
@@ -413,12 +413,17 @@ def _as_json(value: Any) -> Any:
     return value
 
 
-def _agent_result(output: Any) -> AgentStepResult:
+def _agent_result(output: Any, schema: CompiledSchema | None) -> AgentStepResult[Any]:
+    """The step's result from its journalled JSON: the output validated by the agent's
+    output schema, as its run returned it, on the first run and on every replay alike."""
+    stored = output.get("output")
+    value = stored if schema is None or stored is None else schema.validate(stored)
     return AgentStepResult(
         str(output["run_id"]),
         str(output["session_id"]),
-        output.get("output"),
+        value,
         Usage.from_json(output.get("usage") or {}),
+        output_json=stored,
     )
 
 

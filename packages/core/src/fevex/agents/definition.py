@@ -10,7 +10,7 @@ from fevex._internal.names import did_you_mean, is_valid_name
 from fevex._internal.schema_check import check_schema
 from fevex.errors import FevexConfigurationError
 from fevex.knowledge.memory_store import MemoryAccess
-from fevex.tools.definition import Approval
+from fevex.tools.definition import Approval, ToolDefinition
 
 __all__ = ["AgentDefinition", "Limits", "define_agent"]
 
@@ -115,6 +115,9 @@ class AgentDefinition(Generic[OutputT]):
     memory: MemoryAccess | None = None
     sandbox: Any = None
     sandbox_approval: Approval = "never"
+    # Tools listed as objects rather than names (their names are in ``tools`` too): the
+    # app registers them as if they were in its own ``tools=``.
+    tool_definitions: tuple[ToolDefinition[Any, Any], ...] = ()
 
     def check(self) -> None:
         """Raise ``INVALID_AGENT`` when a field holds a value its type does not allow."""
@@ -126,6 +129,11 @@ class AgentDefinition(Generic[OutputT]):
             raise _invalid(f"Agent {self.name}: model must be a non-empty string or None.")
         if not isinstance(self.tools, tuple) or not all(isinstance(t, str) for t in self.tools):
             raise _invalid(f"Agent {self.name}: tools must be tool names.")
+        if not all(
+            isinstance(tool, ToolDefinition) and tool.name in self.tools
+            for tool in self.tool_definitions
+        ):
+            raise _invalid(f"Agent {self.name}: tool_definitions must be tools it lists.")
         if not isinstance(self.limits, Limits):
             raise _invalid(f"Agent {self.name}: limits must be a Limits value.")
         self.limits.check()
@@ -176,7 +184,7 @@ def define_agent(
     name: str,
     instructions: str,
     model: str | None = None,
-    tools: Iterable[str] = (),
+    tools: Iterable[str | ToolDefinition[Any, Any]] = (),
     output_schema: type[OutputT],
     limits: Limits | Mapping[str, int | None] | None = None,
     model_options: Mapping[str, Any] | None = None,
@@ -196,7 +204,7 @@ def define_agent(
     name: str,
     instructions: str,
     model: str | None = None,
-    tools: Iterable[str] = (),
+    tools: Iterable[str | ToolDefinition[Any, Any]] = (),
     output_schema: None = None,
     limits: Limits | Mapping[str, int | None] | None = None,
     model_options: Mapping[str, Any] | None = None,
@@ -216,7 +224,7 @@ def define_agent(
     name: str,
     instructions: str,
     model: str | None = None,
-    tools: Iterable[str] = (),
+    tools: Iterable[str | ToolDefinition[Any, Any]] = (),
     output_schema: Any = None,
     limits: Limits | Mapping[str, int | None] | None = None,
     model_options: Mapping[str, Any] | None = None,
@@ -235,7 +243,7 @@ def define_agent(
     name: str,
     instructions: str,
     model: str | None = None,
-    tools: Iterable[str] = (),
+    tools: Iterable[str | ToolDefinition[Any, Any]] = (),
     output_schema: Any = None,
     limits: Limits | Mapping[str, int | None] | None = None,
     model_options: Mapping[str, Any] | None = None,
@@ -248,7 +256,10 @@ def define_agent(
     sandbox_approval: Approval = "never",
 ) -> AgentDefinition[Any]:
     """Define an agent. Lists and mappings are copied, so later changes by the caller do
-    not change the definition. ``output_schema`` and ``input_schema`` are compiled here:
+    not change the definition. ``tools`` lists tool names or the tools themselves
+    (``tools=[get_account]``), which the app then registers: the same tool may be listed by
+    several agents and the app, but two different tools of one name are
+    ``DUPLICATE_TOOL``. ``output_schema`` and ``input_schema`` are compiled here:
     one fevex cannot validate with is refused at once with ``INVALID_AGENT``.
 
     The definition is typed by its output: ``define_agent(..., output_schema=Answer)`` is an
@@ -264,14 +275,26 @@ def define_agent(
     else:
         raise _invalid(f"Agent {name!r}: limits must be Limits or a mapping.")
     try:
-        tool_names = tuple(tools)
+        listed_tools = tuple(tools)
     except TypeError:
         raise _invalid(f"Agent {name!r}: tools must be a list of tool names.") from None
+    tool_names: list[str] = []
+    tool_definitions: list[ToolDefinition[Any, Any]] = []
+    for tool in listed_tools:
+        if isinstance(tool, ToolDefinition):
+            tool_definitions.append(tool)
+            tool_names.append(tool.name)
+        elif isinstance(tool, str):
+            tool_names.append(tool)
+        else:
+            raise _invalid(
+                f"Agent {name!r}: tools must be tool names or tools (define_tool), not {tool!r}."
+            )
     definition: AgentDefinition[Any] = AgentDefinition(
         name=name,
         instructions=instructions,
         model=model,
-        tools=tool_names,
+        tools=tuple(tool_names),
         output_schema=output_schema,
         limits=resolved_limits,
         model_options=dict(model_options) if model_options else {},
@@ -282,6 +305,7 @@ def define_agent(
         memory=memory,
         sandbox=sandbox,
         sandbox_approval=sandbox_approval,
+        tool_definitions=tuple(tool_definitions),
     )
     definition.check()
     if output_schema is not None:

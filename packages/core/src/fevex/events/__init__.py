@@ -1,5 +1,7 @@
 from fevex.events.run_event import EVENT_TYPES, RunEvent, RunEventType
 from fevex.events.views import (
+    BlockStart,
+    BlockStop,
     Cost,
     CostCalculator,
     RunState,
@@ -8,6 +10,7 @@ from fevex.events.views import (
     StreamItem,
     TextDelta,
     ToolCallRequested,
+    ToolInputFragment,
     ToolResultReceived,
     Turn,
     TurnStatus,
@@ -16,6 +19,8 @@ from fevex.events.views import (
 
 __all__ = [
     "EVENT_TYPES",
+    "BlockStart",
+    "BlockStop",
     "Cost",
     "CostCalculator",
     "RunEvent",
@@ -26,6 +31,7 @@ __all__ = [
     "StreamItem",
     "TextDelta",
     "ToolCallRequested",
+    "ToolInputFragment",
     "ToolResultReceived",
     "Turn",
     "TurnStatus",

@@ -2,11 +2,12 @@
 
 The event log is the only truth; each view reads it for a different consumer:
 
-- stream: text as it streamed and tool calls as they were asked for and answered, for a
-  typewriter-style UI;
+- stream: text as it streamed, content blocks as they started and stopped, tool-call
+  arguments as they streamed (from gateways that stream them), and tool calls as they were
+  asked for and answered, for a typewriter-style UI;
 - state: the transitions the run went through, for status indicators;
-- messages: whole messages (user, assistant per model step, tool results per step), for
-  chat history;
+- messages: whole messages (user, assistant per model step with its thinking, text and
+  tool calls, tool results per step), for chat history;
 - turn: the run as one request and its response, with duration, usage and cost, for
   analytics and billing.
 
@@ -28,6 +29,7 @@ from fevex.messages import (
     ContentPart,
     Message,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolResultPart,
     content_part_from_json,
@@ -35,6 +37,8 @@ from fevex.messages import (
 from fevex.models import Usage
 
 __all__ = [
+    "BlockStart",
+    "BlockStop",
     "Cost",
     "CostCalculator",
     "RunState",
@@ -43,6 +47,7 @@ __all__ = [
     "StreamItem",
     "TextDelta",
     "ToolCallRequested",
+    "ToolInputFragment",
     "ToolResultReceived",
     "Turn",
     "TurnStatus",
@@ -104,7 +109,45 @@ class ToolResultReceived:
     kind: Literal["tool-result"] = "tool-result"
 
 
-StreamItem: TypeAlias = TextDelta | ToolCallRequested | ToolResultReceived
+@dataclass(frozen=True, slots=True)
+class BlockStart:
+    """A content block of a model step began (``block``: text, thinking or tool_use);
+    a ``tool_use`` block names its call when the gateway knew it."""
+
+    sequence: int
+    step: int
+    index: int
+    block: str
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    kind: Literal["block-start"] = "block-start"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInputFragment:
+    """A fragment of a tool call's JSON arguments, in the order it streamed; the
+    fragments of one block concatenate to the call's input."""
+
+    sequence: int
+    step: int
+    index: int
+    delta: str
+    kind: Literal["tool-input-delta"] = "tool-input-delta"
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStop:
+    """A content block of a model step is complete."""
+
+    sequence: int
+    step: int
+    index: int
+    kind: Literal["block-stop"] = "block-stop"
+
+
+StreamItem: TypeAlias = (
+    TextDelta | BlockStart | ToolInputFragment | BlockStop | ToolCallRequested | ToolResultReceived
+)
 
 
 # -- state layer ------------------------------------------------------------------------
@@ -283,6 +326,25 @@ class _Projection:
                 self.enter("responding", event, step=step)
             self.step_text[step].append(text)
             self.stream.append(TextDelta(event.sequence, step, text))
+        elif kind == "model.block.started":
+            self.stream.append(
+                BlockStart(
+                    event.sequence,
+                    payload["step"],
+                    payload["index"],
+                    payload["block"],
+                    payload.get("tool_call_id"),
+                    payload.get("tool_name"),
+                )
+            )
+        elif kind == "model.tool_input.delta":
+            self.stream.append(
+                ToolInputFragment(
+                    event.sequence, payload["step"], payload["index"], payload["delta"]
+                )
+            )
+        elif kind == "model.block.stopped":
+            self.stream.append(BlockStop(event.sequence, payload["step"], payload["index"]))
         elif kind == "model.completed":
             self.complete_step(event)
         elif kind == "tool.started":
@@ -314,10 +376,12 @@ class _Projection:
         payload = event.payload
         step: int = payload["step"]
         calls = [ToolCallPart(c["id"], c["name"], c.get("input")) for c in payload["tool_calls"]]
-        # The assistant keeps the text it streamed, as the engine does; reasoning is not
-        # recorded in events, so it cannot appear here.
+        # The assistant keeps its thinking and the text it streamed, as the engine does.
         text = "".join(self.step_text.get(step, ()))
-        parts: list[ContentPart] = [TextPart(text)] if text else []
+        reasoning = payload.get("reasoning")
+        parts: list[ContentPart] = [ThinkingPart(reasoning)] if reasoning else []
+        if text:
+            parts.append(TextPart(text))
         parts.extend(calls)
         self.messages.append(Message("assistant", tuple(parts)))
         usage = Usage.from_json(payload.get("usage"))

@@ -10,7 +10,11 @@ from typing import Any
 try:
     from starlette.applications import Starlette
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError('The fevex HTTP server needs Starlette: pip install "fevex[http]"') from error
+    from fevex.plugins.install_hints import install_command
+
+    raise ImportError(
+        f"The fevex HTTP server needs Starlette: {install_command('http')}"
+    ) from error
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware

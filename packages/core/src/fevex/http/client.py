@@ -19,7 +19,9 @@ from typing import Any, Self
 try:
     import httpx2
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError('The fevex HTTP clients need httpx2: pip install "fevex[http]"') from error
+    from fevex.plugins.install_hints import install_command
+
+    raise ImportError(f"The fevex HTTP clients need httpx2: {install_command('http')}") from error
 
 from fevex.events import RunEvent
 from fevex.http.client_calls import RECONNECT_FOR, Call, Calls, Observation, RunPage

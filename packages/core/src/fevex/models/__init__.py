@@ -1,17 +1,25 @@
 from fevex.models.gateway import (
+    BlockKind,
+    BlockStarted,
+    BlockStopped,
     Completed,
     ModelGateway,
     ModelInput,
     ModelResult,
     ModelStreamEvent,
     OutputDelta,
+    StopReason,
     ToolCall,
+    ToolInputDelta,
     ToolSpec,
     Usage,
 )
 from fevex.models.stream_reader import ModelStreamReader
 
 __all__ = [
+    "BlockKind",
+    "BlockStarted",
+    "BlockStopped",
     "Completed",
     "ModelGateway",
     "ModelInput",
@@ -19,7 +27,9 @@ __all__ = [
     "ModelStreamEvent",
     "ModelStreamReader",
     "OutputDelta",
+    "StopReason",
     "ToolCall",
+    "ToolInputDelta",
     "ToolSpec",
     "Usage",
 ]

@@ -1,7 +1,11 @@
 """The model contract: any object whose ``stream(input)`` yields these events is a model.
 
 A stream is zero or more :class:`OutputDelta` events with the visible text (or JSON) in
-fragments, then exactly one :class:`Completed` event. ``provider_state`` is opaque
+fragments, then exactly one :class:`Completed` event. A gateway that streams its content
+in blocks may also send, before the terminal, :class:`BlockStarted` and
+:class:`BlockStopped` around each block and :class:`ToolInputDelta` fragments of a tool
+call's JSON arguments inside a ``tool_use`` block; all three are optional, and the
+arguments they spell must equal the call's input. ``provider_state`` is opaque
 continuation data: the runtime hands it unchanged to the next model step of the same run
 and never puts it in messages, events, results or stores.
 """
@@ -15,13 +19,18 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from fevex.messages import Message
 
 __all__ = [
+    "BlockKind",
+    "BlockStarted",
+    "BlockStopped",
     "Completed",
     "ModelGateway",
     "ModelInput",
     "ModelResult",
     "ModelStreamEvent",
     "OutputDelta",
+    "StopReason",
     "ToolCall",
+    "ToolInputDelta",
     "ToolSpec",
     "Usage",
 ]
@@ -29,13 +38,25 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts as the provider reported them; ``None`` means not reported."""
+    """Token counts as the provider reported them; ``None`` means not reported.
+
+    ``total_tokens`` not reported beside input and output counts is their sum: many
+    providers report only those two, and prices and budgets read the total.
+    """
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
     cached_input_tokens: int | None = None
     reasoning_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if (
+            self.total_tokens is None
+            and isinstance(self.input_tokens, int)
+            and isinstance(self.output_tokens, int)
+        ):
+            object.__setattr__(self, "total_tokens", self.input_tokens + self.output_tokens)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -82,13 +103,22 @@ class ToolSpec:
     input_schema: dict[str, Any]
 
 
+# Why a model step ended: its answer was complete, it asked for tools, it reached its
+# output-token limit or a stop sequence, a content filter stopped it, or it failed.
+StopReason = Literal[
+    "end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filter", "error"
+]
+STOP_REASONS: tuple[str, ...] = StopReason.__args__  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True, slots=True)
 class ModelResult:
     """The terminal result of one model step.
 
     ``output`` is the final text, or a JSON value when the step produced structured
     output; it must match the accumulated deltas. ``reasoning`` is visible model thinking,
-    kept in the conversation as a thinking part.
+    kept in the conversation as a thinking part. ``stop_reason`` is why the step ended, as
+    the provider said (``None`` when it did not).
     """
 
     output: Any = None
@@ -96,6 +126,7 @@ class ModelResult:
     usage: Usage = field(default_factory=Usage)
     provider_state: Any = None
     reasoning: str | None = None
+    stop_reason: StopReason | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +141,39 @@ class Completed:
     type: Literal["completed"] = "completed"
 
 
-ModelStreamEvent = OutputDelta | Completed
+BlockKind = Literal["text", "thinking", "tool_use"]
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStarted:
+    """A content block begins: ``index`` numbers it in the step (from 0); a ``tool_use``
+    block names its call's id (when the provider gave one yet) and tool."""
+
+    index: int
+    block: BlockKind
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    type: Literal["block.started"] = "block.started"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInputDelta:
+    """A fragment of the JSON arguments of the tool call in the open block ``index``."""
+
+    index: int
+    delta: str
+    type: Literal["tool_input.delta"] = "tool_input.delta"
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStopped:
+    """The content block ``index`` is complete."""
+
+    index: int
+    type: Literal["block.stopped"] = "block.stopped"
+
+
+ModelStreamEvent = OutputDelta | BlockStarted | ToolInputDelta | BlockStopped | Completed
 
 
 @dataclass(frozen=True, slots=True)

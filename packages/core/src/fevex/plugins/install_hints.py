@@ -1,16 +1,24 @@
 """What a user should do when a name no loaded plugin provides is asked for.
 
 fevex's own plugins are known by name, so the error can name the distribution and the
-extra that installs it; an installed plugin that the environment switches left out is
-named with the switch, since installing it again would not help.
+command that installs it, for the way fevex itself was installed: from an index, the
+core's extra (``pip install "fevex[sqlite]"``); from a checkout of the repository (a
+directory install, editable or not, as the distribution's ``direct_url.json`` says), the
+plugin's folders in that checkout, since an extra would look for the plugin on an index
+where it may not be published. An installed plugin that the environment switches left
+out is named with the switch, since installing it again would not help.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
+import json
 import os
 from collections.abc import Collection, Iterable
+from pathlib import Path
 from typing import Literal
+from urllib.parse import unquote, urlparse
 
 from fevex._internal.names import did_you_mean
 from fevex.errors import FevexConfigurationError
@@ -19,6 +27,7 @@ from fevex.errors import FevexConfigurationError
 __all__ = [
     "PluginKind",
     "autoload_disabled",
+    "install_command",
     "installed_entry_points",
     "missing_plugin",
     "unknown_selected_plugins",
@@ -57,8 +66,54 @@ def installed_entry_points() -> list[importlib.metadata.EntryPoint]:
     return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
 
 
+# The checkout folders each extra stands for (a plugin's own fevex dependencies included).
+CHECKOUT_FOLDERS: dict[str, tuple[str, ...]] = {
+    "deepseek": ("openai", "deepseek"),
+    "http": ('"./packages/core[http]"',),
+}
+
+
+@functools.cache
+def _checkout() -> tuple[Path, bool] | None:
+    """The root of the checkout fevex was installed from, and whether editably; ``None``
+    for any other install (an index, a wheel file, a VCS URL)."""
+    try:
+        text = importlib.metadata.distribution("fevex").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    try:
+        described = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if not isinstance(described, dict) or not isinstance(described.get("dir_info"), dict):
+        return None
+    url = urlparse(str(described.get("url", "")))
+    if url.scheme != "file":
+        return None
+    core = Path(unquote(url.path))
+    if core.name != "core" or core.parent.name != "packages":
+        return None
+    return core.parent.parent, bool(described["dir_info"].get("editable"))
+
+
+def install_command(extra: str) -> str:
+    """The command that installs what the core's ``extra`` brings, for the way fevex was
+    installed (see the module's docstring)."""
+    checkout = _checkout()
+    if checkout is None:
+        return f'pip install "fevex[{extra}]"'
+    root, editable = checkout
+    prefix = "-e " if editable else ""
+    folders = CHECKOUT_FOLDERS.get(extra, (extra,))
+    listed = " ".join(
+        prefix + (folder if folder.startswith('"') else f"./packages/{folder}")
+        for folder in folders
+    )
+    return f"pip install {listed} (fevex was installed from the checkout at {root}; run it there)"
+
+
 def _install_line(extra: str) -> str:
-    return f'pip install "fevex[{extra}]"'
+    return install_command(extra)
 
 
 def _installed_but_left_out(

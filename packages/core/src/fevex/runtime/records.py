@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from fevex.messages import Message, message_from_json
 from fevex.models import Usage
+from fevex.runtime.approval import PendingApproval, pending_approvals
 
-__all__ = ["AgentRun", "RunStatus", "Session"]
+__all__ = ["AgentRun", "JsonValue", "RunStatus", "Session"]
+
+# A value as stores keep it: what json.loads returns.
+JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
 
 RunStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
 TERMINAL_STATUSES = frozenset(("completed", "failed", "cancelled"))
@@ -47,7 +51,7 @@ class AgentRun:
     input: Any
     created_at: str
     updated_at: str
-    output: Any = None
+    output: JsonValue = None
     usage: dict[str, int] = field(default_factory=dict)
     error: dict[str, Any] | None = None
     pause: dict[str, Any] | None = None
@@ -68,6 +72,12 @@ class AgentRun:
             object.__setattr__(self, "name", self.agent_name)
         if not self.root_run_id:
             object.__setattr__(self, "root_run_id", self.id)
+
+    @property
+    def approvals(self) -> tuple[PendingApproval, ...]:
+        """The approvals this paused run waits for itself (see :class:`PendingApproval`);
+        a workflow or team waiting for a child lists the child's on ``RunPausedError``."""
+        return pending_approvals(self.pause, self.id)
 
     @property
     def usage_totals(self) -> Usage:

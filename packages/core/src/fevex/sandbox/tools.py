@@ -33,7 +33,9 @@ class WriteInput:
     content: str
 
 
-def sandbox_tools(sandbox: Sandbox, *, approval: Approval = "never") -> tuple[ToolDefinition, ...]:
+def sandbox_tools(
+    sandbox: Sandbox, *, approval: Approval = "never"
+) -> tuple[ToolDefinition[Any, Any], ...]:
     """The sandbox's three tools, each with ``approval``."""
 
     async def sandbox_run_command(request: CommandInput) -> dict[str, Any]:

@@ -3,13 +3,18 @@ members it may delegate to and the bounds on its delegations."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, Generic, TypeVar, overload
 
 from fevex._internal.definitions import DurableFunctionKind
 from fevex.errors import FevexConfigurationError
-from fevex.teams.step import TeamFunction
+from fevex.teams.step import TeamFunction, TeamStep
+
+InputT = TypeVar("InputT")
+OutputT = TypeVar("OutputT")
+InputT_co = TypeVar("InputT_co", covariant=True)
+OutputT_co = TypeVar("OutputT_co", covariant=True)
 
 __all__ = ["TeamDefinition", "TeamLimits", "TeamMember", "define_team"]
 
@@ -52,8 +57,9 @@ class TeamLimits:
 
 
 @dataclass(frozen=True, slots=True)
-class TeamDefinition:
-    """A team: ``run(team, input)`` replayed from the start on every resume and recovery,
+class TeamDefinition(Generic[InputT_co, OutputT_co]):
+    """A team, generic in its input and output (the annotations of its function):
+    ``run(team, input)`` replayed from the start on every resume and recovery,
     delegating to its ``supervisor`` and ``members`` (registered agents, run as they are
     registered). ``version`` names the replay contract, as a workflow's does."""
 
@@ -104,8 +110,8 @@ def define_team(
     limits: TeamLimits | None = None,
     input_schema: Any = None,
     output_schema: Any = None,
-    run: TeamFunction,
-) -> TeamDefinition: ...
+    run: Callable[[TeamStep, InputT], Awaitable[OutputT]],
+) -> TeamDefinition[InputT, OutputT]: ...
 
 
 @overload
@@ -119,7 +125,9 @@ def define_team(
     input_schema: Any = None,
     output_schema: Any = None,
     run: None = None,
-) -> Callable[[TeamFunction], TeamDefinition]: ...
+) -> Callable[
+    [Callable[[TeamStep, InputT], Awaitable[OutputT]]], TeamDefinition[InputT, OutputT]
+]: ...
 
 
 def define_team(
@@ -132,7 +140,7 @@ def define_team(
     input_schema: Any = None,
     output_schema: Any = None,
     run: TeamFunction | None = None,
-) -> TeamDefinition | Callable[[TeamFunction], TeamDefinition]:
+) -> Any:
     """Define a team, as ``@define_team(name=..., supervisor=..., members=[...])`` on
     ``async def f(team, input)`` or as a call with ``run=``. Schemas come from the
     annotations unless given. Whether the agents are registered is checked by
@@ -145,9 +153,9 @@ def define_team(
             raise _invalid(f"Team {name!r}: limits must be TeamLimits.")
         limits.check(name)
 
-    def build(function: TeamFunction) -> TeamDefinition:
+    def build(function: TeamFunction) -> TeamDefinition[Any, Any]:
         input_hint, output_hint = TEAM.annotated_schemas(function, name)
-        definition = TeamDefinition(
+        definition: TeamDefinition[Any, Any] = TeamDefinition(
             name=name,
             version=version,
             run=function,

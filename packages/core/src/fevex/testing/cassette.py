@@ -29,6 +29,8 @@ from typing import Any
 from fevex._internal.canonical_json import canonical_json, json_digest
 from fevex.errors import FevexError, FevexRunError
 from fevex.models import (
+    BlockStarted,
+    BlockStopped,
     Completed,
     ModelGateway,
     ModelInput,
@@ -36,6 +38,7 @@ from fevex.models import (
     ModelStreamEvent,
     OutputDelta,
     ToolCall,
+    ToolInputDelta,
     Usage,
 )
 from fevex.tools.redaction import REDACTED
@@ -226,6 +229,18 @@ def _is_secret(key: Any) -> bool:
 def _event_json(event: Any) -> dict[str, Any]:
     if isinstance(event, OutputDelta):
         return {"type": "output.delta", "delta": event.delta}
+    if isinstance(event, BlockStarted):
+        return {
+            "type": "block.started",
+            "index": event.index,
+            "block": event.block,
+            "tool_call_id": event.tool_call_id,
+            "tool_name": event.tool_name,
+        }
+    if isinstance(event, ToolInputDelta):
+        return {"type": "tool_input.delta", "index": event.index, "delta": event.delta}
+    if isinstance(event, BlockStopped):
+        return {"type": "block.stopped", "index": event.index}
     if isinstance(event, Completed):
         result = event.result
         return {
@@ -239,6 +254,7 @@ def _event_json(event: Any) -> dict[str, Any]:
                 "usage": result.usage.to_json(),
                 "provider_state": _without_secrets(result.provider_state),
                 "reasoning": result.reasoning,
+                "stop_reason": result.stop_reason,
             },
         }
     raise FevexRunError(
@@ -253,6 +269,14 @@ def _event_from_json(data: Any, path: Path) -> ModelStreamEvent:
     try:
         if data["type"] == "output.delta":
             return OutputDelta(str(data["delta"]))
+        if data["type"] == "block.started":
+            return BlockStarted(
+                int(data["index"]), data["block"], data.get("tool_call_id"), data.get("tool_name")
+            )
+        if data["type"] == "tool_input.delta":
+            return ToolInputDelta(int(data["index"]), str(data["delta"]))
+        if data["type"] == "block.stopped":
+            return BlockStopped(int(data["index"]))
         if data["type"] == "completed":
             result = data["result"]
             return Completed(
@@ -265,6 +289,7 @@ def _event_from_json(data: Any, path: Path) -> ModelStreamEvent:
                     usage=Usage.from_json(result.get("usage")),
                     provider_state=result.get("provider_state"),
                     reasoning=result.get("reasoning"),
+                    stop_reason=result.get("stop_reason"),
                 )
             )
     except (KeyError, TypeError, AttributeError) as error:

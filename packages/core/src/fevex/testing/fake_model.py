@@ -28,7 +28,9 @@ class FakeModel:
 
     A response is a mapping with any of ``output`` (text, or a JSON value for structured
     output), ``tool_calls`` (mappings with ``id``, ``name``, ``input``), ``usage`` (a
-    mapping of token counts), ``reasoning`` and ``provider_state``; a
+    mapping of token counts: a total not given is input plus output), ``reasoning``,
+    ``provider_state`` and ``stop_reason`` (by default ``"tool_use"`` for a response with
+    tool calls, ``"end_turn"`` otherwise); a
     :class:`~fevex.models.ModelResult`; an exception to raise; or a function of the
     :class:`~fevex.models.ModelInput` returning one of those. Output text streams as
     ``chunk_size``-character deltas. Every input is recorded in ``calls``.
@@ -73,18 +75,27 @@ class FakeModel:
 
 
 def _result(response: Mapping[str, Any]) -> ModelResult:
-    unknown = set(response) - {"output", "tool_calls", "usage", "reasoning", "provider_state"}
+    unknown = set(response) - {
+        "output",
+        "tool_calls",
+        "usage",
+        "reasoning",
+        "provider_state",
+        "stop_reason",
+    }
     if unknown:
         raise ValueError(f"FakeModel responses take no {sorted(unknown)}")
     usage = response.get("usage")
+    calls = tuple(
+        call
+        if isinstance(call, ToolCall)
+        else ToolCall(call["id"], call["name"], call.get("input"))
+        for call in response.get("tool_calls", ())
+    )
     return ModelResult(
         output=response.get("output"),
-        tool_calls=tuple(
-            call
-            if isinstance(call, ToolCall)
-            else ToolCall(call["id"], call["name"], call.get("input"))
-            for call in response.get("tool_calls", ())
-        ),
+        tool_calls=calls,
+        stop_reason=response.get("stop_reason") or ("tool_use" if calls else "end_turn"),
         usage=usage if isinstance(usage, Usage) else Usage(**(usage or {})),
         provider_state=response.get("provider_state"),
         reasoning=response.get("reasoning"),

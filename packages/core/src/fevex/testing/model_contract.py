@@ -43,7 +43,9 @@ async def check_model_gateway(
 
     Raises :class:`~fevex.FevexRunError` with the runtime's own code on the first
     violation (missing or duplicate terminal, event after the terminal, unknown event,
-    output that does not match the deltas, malformed tool calls or usage), or
+    output that does not match the deltas, malformed tool calls, usage or stop reason; and,
+    for a gateway that streams blocks and tool-input deltas, which are optional, a block
+    left open or stopped twice and arguments that do not spell the call's input), or
     ``MODEL_CONTRACT_VIOLATION`` when ``stream`` is not an async iterator. Returns the
     terminal results.
     """

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import inspect
-import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, overload
 
 from fevex._internal.names import is_valid_name
 from fevex._internal.schema_check import check_schema
 from fevex.errors import FevexConfigurationError
 from fevex.tools.context import ToolContext
+from fevex.tools.function_schema import Arguments, read_function
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = [
     "Approval",
@@ -23,10 +26,11 @@ __all__ = [
     "define_tool",
 ]
 
-_EMPTY = inspect.Parameter.empty
-# The input parameter of a function that has no annotation: refused, since the model would
-# be offered a schema that says nothing ({}) and the tool any value at all.
-_UNTYPED: Any = object()
+InputT = TypeVar("InputT")
+OutputT = TypeVar("OutputT")
+InputT_co = TypeVar("InputT_co", covariant=True)
+OutputT_co = TypeVar("OutputT_co", covariant=True)
+_ModelT = TypeVar("_ModelT", bound="BaseModel")
 
 Risk = Literal["low", "medium", "high", "sensitive"]
 Approval = Literal["never", "required"]
@@ -56,11 +60,17 @@ NO_RETRY = RetryPolicy()
 
 
 @dataclass(frozen=True, slots=True)
-class ToolDefinition:
-    """A tool as fevex runs it.
+class ToolDefinition(Generic[InputT_co, OutputT_co]):
+    """A tool as fevex runs it, generic in the input it validates and the output its
+    function returns.
 
     ``function`` takes the validated input, plus a :class:`ToolContext` when
-    ``takes_context`` is true; it may be sync (run in a worker thread) or async.
+    ``takes_context`` is true; it may be sync (run in a worker thread) or async. With
+    ``arguments="positional"`` (the default for definitions built by hand) they are passed
+    positionally; :func:`define_tool` passes every argument by keyword, naming them in
+    ``parameters``: for ``"input"`` the whole value as ``parameters[0]``, for
+    ``"keywords"`` each field of the input as its parameter, and the context as
+    ``context_parameter``.
     ``output_schema`` of ``None`` means any JSON value.
 
     ``approval="required"`` pauses the run before each call until a person decides.
@@ -89,6 +99,23 @@ class ToolDefinition:
     credentials: tuple[str, ...] = ()
     retry: RetryPolicy = NO_RETRY
     errors_to_model: ErrorsToModel = "never"
+    arguments: Arguments = "positional"
+    parameters: tuple[str, ...] = ()
+    context_parameter: str | None = None
+
+    def call_arguments(
+        self, value: Any, context: ToolContext | None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The positional and keyword arguments of one call of ``function``."""
+        if self.arguments == "positional":
+            return ((value,) if context is None else (value, context)), {}
+        if self.arguments == "keywords":
+            keywords = {name: getattr(value, f"p{i}") for i, name in enumerate(self.parameters)}
+        else:
+            keywords = {self.parameters[0]: value}
+        if context is not None and self.context_parameter is not None:
+            keywords[self.context_parameter] = context
+        return (), keywords
 
     def check(self) -> None:
         if not is_valid_name(self.name):
@@ -139,10 +166,59 @@ def _invalid(message: str) -> FevexConfigurationError:
     return FevexConfigurationError("INVALID_TOOL", message)
 
 
+class ToolDecorator(Protocol):
+    """What ``define_tool(name=...)`` returns: applied to a function, its tool. The input
+    type is the pydantic model a function takes whole, or ``dict[str, object]`` for one that
+    takes keywords; the output type is what the function returns."""
+
+    @overload
+    def __call__(  # type: ignore[overload-overlap]
+        self, function: Callable[[_ModelT], Awaitable[OutputT]], /
+    ) -> ToolDefinition[_ModelT, OutputT]: ...
+    @overload
+    def __call__(  # type: ignore[overload-overlap]
+        self, function: Callable[[_ModelT, ToolContext], Awaitable[OutputT]], /
+    ) -> ToolDefinition[_ModelT, OutputT]: ...
+    @overload
+    def __call__(
+        self, function: Callable[[_ModelT], OutputT], /
+    ) -> ToolDefinition[_ModelT, OutputT]: ...
+    @overload
+    def __call__(
+        self, function: Callable[[_ModelT, ToolContext], OutputT], /
+    ) -> ToolDefinition[_ModelT, OutputT]: ...
+    @overload
+    def __call__(
+        self, function: Callable[..., Awaitable[OutputT]], /
+    ) -> ToolDefinition[dict[str, object], OutputT]: ...
+    @overload
+    def __call__(
+        self, function: Callable[..., OutputT], /
+    ) -> ToolDefinition[dict[str, object], OutputT]: ...
+
+
 @overload
-def define_tool(function: Callable[..., Any], /) -> ToolDefinition: ...
-
-
+def define_tool(  # type: ignore[overload-overlap]
+    function: Callable[[_ModelT], Awaitable[OutputT]], /
+) -> ToolDefinition[_ModelT, OutputT]: ...
+@overload
+def define_tool(  # type: ignore[overload-overlap]
+    function: Callable[[_ModelT, ToolContext], Awaitable[OutputT]], /
+) -> ToolDefinition[_ModelT, OutputT]: ...
+@overload
+def define_tool(function: Callable[[_ModelT], OutputT], /) -> ToolDefinition[_ModelT, OutputT]: ...
+@overload
+def define_tool(
+    function: Callable[[_ModelT, ToolContext], OutputT], /
+) -> ToolDefinition[_ModelT, OutputT]: ...
+@overload
+def define_tool(
+    function: Callable[..., Awaitable[OutputT]], /
+) -> ToolDefinition[dict[str, object], OutputT]: ...
+@overload
+def define_tool(
+    function: Callable[..., OutputT], /
+) -> ToolDefinition[dict[str, object], OutputT]: ...
 @overload
 def define_tool(
     *,
@@ -156,7 +232,7 @@ def define_tool(
     credentials: Iterable[str] = (),
     retry: RetryPolicy | Mapping[str, Any] | None = None,
     errors_to_model: ErrorsToModel | bool = "never",
-) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
+) -> ToolDecorator: ...
 
 
 def define_tool(
@@ -173,15 +249,22 @@ def define_tool(
     credentials: Iterable[str] = (),
     retry: RetryPolicy | Mapping[str, Any] | None = None,
     errors_to_model: ErrorsToModel | bool = "never",
-) -> ToolDefinition | Callable[[Callable[..., Any]], ToolDefinition]:
-    """Define a tool from a function, as ``@define_tool`` or ``@define_tool(name=...)``.
+) -> Any:
+    """Define a tool from a plain function, as ``@define_tool`` or ``@define_tool(name=...)``.
 
-    The input schema comes from the annotation of the function's first parameter and the
-    output schema from its return annotation, unless given explicitly; an input parameter
-    without an annotation, or a schema fevex cannot validate with, is refused with
-    ``INVALID_TOOL``. A parameter
-    annotated ``ToolContext`` (or named ``context``) receives the call's context. The name
-    defaults to the function's name and the description to its docstring.
+    The function's parameters are the tool's input: the model is offered one object with a
+    property per parameter (its type, its default, its description from ``Annotated[...,
+    Field(description=...)]`` or from the docstring's Google, NumPy or Sphinx parameter
+    section), and the function receives them as keyword arguments. A function whose one
+    input is a pydantic model (or a dataclass, TypedDict or dict) receives that value
+    whole. A parameter annotated ``ToolContext`` receives the call's context and is not
+    part of the input. A parameter with no annotation or a type with no JSON form is
+    refused with ``INVALID_TOOL_PARAMETER``, naming it.
+
+    The output schema comes from the return annotation, unless given; ``input_schema=``
+    replaces the signature's schema for a function that takes one input. The name defaults
+    to the function's name and the description to its docstring (without its parameter
+    sections).
     """
 
     if isinstance(credentials, str):
@@ -202,28 +285,18 @@ def define_tool(
     elif errors_to_model is False:
         errors_to_model = "never"
 
-    def build(target: Callable[..., Any]) -> ToolDefinition:
+    def build(target: Callable[..., Any]) -> ToolDefinition[Any, Any]:
         if not callable(target):
             raise _invalid("define_tool needs a function.")
-        input_hint, output_hint, takes_context = _read_signature(target)
         tool_name = name if name is not None else getattr(target, "__name__", "")
-        if input_schema is None and input_hint is _UNTYPED:
-            raise _invalid(
-                f"Tool {tool_name}: the input parameter of {target.__name__} has no type "
-                "annotation, so the model would be offered no schema; annotate it (for "
-                "example `query: AccountQuery`, or `value: Any` to accept any JSON) or "
-                "pass input_schema=."
-            )
-        tool_description = description
-        if tool_description is None:
-            tool_description = inspect.cleandoc(target.__doc__ or "")
-        definition = ToolDefinition(
+        shape = read_function(target, tool_name, explicit_input=input_schema is not None)
+        definition: ToolDefinition[Any, Any] = ToolDefinition(
             name=tool_name,
-            description=tool_description,
+            description=description if description is not None else shape.description,
             function=target,
-            input_schema=input_schema if input_schema is not None else input_hint,
-            output_schema=output_schema if output_schema is not None else output_hint,
-            takes_context=takes_context,
+            input_schema=input_schema if input_schema is not None else shape.input_hint,
+            output_schema=output_schema if output_schema is not None else shape.output_hint,
+            takes_context=shape.context_parameter is not None,
             is_async=inspect.iscoroutinefunction(target),
             risk=risk,
             approval=approval,
@@ -231,6 +304,9 @@ def define_tool(
             credentials=tuple(credentials),
             retry=retry_policy,
             errors_to_model=errors_to_model,
+            arguments=shape.arguments,
+            parameters=shape.keywords,
+            context_parameter=shape.context_parameter,
         )
         definition.check()
         check_schema(definition.input_schema, "INVALID_TOOL", f"Tool {tool_name}: input_schema")
@@ -241,33 +317,3 @@ def define_tool(
         return definition
 
     return build if function is None else build(function)
-
-
-def _read_signature(target: Callable[..., Any]) -> tuple[Any, Any, bool]:
-    try:
-        signature = inspect.signature(target)
-        hints = typing.get_type_hints(target, include_extras=True)
-    except (TypeError, ValueError, NameError) as error:
-        raise _invalid(f"Cannot read the signature of {target!r}: {error}") from None
-    input_hint: Any = None
-    takes_context = False
-    positional = [
-        p
-        for p in signature.parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    for index, parameter in enumerate(positional):
-        hint = hints.get(parameter.name, _EMPTY)
-        if hint is ToolContext or (parameter.name == "context" and index > 0):
-            takes_context = True
-        elif input_hint is None and index == 0:
-            input_hint = _UNTYPED if hint is _EMPTY else hint
-        else:
-            raise _invalid(
-                f"Tool function {target.__name__} takes one input and an optional "
-                f"context; unexpected parameter {parameter.name!r}."
-            )
-    output_hint = hints.get("return")
-    if output_hint in (None, type(None), Any):
-        output_hint = None
-    return input_hint, output_hint, takes_context

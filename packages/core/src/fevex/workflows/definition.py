@@ -3,14 +3,14 @@ contracts, independent of any app that runs it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, Generic, TypeVar, overload
 
 from fevex._internal.definitions import DurableFunctionKind
 from fevex.agents import Limits
 from fevex.errors import FevexConfigurationError
-from fevex.workflows.step import StepFunction
+from fevex.workflows.step import StepFunction, WorkflowStep
 
 __all__ = ["WorkflowDefinition", "define_workflow"]
 
@@ -20,10 +20,16 @@ UNLIMITED = Limits(max_steps=None, max_tool_calls=None, max_tool_retries=None)
 WORKFLOW_LIMITS = ("max_steps", "max_tool_calls", "max_input_tokens", "max_output_tokens")
 WORKFLOW = DurableFunctionKind("INVALID_WORKFLOW", "Workflow", "(step, input)")
 
+InputT = TypeVar("InputT")
+OutputT = TypeVar("OutputT")
+InputT_co = TypeVar("InputT_co", covariant=True)
+OutputT_co = TypeVar("OutputT_co", covariant=True)
+
 
 @dataclass(frozen=True, slots=True)
-class WorkflowDefinition:
-    """A workflow: ``run(step, input)`` replayed from the start on every resume and
+class WorkflowDefinition(Generic[InputT_co, OutputT_co]):
+    """A workflow, generic in its input and output (the annotations of its function):
+    ``run(step, input)`` replayed from the start on every resume and
     recovery. ``version`` names the replay contract: a run started on one version is only
     ever continued by an app that has that version. ``events`` maps each event the
     workflow may wait for to its payload schema (``None``: any JSON);
@@ -98,8 +104,8 @@ def define_workflow(
     events: Mapping[str, Any] | None = None,
     require_actor: Iterable[str] = (),
     limits: Limits | Mapping[str, int | None] | None = None,
-    run: StepFunction,
-) -> WorkflowDefinition: ...
+    run: Callable[[WorkflowStep, InputT], Awaitable[OutputT]],
+) -> WorkflowDefinition[InputT, OutputT]: ...
 
 
 @overload
@@ -113,7 +119,9 @@ def define_workflow(
     require_actor: Iterable[str] = (),
     limits: Limits | Mapping[str, int | None] | None = None,
     run: None = None,
-) -> Callable[[StepFunction], WorkflowDefinition]: ...
+) -> Callable[
+    [Callable[[WorkflowStep, InputT], Awaitable[OutputT]]], WorkflowDefinition[InputT, OutputT]
+]: ...
 
 
 def define_workflow(
@@ -126,7 +134,7 @@ def define_workflow(
     require_actor: Iterable[str] = (),
     limits: Limits | Mapping[str, int | None] | None = None,
     run: StepFunction | None = None,
-) -> WorkflowDefinition | Callable[[StepFunction], WorkflowDefinition]:
+) -> Any:
     """Define a workflow, as ``@define_workflow(name=...)`` on ``async def f(step, input)``
     or as a call with ``run=``. The input and output schemas come from the function's
     annotations unless given (none, or ``Any``: any JSON). Schemas are compiled here: one
@@ -136,9 +144,9 @@ def define_workflow(
     resolved_limits = _limits(name, limits)
     declared = dict(events or {})
 
-    def build(function: StepFunction) -> WorkflowDefinition:
+    def build(function: StepFunction) -> WorkflowDefinition[Any, Any]:
         input_hint, output_hint = WORKFLOW.annotated_schemas(function, name)
-        definition = WorkflowDefinition(
+        definition: WorkflowDefinition[Any, Any] = WorkflowDefinition(
             name=name,
             version=version,
             run=function,

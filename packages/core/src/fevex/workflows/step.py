@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from fevex.agents import AgentDefinition
 from fevex.models import Usage
@@ -24,15 +24,22 @@ class EventDelivery:
     received_at: str
 
 
+OutputT = TypeVar("OutputT")
+ResultT = TypeVar("ResultT")
+
+
 @dataclass(frozen=True, slots=True)
-class AgentStepResult:
-    """The end of an agent step's child run: its id, its session, its ``output`` (JSON, as
-    stored: the same on the first run and on a replay) and its ``usage``."""
+class AgentStepResult(Generic[OutputT]):
+    """The end of an agent step's child run: its id, its session, its ``output`` (the
+    validated value, typed by the agent definition's output schema, as ``run_agent``
+    returns it: rebuilt from the same stored JSON on a replay), ``usage``, and
+    ``output_json``, the output as the journal stores it."""
 
     run_id: str
     session_id: str
-    output: Any
+    output: OutputT
     usage: Usage
+    output_json: Any = field(default=None, compare=False)
 
 
 class WorkflowStep(Protocol):
@@ -40,6 +47,24 @@ class WorkflowStep(Protocol):
     on a resume or a recovery the function runs again from the start, and a step whose id
     the journal holds as completed returns its stored result without running."""
 
+    @overload
+    async def run(
+        self,
+        step_id: str,
+        function: Callable[..., Awaitable[ResultT]],
+        /,
+        *args: Any,
+        compensate: Compensation | None = None,
+    ) -> ResultT: ...
+    @overload
+    async def run(
+        self,
+        step_id: str,
+        function: Callable[..., ResultT],
+        /,
+        *args: Any,
+        compensate: Compensation | None = None,
+    ) -> ResultT: ...
     async def run(
         self,
         step_id: str,
@@ -49,9 +74,11 @@ class WorkflowStep(Protocol):
         compensate: Compensation | None = None,
     ) -> Any:
         """Call ``function(*args)`` (sync, run in a thread, or async) once; its result must
-        be JSON. ``args`` must be JSON too: with the function's qualified name (not its
-        module: a script run as ``__main__`` and a worker importing it agree), they are
-        the step's identity, which a replay must ask for again at ``step_id``.
+        be JSON, and is typed as the function's (an async function's, awaited). ``args``
+        must be JSON too: with the function's qualified name (not its module: a script run
+        as ``__main__`` and a worker importing it agree), they are the step's identity,
+        which a replay must ask
+        for again at ``step_id``.
 
         ``compensate(result)`` undoes the step: when the workflow fails later, the
         compensations of its completed steps run in reverse completed order."""
@@ -60,7 +87,7 @@ class WorkflowStep(Protocol):
     async def tool(
         self,
         step_id: str,
-        tool: str | ToolDefinition,
+        tool: str | ToolDefinition[Any, Any],
         input: Any,
         *,
         compensate: Compensation | None = None,
@@ -70,6 +97,24 @@ class WorkflowStep(Protocol):
         for :meth:`run`, called with the tool's output."""
         ...
 
+    @overload
+    async def agent(
+        self,
+        step_id: str,
+        agent: AgentDefinition[OutputT],
+        *,
+        input: Any,
+        session_id: str | None = None,
+    ) -> AgentStepResult[OutputT]: ...
+    @overload
+    async def agent(
+        self,
+        step_id: str,
+        agent: str,
+        *,
+        input: Any,
+        session_id: str | None = None,
+    ) -> AgentStepResult[Any]: ...
     async def agent(
         self,
         step_id: str,
@@ -77,9 +122,10 @@ class WorkflowStep(Protocol):
         *,
         input: Any,
         session_id: str | None = None,
-    ) -> AgentStepResult:
+    ) -> AgentStepResult[Any]:
         """Run an agent of the app as a child run of the workflow; a child that pauses
-        (an approval) pauses the workflow until it ends."""
+        (an approval) pauses the workflow until it ends. Given the agent's definition, the
+        result is typed by its output."""
         ...
 
     async def wait_for_event(self, step_id: str, name: str) -> EventDelivery:
