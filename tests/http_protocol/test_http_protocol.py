@@ -268,3 +268,26 @@ def test_the_stream_ends_with_an_end_frame_naming_the_status(shared_server: Any)
             "data: " + json.dumps({"run_id": run.id, "status": "completed"}, separators=(",", ":")),
             "",
         ]
+
+
+def test_a_rejection_over_http_gives_the_model_its_reason(shared_server: Any) -> None:
+    with client(shared_server) as alice, raw(shared_server) as http:
+        run = alice.start_agent("support", "Charge the customer.")
+        paused = wait_for_status(alice, run.id, "paused")
+        approval_id = paused.pause["approvals"][0]["id"]
+        # A reason goes with a rejection only.
+        approving = http.post(
+            f"/v1/runs/{run.id}/resume",
+            json={"approval_id": approval_id, "decision": "approve", "reason": "fine"},
+        )
+        assert_error(approving, 400, "INVALID_REQUEST")
+        assert alice.get_run(run.id).status == "paused"
+        alice.resume_run(
+            run.id, approval_id=approval_id, decision="reject", reason="The card is blocked."
+        )
+        wait_for_status(alice, run.id, "completed", "failed")
+        events = alice.list_events(run.id, limit=PAGE_SIZE)
+        while len(page := alice.list_events(run.id, after=events[-1].id, limit=PAGE_SIZE)):
+            events += page
+        rejected = [e for e in events if "The card is blocked." in json.dumps(e.payload)]
+        assert rejected, [event.type for event in events]

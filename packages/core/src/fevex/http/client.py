@@ -201,12 +201,16 @@ class FevexClient:
         *,
         approval_id: str | None = None,
         decision: str | None = None,
+        reason: str | None = None,
         timeout: float | None = None,
     ) -> AgentRun:
-        """Decide the approval ``approval_id`` (``"approve"`` or ``"reject"``; the actor is
-        this client's), or, without one, continue a run whose wait is over. Returns once
-        the run is taken over; it goes on in the server."""
+        """Decide the approval ``approval_id`` (``"approve"`` or ``"reject"``, a rejection
+        with the ``reason`` the model reads; the actor is this client's), or, without one,
+        continue a run whose wait is over. Returns once the run is taken over; it goes on
+        in the server."""
         body = {"approval_id": approval_id, "decision": decision, "timeout": timeout}
+        if reason is not None:
+            body["reason"] = reason
         run: AgentRun = self._send(Calls.command(run_id, "resume", body))
         return run
 
@@ -384,9 +388,12 @@ class AsyncFevexClient:
         *,
         approval_id: str | None = None,
         decision: str | None = None,
+        reason: str | None = None,
         timeout: float | None = None,
     ) -> AgentRun:
         body = {"approval_id": approval_id, "decision": decision, "timeout": timeout}
+        if reason is not None:
+            body["reason"] = reason
         run: AgentRun = await self._send(Calls.command(run_id, "resume", body))
         return run
 

@@ -266,6 +266,7 @@ class Endpoints:
             {
                 "approval_id": optional(identifier),
                 "decision": optional(choice("approve", "reject")),
+                "reason": optional(text),
                 **TIMEOUT_FIELDS,
             },
         )
@@ -273,6 +274,8 @@ class Endpoints:
         approval_id, verdict = body.get("approval_id"), body.get("decision")
         if (approval_id is None) != (verdict is None):
             raise invalid("approval_id and decision go together.")
+        if body.get("reason") is not None and verdict != "reject":
+            raise invalid("A reason goes with a rejection.")
         decision = None
         if approval_id is not None:
             decision = {
@@ -280,6 +283,8 @@ class Endpoints:
                 "decision": verdict,
                 "actor": _actor(caller, "deciding an approval"),
             }
+            if body.get("reason") is not None:
+                decision["reason"] = body["reason"]
         resumed = await self.fevex.resume_run(
             run.id, decision, timeout=body.get("timeout"), wait=False
         )

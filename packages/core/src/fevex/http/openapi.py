@@ -288,12 +288,13 @@ def openapi_document(
         "/v1/runs/{run_id}/resume": {
             "post": _command(
                 "resumeRun",
-                "Decide a pending approval (the actor is the caller), or continue a run whose "
-                "wait is over.",
+                "Decide a pending approval (the actor is the caller; a rejection may give the "
+                "model a reason), or continue a run whose wait is over.",
                 run_id,
                 {
                     "approval_id": {**NULLABLE_TEXT, "minLength": 1},
                     "decision": {"enum": ["approve", "reject", None]},
+                    "reason": NULLABLE_TEXT,
                     "timeout": TIMEOUT,
                 },
                 [],
