@@ -372,9 +372,9 @@ async def _drain(model: Any, model_input: Any) -> Step:
     reader = ModelStreamReader()
     deltas = []
     async for event in model.stream(model_input):
-        delta = reader.accept(event)
-        if delta is not None:
-            deltas.append(delta)
+        recorded = reader.accept(event)
+        if recorded is not None and recorded[0] == "model.output.delta":
+            deltas.append(recorded[1]["delta"])
     return Step(deltas, reader.finish())
 
 
