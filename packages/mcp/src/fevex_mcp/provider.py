@@ -42,6 +42,7 @@ from fevex_mcp.errors import (
 )
 from fevex_mcp.headers import HeadersSource, check_header_map
 from fevex_mcp.pins import Pins
+from fevex_mcp.results import block_text
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -270,7 +271,7 @@ class MCPToolProvider:
 
         async def fetch(client: Client, secrets: Sequence[str]) -> str:
             result = await get_prompt(client, prompt, values)
-            texts = [_block_text(message.content) for message in result.messages]
+            texts = [block_text(message.content) for message in result.messages]
             text = "\n\n".join(text for text in texts if text)
             return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -306,15 +307,6 @@ class MCPToolProvider:
         if isinstance(channel, StdioChannel):
             return f"MCPToolProvider(command={channel.command.display!r})"
         return f"MCPToolProvider(url={self.url!r})"
-
-
-def _block_text(block: Any) -> str:
-    if getattr(block, "type", None) == "text":
-        return str(block.text)
-    kind = getattr(block, "type", None)
-    if not (isinstance(kind, str) and kind.isidentifier()):
-        kind = "unknown"
-    return f"[{kind} content omitted]"
 
 
 def _composition_context(run_id: str = "", agent_name: str = "") -> ConnectionContext:

@@ -17,12 +17,12 @@ from fevex_mcp.errors import TOOL_ERROR, remote_excerpt, run_error
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
 
-__all__ = ["result_value"]
+__all__ = ["block_text", "result_value"]
 
 
 def result_value(result: CallToolResult, tool_name: str, secrets: Iterable[str]) -> Any:
     """The JSON value of ``result`` for the tool fevex calls ``tool_name``."""
-    texts = [_text(block) for block in result.content]
+    texts = [block_text(block) for block in result.content]
     if result.is_error:
         said = next((text for text in texts if text.strip()), "")
         raise run_error(
@@ -37,7 +37,8 @@ def result_value(result: CallToolResult, tool_name: str, secrets: Iterable[str])
     return texts
 
 
-def _text(block: Any) -> str:
+def block_text(block: Any) -> str:
+    """A content block as text: its text, or a placeholder naming a kind that is not."""
     if getattr(block, "type", None) == "text":
         return str(block.text)
     kind = getattr(block, "type", None)
