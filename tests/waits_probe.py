@@ -10,11 +10,11 @@ from collections.abc import AsyncGenerator, Collection, Sequence
 from typing import Any
 
 from fevex import Fevex
-from fevex._internal.clock import new_id, utc_now
-from fevex._internal.execution import Execution
-from fevex._internal.journal import StepJournal
-from fevex._internal.kernel import Kernel, child_run
-from fevex._internal.waits import children_pause, event_pause, timer_pause
+from fevex._ground.clock import new_id, utc_now
+from fevex._internal.engine.execution import Execution
+from fevex._internal.engine.journal import StepJournal
+from fevex._internal.engine.kernel import Kernel, child_run
+from fevex._internal.engine.waits import children_pause, event_pause, timer_pause
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
 from fevex.models import Usage

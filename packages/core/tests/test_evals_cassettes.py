@@ -238,7 +238,7 @@ async def test_what_cannot_be_recorded_or_read_is_refused(tmp_path: Path) -> Non
 
 
 def _digest_of(model_input: ModelInput) -> str:
-    from fevex._internal.canonical_json import json_digest
+    from fevex._ground.canonical_json import json_digest
 
     return json_digest(model_input_json(model_input))
 

@@ -13,21 +13,21 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar, overload
 
-from fevex._internal.agent_kind import AgentKind
-from fevex._internal.blocking_twins import BlockingTwins
-from fevex._internal.clock import new_id, utc_now
-from fevex._internal.composition import Composition, Problems, compose
-from fevex._internal.connections import ConnectionResolver
-from fevex._internal.event_sink import Observers
-from fevex._internal.execution import Execution
-from fevex._internal.kernel import Kernel, deadline_of, seconds_of
-from fevex._internal.knowledge_context import attach_knowledge, open_memory_store
-from fevex._internal.names import did_you_mean
-from fevex._internal.recovery_sweep import sweep_expired_runs, wake_due_runs
-from fevex._internal.storable_text import is_storable
-from fevex._internal.team_kind import TeamKind
-from fevex._internal.tool_runner import CredentialResolver, ToolExceptionHook
-from fevex._internal.workflow_kind import WorkflowKind
+from fevex._ground.clock import new_id, utc_now
+from fevex._ground.names import did_you_mean
+from fevex._ground.storable_text import is_storable
+from fevex._internal.agents.agent_kind import AgentKind
+from fevex._internal.agents.knowledge_context import attach_knowledge, open_memory_store
+from fevex._internal.composition.connections import ConnectionResolver
+from fevex._internal.composition.registry import Composition, Problems, compose
+from fevex._internal.composition.tool_runner import CredentialResolver, ToolExceptionHook
+from fevex._internal.engine.event_sink import Observers
+from fevex._internal.engine.execution import Execution
+from fevex._internal.engine.kernel import Kernel, deadline_of, seconds_of
+from fevex._internal.engine.recovery_sweep import sweep_expired_runs, wake_due_runs
+from fevex._internal.launch.blocking_twins import BlockingTwins
+from fevex._internal.workflows.team_kind import TeamKind
+from fevex._internal.workflows.workflow_kind import WorkflowKind
 from fevex.agents import AgentDefinition, Limits
 from fevex.errors import (
     FevexConfigurationError,
@@ -65,7 +65,7 @@ from fevex.workflows import WorkflowDefinition
 
 if TYPE_CHECKING:
     # Imported when used: an app without observability never loads it.
-    from fevex._internal.trace_pipeline import TracePipeline
+    from fevex._internal.tracing.trace_pipeline import TracePipeline
     from fevex.observability.configuration import Observability
     from fevex.observability.report import ObservabilityReport
 
@@ -194,7 +194,7 @@ def create_fevex(
     knowledge.memory_store = open_memory_store(memory_store)
     tracing = None
     if observability is not None or os.environ.get("FEVEX_TRACE_EXPORTERS"):
-        from fevex._internal.trace_pipeline import open_pipeline
+        from fevex._internal.tracing.trace_pipeline import open_pipeline
 
         tracing = open_pipeline(observability)
     if observability is not None and observability.calculate_cost is not None:

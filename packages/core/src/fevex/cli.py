@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fevex.__about__ import __version__
-from fevex._internal.names import did_you_mean
+from fevex._ground.names import did_you_mean
 from fevex.errors import FevexConfigurationError, FevexError
 from fevex.plugins.discovery import (
     add_plugin_commands,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from fevex._internal.storable_text import UNSTORABLE_TEXT
+from fevex._ground.storable_text import UNSTORABLE_TEXT
 
 if TYPE_CHECKING:
     from fevex.runtime.approval import PendingApproval

@@ -6,10 +6,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
-from fevex._internal.names import did_you_mean, is_valid_name
-from fevex._internal.schema_check import check_schema
+from fevex._ground.names import did_you_mean, is_valid_name
 from fevex.errors import FevexConfigurationError
 from fevex.knowledge.memory_store import MemoryAccess
+from fevex.schemas.schema_check import check_schema
 from fevex.tools.definition import Approval, ToolDefinition
 
 __all__ = ["AgentDefinition", "Limits", "define_agent"]

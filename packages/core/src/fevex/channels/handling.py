@@ -30,8 +30,8 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from fevex._internal.clock import utc_now
-from fevex._internal.sync import run_sync
+from fevex._ground.clock import utc_now
+from fevex._internal.launch.sync import run_sync
 from fevex.app import Fevex, RunContext
 from fevex.channels.adapter import ChannelAdapter, ChannelMessage, ChannelOutput
 from fevex.errors import FevexError, FevexRunError

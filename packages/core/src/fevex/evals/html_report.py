@@ -12,7 +12,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from fevex._internal.canonical_json import canonical_json
+from fevex._ground.canonical_json import canonical_json
 from fevex.evals.comparison import EvalComparison, compare_evaluation_reports
 from fevex.evals.report import CaseResult, EvalReport
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from fevex._internal.canonical_json import canonical_json
+from fevex._ground.canonical_json import canonical_json
 from fevex.errors import FevexConfigurationError
 from fevex.evals.scoring import Score
 from fevex.models import Usage

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from fevex._internal.canonical_json import canonical_json
+from fevex._ground.canonical_json import canonical_json
 from fevex.errors import FevexConfigurationError
 from fevex.evals.scoring import CaseOutcome, Score, Scorer
 from fevex.models import Usage

@@ -18,7 +18,7 @@ from typing import Any, cast, get_args
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from fevex._internal.storable_text import is_storable
+from fevex._ground.storable_text import is_storable
 from fevex.app import Fevex
 from fevex.errors import FevexError, FevexRunError
 from fevex.http.authentication import Authenticate, authenticated_context, same_namespace

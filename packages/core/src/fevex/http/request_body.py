@@ -20,7 +20,7 @@ from typing import Any
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 
-from fevex._internal.storable_text import is_storable
+from fevex._ground.storable_text import is_storable
 from fevex.errors import FevexError
 
 __all__ = [

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fevex._internal.names import is_valid_name
+from fevex._ground.names import is_valid_name
 from fevex.errors import FevexConfigurationError
 from fevex.runtime.context import ExecutionContext
 

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fevex._internal.clock import new_id, utc_now
+from fevex._ground.clock import new_id, utc_now
 from fevex.knowledge.memory_store import (
     Memory,
     check_memory_id,

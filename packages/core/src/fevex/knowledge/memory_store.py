@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from fevex._internal.storable_text import UNSTORABLE_TEXT
+from fevex._ground.storable_text import UNSTORABLE_TEXT
 from fevex.errors import FevexRunError
 from fevex.schemas.schema import ensure_json
 

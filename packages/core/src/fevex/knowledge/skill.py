@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fevex._internal.names import is_valid_name
+from fevex._ground.names import is_valid_name
 from fevex.errors import FevexConfigurationError
 
 __all__ = ["SkillDefinition", "define_skill"]

@@ -24,7 +24,7 @@ import io
 import json
 from typing import Any
 
-from fevex._internal.storable_text import UNSTORABLE_TEXT
+from fevex._ground.storable_text import UNSTORABLE_TEXT
 from fevex.errors import FevexRunError
 from fevex.models.gateway import STOP_REASONS, ModelResult, ToolCall, Usage
 from fevex.schemas.schema import ensure_json

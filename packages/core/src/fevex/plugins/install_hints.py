@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlparse
 
-from fevex._internal.names import did_you_mean
+from fevex._ground.names import did_you_mean
 from fevex.errors import FevexConfigurationError
 
 # The module's constants (the entry-point group, the two switches) are imported by name.

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fevex._internal.storable_text import UNSTORABLE_TEXT
+from fevex._ground.storable_text import UNSTORABLE_TEXT
 from fevex.errors import FevexRunError
 
 __all__ = [

@@ -44,7 +44,7 @@ from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard, get_args
 
-from fevex._internal.storable_text import is_storable
+from fevex._ground.storable_text import is_storable
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime.records import TERMINAL_STATUSES, RunStatus

@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TypeVar
 
-from fevex._internal.worker_threads import in_worker_thread
+from fevex._ground.worker_threads import in_worker_thread
 from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.sandbox.sandbox import CommandResult
 

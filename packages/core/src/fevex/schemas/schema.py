@@ -11,7 +11,7 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from fevex._internal.storable_text import UNSTORABLE_TEXT
+from fevex._ground.storable_text import UNSTORABLE_TEXT
 from fevex.errors import FevexRunError
 
 if TYPE_CHECKING:

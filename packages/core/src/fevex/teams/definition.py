@@ -7,9 +7,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
-from fevex._internal.definitions import DurableFunctionKind
 from fevex.errors import FevexConfigurationError
 from fevex.teams.step import TeamFunction, TeamStep
+from fevex.workflows.durable_function import DurableFunctionKind
 
 InputT = TypeVar("InputT")
 OutputT = TypeVar("OutputT")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fevex._internal.clock import new_id
+from fevex._ground.clock import new_id
 from fevex.errors import FevexRunError
 from fevex.runtime.records import AgentRun
 from fevex.runtime.run_store import RunStore

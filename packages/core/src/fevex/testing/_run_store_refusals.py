@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Collection
 from typing import Any
 
-from fevex._internal.clock import new_id, utc_now
+from fevex._ground.clock import new_id, utc_now
 from fevex.events import RunEvent
 from fevex.runtime.records import Session
 from fevex.runtime.run_store import ExecutionCommit, ExecutionCreate, RunLease, RunStore

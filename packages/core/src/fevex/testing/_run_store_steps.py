@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from fevex._internal.clock import new_id, utc_now
+from fevex._ground.clock import new_id, utc_now
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
 from fevex.messages import Message

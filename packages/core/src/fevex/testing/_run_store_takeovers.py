@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from fevex._internal.clock import new_id
+from fevex._ground.clock import new_id
 from fevex.runtime.run_store import RunStore, take_over_run
 from fevex.testing._run_store_steps import (
     LONG,

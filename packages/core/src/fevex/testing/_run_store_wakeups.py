@@ -10,7 +10,7 @@ import dataclasses
 import math
 import time
 
-from fevex._internal.clock import new_id
+from fevex._ground.clock import new_id
 from fevex.runtime.records import AgentRun
 from fevex.runtime.run_store import NotifyingRunStore, RunLease, RunStore
 from fevex.testing._run_store_steps import (

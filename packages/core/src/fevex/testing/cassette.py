@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from fevex._internal.canonical_json import canonical_json, json_digest
+from fevex._ground.canonical_json import canonical_json, json_digest
 from fevex.errors import FevexError, FevexRunError
 from fevex.models import (
     BlockStarted,

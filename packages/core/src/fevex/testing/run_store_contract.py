@@ -134,7 +134,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from fevex._internal.clock import new_id
+from fevex._ground.clock import new_id
 from fevex.messages import Message
 from fevex.runtime.run_store import (
     EventOrder,

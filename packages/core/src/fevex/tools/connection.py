@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from fevex._internal.names import is_valid_name
+from fevex._ground.names import is_valid_name
 from fevex.errors import FevexConfigurationError
 from fevex.tools.context import ToolContext
 from fevex.tools.definition import Approval, Risk

@@ -7,9 +7,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, overload
 
-from fevex._internal.names import is_valid_name
-from fevex._internal.schema_check import check_schema
+from fevex._ground.names import is_valid_name
 from fevex.errors import FevexConfigurationError
+from fevex.schemas.schema_check import check_schema
 from fevex.tools.context import ToolContext
 from fevex.tools.function_schema import Arguments, read_function
 

@@ -7,9 +7,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
-from fevex._internal.definitions import DurableFunctionKind
 from fevex.agents import Limits
 from fevex.errors import FevexConfigurationError
+from fevex.workflows.durable_function import DurableFunctionKind
 from fevex.workflows.step import StepFunction, WorkflowStep
 
 __all__ = ["WorkflowDefinition", "define_workflow"]

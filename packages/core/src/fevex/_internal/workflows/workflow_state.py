@@ -11,9 +11,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from fevex._internal.execution import Execution
-from fevex._internal.journal import StepJournal
-from fevex._internal.worker_threads import in_worker_thread
+from fevex._ground.worker_threads import in_worker_thread
+from fevex._internal.engine.execution import Execution
+from fevex._internal.engine.journal import StepJournal
 from fevex.agents import Limits
 from fevex.errors import FevexRunError
 

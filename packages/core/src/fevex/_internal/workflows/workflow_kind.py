@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from fevex._internal.agent_kind import AgentKind
-from fevex._internal.clock import new_id, utc_now
-from fevex._internal.composition import Composition, PreparedWorkflow
-from fevex._internal.journal import StepJournal
-from fevex._internal.kernel import Kernel
-from fevex._internal.tool_runner import summarize
-from fevex._internal.workflow_driver import WorkflowDriver
-from fevex._internal.workflow_state import WorkflowState, limits_json
+from fevex._ground.clock import new_id, utc_now
+from fevex._internal.agents.agent_kind import AgentKind
+from fevex._internal.composition.registry import Composition, PreparedWorkflow
+from fevex._internal.composition.tool_runner import summarize
+from fevex._internal.engine.journal import StepJournal
+from fevex._internal.engine.kernel import Kernel
+from fevex._internal.workflows.workflow_driver import WorkflowDriver
+from fevex._internal.workflows.workflow_state import WorkflowState, limits_json
 from fevex.agents import Limits
 from fevex.errors import FevexRunError
 from fevex.runtime.records import AgentRun, Session
@@ -26,7 +26,7 @@ KIND = "workflow"
 
 
 class WorkflowKind:
-    """The :class:`~fevex._internal.kernel.RunKind` of workflow runs."""
+    """The :class:`~fevex._internal.engine.kernel.RunKind` of workflow runs."""
 
     # A workflow (and a team) keeps its state in its checkpoint, not in a conversation.
     reads_session = False

@@ -13,13 +13,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fevex._internal.names import did_you_mean
-from fevex._internal.schema_check import schema_problem
+from fevex._ground.names import did_you_mean
 from fevex.agents import AgentDefinition
 from fevex.errors import FevexConfigurationError
 from fevex.events.cost import CostCalculator
 from fevex.models import ToolSpec
 from fevex.schemas.schema import CompiledSchema, compile_schema
+from fevex.schemas.schema_check import schema_problem
 from fevex.teams.definition import TeamDefinition
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import SEPARATOR, ConnectionDefinition

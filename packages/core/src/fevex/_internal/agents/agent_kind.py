@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fevex._internal.agent_loop import AgentLoop
-from fevex._internal.clock import new_id, utc_now
-from fevex._internal.composition import Composition, PreparedAgent
-from fevex._internal.connections import ConnectionResolver
-from fevex._internal.run_input import run_input
-from fevex._internal.run_state import RunState
+from fevex._ground.clock import new_id, utc_now
+from fevex._internal.agents.agent_loop import AgentLoop
+from fevex._internal.agents.run_input import run_input
+from fevex._internal.agents.run_state import RunState
+from fevex._internal.composition.connections import ConnectionResolver
+from fevex._internal.composition.registry import Composition, PreparedAgent
 from fevex.agents import Limits
 from fevex.errors import FevexRunError
 from fevex.messages import Message
@@ -20,7 +20,7 @@ __all__ = ["AgentKind"]
 
 
 class AgentKind:
-    """The :class:`~fevex._internal.kernel.RunKind` of agent runs."""
+    """The :class:`~fevex._internal.engine.kernel.RunKind` of agent runs."""
 
     # A resumed agent continues its session's conversation.
     reads_session = True

@@ -7,7 +7,7 @@ whose effect must not run twice; with the completion for ``run`` steps, which ar
 at-least-once: one interrupted mid-call runs again), then ``completed`` or ``failed``. A
 wait (an event, a timer, a paused child run) raises :class:`Suspended` out of the
 function; the driver turns it into the run's pause, and whatever ends the wait settles the
-entry in the checkpoint (see :mod:`fevex._internal.waits`) for the next replay to find.
+entry in the checkpoint (see :mod:`fevex._internal.engine.waits`) for the next replay to find.
 
 Each step's start and end is logged at DEBUG on the ``fevex`` logger, with the run id and
 the step id in ``extra`` (never its input or output). A child run's ``run.started`` names
@@ -28,26 +28,26 @@ from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
-from fevex._internal.deadline import DeadlineReached
-from fevex._internal.execution import Execution
-from fevex._internal.journal import JournalEntry
-from fevex._internal.tool_runner import summarize
-from fevex._internal.workflow_state import (
+from fevex._internal.composition.tool_runner import summarize
+from fevex._internal.engine.deadline import DeadlineReached
+from fevex._internal.engine.execution import Execution
+from fevex._internal.engine.journal import JournalEntry
+from fevex._internal.workflows.workflow_state import (
     Suspended,
     WorkflowState,
     call_for_run,
     error_from_json,
     invalid_step,
 )
-from fevex._internal.workflow_steps import WorkflowSteps
+from fevex._internal.workflows.workflow_steps import WorkflowSteps
 from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
 from fevex.models import Usage
 from fevex.schemas.schema import ensure_json
 
 if TYPE_CHECKING:
-    from fevex._internal.composition import PreparedWorkflow
-    from fevex._internal.workflow_kind import WorkflowKind
+    from fevex._internal.composition.registry import PreparedWorkflow
+    from fevex._internal.workflows.workflow_kind import WorkflowKind
 
 __all__ = ["WorkflowDriver"]
 

@@ -21,8 +21,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from fevex._internal.clock import utc_now
-from fevex._internal.journal import StepJournal
+from fevex._ground.clock import utc_now
+from fevex._internal.engine.journal import StepJournal
 from fevex.errors import FevexRunError
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun
 

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from fevex._internal.names import is_valid_name
-from fevex._internal.schema_check import check_schema
+from fevex._ground.names import is_valid_name
 from fevex.errors import FevexConfigurationError
+from fevex.schemas.schema_check import check_schema
 
 __all__ = ["DurableFunctionKind"]
 

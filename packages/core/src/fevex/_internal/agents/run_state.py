@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fevex._internal.journal import StepJournal
+from fevex._internal.engine.journal import StepJournal
 from fevex.agents import Limits
 from fevex.errors import FevexRunError
 from fevex.events.cost import Cost

@@ -4,7 +4,7 @@ The event sink hands every committed event, with the run's snapshot, to
 :meth:`TracePipeline.record`: it appends them to a bounded queue and, at most once per
 burst, schedules the pipeline's processing on the loop; it never waits, and when the
 queue is full it drops the event and counts it. Processing turns the queued events into
-spans (:class:`~fevex._internal.span_builder.SpanBuilder`), and a background task hands
+spans (:class:`~fevex._internal.tracing.span_builder.SpanBuilder`), and a background task hands
 the finished spans to every exporter in batches: ``export_interval`` seconds after the
 first span of a batch is ready, or at once when ``queue_size`` spans wait, one round at a
 time:
@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fevex._internal.span_builder import SpanBuilder
+from fevex._internal.tracing.span_builder import SpanBuilder
 from fevex.errors import FevexConfigurationError
 from fevex.events import RunEvent
 from fevex.observability.configuration import Observability

@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from fevex._internal.composition import PreparedAgent
-from fevex._internal.tool_runner import summarize
+from fevex._internal.composition.registry import PreparedAgent
+from fevex._internal.composition.tool_runner import summarize
 from fevex.errors import FevexRunError
 from fevex.messages import Message
 from fevex.schemas.schema import ensure_json

@@ -17,8 +17,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from fevex._internal.composition import PreparedTool
-from fevex._internal.tool_runner import CredentialResolver, resolve_credential_value
+from fevex._internal.composition.registry import PreparedTool
+from fevex._internal.composition.tool_runner import CredentialResolver, resolve_credential_value
 from fevex.errors import FevexError, FevexRunError
 from fevex.schemas.json_schema import JsonSchema
 from fevex.schemas.json_schema_engine import JsonSchemaError

@@ -5,7 +5,7 @@ its checkpoint and its lease: :meth:`Kernel.start`), takes a stored run over (a 
 recovery, a wake-up, an event: :meth:`Kernel.take_over`), follows runs executing anywhere
 (:meth:`Kernel.follow`), and cancels runs, here or in another process
 (:meth:`Kernel.cancel`). Each run it executes is an
-:class:`~fevex._internal.execution.Execution` (lease renewal, deadline, cancellation,
+:class:`~fevex._internal.engine.execution.Execution` (lease renewal, deadline, cancellation,
 pauses and the final commit) advanced by the step driver of the run's *kind*: a
 :class:`RunKind` rebuilds that driver from the run's checkpoint. ``Fevex`` is a front over
 it; nothing else writes a run.
@@ -21,12 +21,12 @@ from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Seque
 from contextlib import aclosing
 from typing import Any, Literal, Protocol
 
-from fevex._internal.clock import new_id
-from fevex._internal.event_sink import EventSink, Observers
-from fevex._internal.execution import Execution, StepDriver, log_run
-from fevex._internal.names import did_you_mean
-from fevex._internal.storable_text import is_storable
-from fevex._internal.waits import (
+from fevex._ground.clock import new_id
+from fevex._ground.names import did_you_mean
+from fevex._ground.storable_text import is_storable
+from fevex._internal.engine.event_sink import EventSink, Observers
+from fevex._internal.engine.execution import Execution, StepDriver, log_run
+from fevex._internal.engine.waits import (
     paused_until,
     receive_event,
     resolve_wake_up,

@@ -1,12 +1,12 @@
 """The blocking twins of :class:`fevex.Fevex`'s coroutine methods, for scripts: each runs
-its coroutine on the thread's reusable event loop (see :mod:`fevex._internal.sync`)."""
+its coroutine on the thread's reusable event loop (see :mod:`fevex._internal.launch.sync`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
-from fevex._internal.sync import iterate_sync, run_sync
+from fevex._internal.launch.sync import iterate_sync, run_sync
 
 if TYPE_CHECKING:
     from fevex.agents import AgentDefinition, Limits

@@ -28,10 +28,10 @@ from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
 from typing import Any, Literal, Protocol, TypeVar
 
-from fevex._internal.deadline import DeadlineReached
-from fevex._internal.event_sink import EventSink
-from fevex._internal.lease_keeper import LeaseKeeper
-from fevex._internal.waits import paused_until
+from fevex._internal.engine.deadline import DeadlineReached
+from fevex._internal.engine.event_sink import EventSink
+from fevex._internal.engine.lease_keeper import LeaseKeeper
+from fevex._internal.engine.waits import paused_until
 from fevex.errors import FevexError, FevexRunError, RunCancelledError
 from fevex.events import RunEvent
 from fevex.events.cost import Cost
@@ -214,7 +214,7 @@ class Execution:
         return completed
 
     async def suspend(self, pause: dict[str, Any], checkpoint: Any) -> RunEvent:
-        """Pause the run for what ``pause`` names (see :mod:`fevex._internal.waits`): the
+        """Pause the run for what ``pause`` names (see :mod:`fevex._internal.engine.waits`): the
         lease is released, the session stays held. A timer (or an event's deadline) is
         committed as the run's ``wake_at``; a run that waits for its children keeps the
         ``wake_at`` a child that ended meanwhile set, so that no child's end is missed."""

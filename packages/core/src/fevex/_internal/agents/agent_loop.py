@@ -4,7 +4,7 @@ after the other, next model step, until an answer.
 It starts from a :class:`RunState` (new, resumed or recovered alike), and each step
 commits its events together with the checkpoint that lets another process continue after
 it. Leases, cancellation, the deadline and the final commits belong to the
-:class:`~fevex._internal.execution.Execution` that drives it.
+:class:`~fevex._internal.engine.execution.Execution` that drives it.
 
 A failed tool call either fails the run or, when the tool opted in (or raised
 ``ToolRetry``) and the run has retries left (``Limits.max_tool_retries``), goes back to the
@@ -29,19 +29,19 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from typing import Any
 
-from fevex._internal.clock import new_id
-from fevex._internal.composition import DEFAULT_MODEL_KEY, PreparedAgent, PreparedTool
-from fevex._internal.connections import ConnectionResolver
-from fevex._internal.deadline import DeadlineReached
-from fevex._internal.execution import Execution
-from fevex._internal.knowledge_context import start_knowledge
-from fevex._internal.run_state import PendingCalls, RunState, tool_step_id
-from fevex._internal.tool_runner import (
+from fevex._ground.clock import new_id
+from fevex._internal.agents.knowledge_context import start_knowledge
+from fevex._internal.agents.run_state import PendingCalls, RunState, tool_step_id
+from fevex._internal.composition.connections import ConnectionResolver
+from fevex._internal.composition.registry import DEFAULT_MODEL_KEY, PreparedAgent, PreparedTool
+from fevex._internal.composition.tool_runner import (
     CredentialResolver,
     ToolCallRun,
     ToolExceptionHook,
     summarize,
 )
+from fevex._internal.engine.deadline import DeadlineReached
+from fevex._internal.engine.execution import Execution
 from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
 from fevex.events.cost import Cost, CostCalculator, checked_cost

@@ -20,13 +20,13 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
-from fevex._internal.agent_kind import AgentKind
-from fevex._internal.composition import Composition, PreparedTeam, PreparedWorkflow
-from fevex._internal.kernel import Kernel
-from fevex._internal.workflow_driver import WorkflowDriver
-from fevex._internal.workflow_kind import WorkflowKind
-from fevex._internal.workflow_state import WorkflowState
-from fevex._internal.workflow_steps import WorkflowSteps
+from fevex._internal.agents.agent_kind import AgentKind
+from fevex._internal.composition.registry import Composition, PreparedTeam, PreparedWorkflow
+from fevex._internal.engine.kernel import Kernel
+from fevex._internal.workflows.workflow_driver import WorkflowDriver
+from fevex._internal.workflows.workflow_kind import WorkflowKind
+from fevex._internal.workflows.workflow_state import WorkflowState
+from fevex._internal.workflows.workflow_steps import WorkflowSteps
 from fevex.agents import AgentDefinition
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
@@ -50,7 +50,7 @@ STEP_KINDS = {"agent": "team.delegation", "parallel": "team.parallel"}
 
 
 class TeamKind(WorkflowKind):
-    """The :class:`~fevex._internal.kernel.RunKind` of team runs."""
+    """The :class:`~fevex._internal.engine.kernel.RunKind` of team runs."""
 
     def __init__(self, composition: Composition, kernel: Kernel, agents: AgentKind) -> None:
         super().__init__(composition, kernel, agents)

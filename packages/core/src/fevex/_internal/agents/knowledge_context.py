@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fevex._internal.composition import Composition, PreparedAgent, PreparedTool, Problems
-from fevex._internal.names import did_you_mean
-from fevex._internal.worker_threads import in_worker_thread
+from fevex._ground.names import did_you_mean
+from fevex._ground.worker_threads import in_worker_thread
+from fevex._internal.composition.registry import Composition, PreparedAgent, PreparedTool, Problems
 from fevex.errors import FevexConfigurationError, FevexError, FevexRunError
 from fevex.events import RunEvent
 from fevex.knowledge.context_provider import (
@@ -38,8 +38,8 @@ from fevex.schemas.schema import compile_schema, ensure_json
 from fevex.tools.definition import define_tool
 
 if TYPE_CHECKING:
-    from fevex._internal.execution import Execution
-    from fevex._internal.run_state import RunState
+    from fevex._internal.agents.run_state import RunState
+    from fevex._internal.engine.execution import Execution
 
 __all__ = [
     "REMEMBER_TOOL",

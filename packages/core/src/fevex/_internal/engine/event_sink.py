@@ -3,7 +3,7 @@
 Events reach the store first, then the stream consumer, then the observers. Observers are
 best-effort: their exceptions and failed coroutines are logged and never reach the run.
 The app's tracer, when it has one, sees each event first, with the run's snapshot; it only
-queues it (see :mod:`fevex._internal.trace_pipeline`).
+queues it (see :mod:`fevex._internal.tracing.trace_pipeline`).
 
 When nobody streams the run (``run_agent``, ``resume_run``, recovery), the sink batches:
 events wait in memory and are committed together at the next durable point, so a tool-call
@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from fevex._internal.clock import new_sequential_id, utc_now
+from fevex._ground.clock import new_sequential_id, utc_now
 from fevex.errors import FevexError
 from fevex.events import RunEvent
 from fevex.runtime.records import AgentRun

@@ -15,13 +15,18 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from fevex._internal.clock import new_id
-from fevex._internal.deadline import DeadlineReached
-from fevex._internal.execution import Execution
-from fevex._internal.kernel import child_run
-from fevex._internal.tool_runner import ToolCallRun
-from fevex._internal.waits import children_pause, event_pause, timer_pause
-from fevex._internal.workflow_state import Suspended, call_for_run, error_from_json, invalid_step
+from fevex._ground.clock import new_id
+from fevex._internal.composition.tool_runner import ToolCallRun
+from fevex._internal.engine.deadline import DeadlineReached
+from fevex._internal.engine.execution import Execution
+from fevex._internal.engine.kernel import child_run
+from fevex._internal.engine.waits import children_pause, event_pause, timer_pause
+from fevex._internal.workflows.workflow_state import (
+    Suspended,
+    call_for_run,
+    error_from_json,
+    invalid_step,
+)
 from fevex.agents import AgentDefinition, Limits
 from fevex.errors import FevexError, FevexRunError
 from fevex.models import ToolCall, Usage
@@ -30,8 +35,8 @@ from fevex.tools import ToolDefinition
 from fevex.workflows.step import AgentStepResult, EventDelivery
 
 if TYPE_CHECKING:
-    from fevex._internal.workflow_driver import WorkflowDriver
-    from fevex._internal.workflow_kind import WorkflowKind
+    from fevex._internal.workflows.workflow_driver import WorkflowDriver
+    from fevex._internal.workflows.workflow_kind import WorkflowKind
 
 __all__ = ["WorkflowSteps"]
 

@@ -29,11 +29,11 @@ import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from fevex._internal.clock import utc_now
-from fevex._internal.composition import PreparedTool
-from fevex._internal.deadline import DeadlineReached
-from fevex._internal.storable_text import UNSTORABLE_TEXT
-from fevex._internal.worker_threads import in_worker_thread
+from fevex._ground.clock import utc_now
+from fevex._ground.storable_text import UNSTORABLE_TEXT
+from fevex._ground.worker_threads import in_worker_thread
+from fevex._internal.composition.registry import PreparedTool
+from fevex._internal.engine.deadline import DeadlineReached
 from fevex.errors import FevexError, FevexRunError
 from fevex.models import ToolCall
 from fevex.policies.policy import Policy, PolicyRequest, enforce_policies

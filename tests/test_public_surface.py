@@ -1,0 +1,70 @@
+"""The public face of ``fevex`` and of every plugin, held against the ``__all__`` of each public
+package as it stood before the kernel was reshaped (``public_api_before.json``).
+
+A reshaping moves private code and leaves the public names alone: no name may disappear, and
+a name may be added only by listing it in ``ADDED`` with the reason it is public.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+from pathlib import Path
+
+BEFORE: dict[str, list[str]] = json.loads(
+    (Path(__file__).with_name("public_api_before.json")).read_text()
+)
+DISTRIBUTION_ROOTS = [
+    "fevex",
+    "fevex_deepseek",
+    "fevex_mcp",
+    "fevex_openai",
+    "fevex_openapi",
+    "fevex_opentelemetry",
+    "fevex_postgres",
+    "fevex_sqlite",
+]
+# Names this reshaping made public, by package.
+ADDED: dict[str, set[str]] = {}
+
+
+def _public_packages() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for root in DISTRIBUTION_ROOTS:
+        package = importlib.import_module(root)
+        found[root] = list(package.__all__)
+        for info in pkgutil.walk_packages(package.__path__, f"{root}."):
+            if not info.ispkg or any(part.startswith("_") for part in info.name.split(".")):
+                continue
+            module = importlib.import_module(info.name)
+            if hasattr(module, "__all__"):
+                found[info.name] = list(module.__all__)
+    return found
+
+
+def test_no_public_name_disappeared() -> None:
+    now = _public_packages()
+    missing = {
+        package: sorted(set(names) - set(now.get(package, [])))
+        for package, names in BEFORE.items()
+        if set(names) - set(now.get(package, []))
+    }
+    assert missing == {}
+
+
+def test_every_added_name_is_declared() -> None:
+    now = _public_packages()
+    added = {
+        package: set(names) - set(BEFORE.get(package, []))
+        for package, names in now.items()
+        if set(names) - set(BEFORE.get(package, []))
+    }
+    assert added == ADDED
+
+
+def test_every_exported_name_resolves() -> None:
+    for package, names in _public_packages().items():
+        module = importlib.import_module(package)
+        unresolved = [name for name in names if not hasattr(module, name)]
+        assert unresolved == [], package
