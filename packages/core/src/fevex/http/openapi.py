@@ -13,7 +13,14 @@ from typing import Any
 
 from fevex.__about__ import __version__
 from fevex.app import Fevex
-from fevex.http.operations import OPERATIONS, RUN_STATUSES, Answer, Model, Operation
+from fevex.http.operations import (
+    ERROR_MEANINGS,
+    OPERATIONS,
+    RUN_STATUSES,
+    Answer,
+    Model,
+    Operation,
+)
 from fevex.http.parameters import BodyField, Bounds
 
 __all__ = ["openapi_document"]
@@ -106,20 +113,6 @@ SSE_EVENT_SCHEMA: dict[str, Any] = {
         "retry": {"type": "integer"},
     },
     "required": ["event", "data"],
-}
-
-ERROR_MEANINGS = {
-    "400": "The request is malformed (INVALID_REQUEST, INVALID_ARGUMENT, INVALID_INPUT, "
-    "INVALID_CURSOR, ...).",
-    "401": "No credentials the server accepts (UNAUTHENTICATED).",
-    "403": "The caller may not do this (FORBIDDEN, EVENT_ACTOR_REQUIRED).",
-    "404": "Nothing of the caller's has that name (RUN_NOT_FOUND, SESSION_NOT_FOUND, ...).",
-    "409": "The run or session is not in a state that allows it (RUN_CONFLICT, "
-    "RUN_NOT_PAUSED, RUN_TIMEOUT, ...).",
-    "413": "The body is larger than the server accepts (REQUEST_TOO_LARGE).",
-    "422": "The app refused the request for the reason the code names.",
-    "500": "The server failed (INTERNAL_ERROR); nothing more is said.",
-    "503": "The run store failed; try again (STORE_ERROR, ...).",
 }
 
 

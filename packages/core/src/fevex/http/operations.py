@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_RUN_PAGE",
+    "ERROR_MEANINGS",
     "MAX_RUN_PAGE",
     "OPERATIONS",
     "READ_ERRORS",
@@ -63,6 +64,21 @@ DEFAULT_RUN_PAGE = 50
 # What an answer's body is: a name the document and the clients both know.
 Model = Literal["Document", "Run", "RunPage", "EventPage", "EventStream", "Session"]
 
+# What each error status an operation may answer means, with the codes it is for (see
+# fevex.http.errors.ERROR_STATUS: one status per code).
+ERROR_MEANINGS = {
+    "400": "The request is malformed (INVALID_REQUEST, INVALID_ARGUMENT, INVALID_INPUT, "
+    "INVALID_CURSOR, ...).",
+    "401": "No credentials the server accepts (UNAUTHENTICATED).",
+    "403": "The caller may not do this (FORBIDDEN, EVENT_ACTOR_REQUIRED).",
+    "404": "Nothing of the caller's has that name (RUN_NOT_FOUND, SESSION_NOT_FOUND, ...).",
+    "409": "The run or session is not in a state that allows it (RUN_CONFLICT, "
+    "RUN_NOT_PAUSED, RUN_TIMEOUT, ...).",
+    "413": "The body is larger than the server accepts (REQUEST_TOO_LARGE).",
+    "422": "The app refused the request for the reason the code names.",
+    "500": "The server failed (INTERNAL_ERROR); nothing more is said.",
+    "503": "The run store failed; try again (STORE_ERROR, ...).",
+}
 READ_ERRORS = ("400", "401", "403", "404", "422", "500", "503")
 WRITE_ERRORS = ("400", "401", "403", "404", "409", "413", "422", "500", "503")
 
@@ -78,6 +94,8 @@ class Answer:
 
 @dataclass(frozen=True, slots=True)
 class Operation:
+    """One operation of the protocol (see the module's description)."""
+
     name: str
     method: Literal["GET", "POST"]
     path: str
