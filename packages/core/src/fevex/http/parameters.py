@@ -132,6 +132,8 @@ class QueryChoice:
         if value is None:
             return self.default
         if value not in self.values:
+            if len(self.values) == 2:
+                raise invalid(f"{self.name} must be {' or '.join(self.values)}.")
             raise invalid(f"{self.name} must be one of {list(self.values)}.")
         return value
 
