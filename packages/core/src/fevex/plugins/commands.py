@@ -3,20 +3,21 @@ the ``fevex`` command line, and the typed descriptions it takes.
 
 A subcommand is a :class:`Command` (name, help, how to add its arguments, and the handler
 that runs it); a store plugin answers ``fevex db`` and the ``--store`` check for its URL
-schemes with :meth:`CommandRegistry.add_store_commands`. The registry only collects: the
-``fevex`` program builds the parser around it and calls the handler the user chose.
+schemes with :meth:`CommandRegistry.add_store_commands`. The ``fevex`` program makes the
+registry around its own parser and runs the handler of the command the user chose.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["Command", "CommandHandler", "CommandRegistry", "StoreCommands"]
+if TYPE_CHECKING:
+    # Only annotations name argparse: loading plugins does not import it.
+    import argparse
 
-# What runs a subcommand: the parsed arguments in, the exit status out.
-CommandHandler = Callable[[argparse.Namespace], int]
+__all__ = ["Command", "CommandRegistry", "StoreCommands"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +29,7 @@ class Command:
 
     name: str
     help: str
-    handler: CommandHandler
+    handler: Callable[[argparse.Namespace], int]
     arguments: Callable[[argparse.ArgumentParser], None] | None = None
 
 

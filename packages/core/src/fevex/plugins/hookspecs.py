@@ -1,8 +1,9 @@
 """Hook specifications of the ``fevex`` plugin project.
 
-Every hook receives a ``register(name, factory)`` callback. Factories are called only
-when a user asks for what they registered, so they import their SDK lazily and plugin
-discovery never imports a provider SDK.
+Every hook but ``fevex_register_commands`` receives a ``register(name, factory)``
+callback. Factories are called only when a user asks for what they registered, so they
+import their SDK lazily and plugin discovery never imports a provider SDK. The commands
+hook receives the typed :class:`~fevex.plugins.CommandRegistry` of the ``fevex`` command.
 """
 
 from __future__ import annotations
