@@ -11,7 +11,7 @@ by are a value, :class:`StepEvents`, that the run's kind hands to its driver.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from fevex.agents import AgentDefinition, Limits
@@ -150,7 +150,7 @@ class StepHost(Protocol):
         """Wait ``seconds`` from the step's start (a replay waits for the same time)."""
         ...
 
-    async def wait_for_children(self, step_id: str, run_ids: list[str]) -> NoReturn: ...
+    async def wait_for_children(self, step_id: str, run_ids: Sequence[str]) -> NoReturn: ...
 
     # -- effects ------------------------------------------------------------------
 

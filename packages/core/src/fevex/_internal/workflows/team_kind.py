@@ -52,7 +52,7 @@ TEAM_EVENTS = dataclasses.replace(
 class TeamKind(WorkflowKind):
     """The :class:`~fevex._internal.engine.kernel.RunKind` of team runs."""
 
-    events = TEAM_EVENTS
+    step_events = TEAM_EVENTS
 
     def __init__(self, composition: Composition, kernel: Kernel, agents: AgentKind) -> None:
         super().__init__(composition, kernel, agents)

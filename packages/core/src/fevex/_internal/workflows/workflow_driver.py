@@ -32,7 +32,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from fevex._ground.clock import new_id
@@ -93,7 +93,7 @@ class WorkflowParts(Protocol):
     def composition(self) -> Composition: ...
 
     @property
-    def events(self) -> StepEvents: ...
+    def step_events(self) -> StepEvents: ...
 
 
 class WorkflowDriver:
@@ -104,7 +104,7 @@ class WorkflowDriver:
 
     def __init__(self, parts: WorkflowParts, prepared: PreparedWorkflow, state: WorkflowState):
         self._parts = parts
-        self._events = parts.events
+        self._events = parts.step_events
         self.prepared = prepared
         self.state = state
         # Events committed and not yet taken by the run's stream, in commit order, each
@@ -470,7 +470,7 @@ class WorkflowDriver:
         wake_at = self.state.timers.setdefault(step_id, time.time() + seconds)
         raise Suspended(timer_pause(step_id, wake_at))
 
-    async def wait_for_children(self, step_id: str, run_ids: list[str]) -> NoReturn:
+    async def wait_for_children(self, step_id: str, run_ids: Sequence[str]) -> NoReturn:
         raise Suspended(children_pause(step_id, run_ids))
 
     # -- effects --------------------------------------------------------------------

@@ -39,7 +39,7 @@ class WorkflowKind:
 
     # A workflow (and a team) keeps its state in its checkpoint, not in a conversation.
     reads_session = False
-    events = WORKFLOW_EVENTS
+    step_events = WORKFLOW_EVENTS
 
     def __init__(self, composition: Composition, kernel: Kernel, agents: AgentKind) -> None:
         self.composition = composition

@@ -159,7 +159,7 @@ class WorkflowSteps:
         """The agent step, its events saying what ``announce`` adds (a team's delegation
         names its agent)."""
         host = self._host
-        host.agent(name)
+        host.agent(name)  # AGENT_NOT_FOUND before anything else is checked
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise invalid_step(f"Step {step_id!r}: session_id must be a non-empty string.")
         child = await host.agent_child(
