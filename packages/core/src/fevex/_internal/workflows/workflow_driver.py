@@ -47,6 +47,7 @@ from fevex._internal.workflows.step_host import (
     AgentChild,
     Announcement,
     StepEvents,
+    StepHost,
 )
 from fevex._internal.workflows.workflow_state import (
     Suspended,
@@ -96,9 +97,9 @@ class WorkflowParts(Protocol):
     def step_events(self) -> StepEvents: ...
 
 
-class WorkflowDriver:
+class WorkflowDriver(StepHost):
     """The steps of one workflow run in this process: the function's replay, and the
-    :class:`~fevex._internal.workflows.step_host.StepHost` its steps talk to."""
+    host its steps talk to."""
 
     execution: Execution
 
