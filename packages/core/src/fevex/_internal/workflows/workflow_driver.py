@@ -1,10 +1,15 @@
 """The step driver of workflow runs: the workflow function, replayed from the start on
 every takeover, its steps answered from the journal when they ran already.
 
+The driver is the :class:`~fevex._internal.workflows.step_host.StepHost` of the run's
+steps: they reach the kernel, the store, the tools and the event sink only through it.
+
 Each step is a journal entry under its ``step_id``. A new step is journalled ``started``
 and committed with ``workflow.step.started`` (before the effect for tool and agent steps,
 whose effect must not run twice; with the completion for ``run`` steps, which are
-at-least-once: one interrupted mid-call runs again), then ``completed`` or ``failed``. A
+at-least-once: one interrupted mid-call runs again), then ``completed`` or ``failed``;
+a team's events go by the team's names, the
+:class:`~fevex._internal.workflows.step_host.StepEvents` its kind hands the driver. A
 wait (an event, a timer, a paused child run) raises :class:`Suspended` out of the
 function; the driver turns it into the run's pause, and whatever ends the wait settles the
 entry in the checkpoint (see :mod:`fevex._internal.engine.waits`) for the next replay to find.
@@ -23,15 +28,27 @@ completed step again before it reaches the failure.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import time
 from collections import deque
-from collections.abc import AsyncGenerator, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from fevex._internal.composition.tool_runner import summarize
+from fevex._ground.clock import new_id
+from fevex._internal.composition.tool_runner import ToolCallRun, summarize
 from fevex._internal.engine.deadline import DeadlineReached
 from fevex._internal.engine.execution import Execution
 from fevex._internal.engine.journal import JournalEntry
+from fevex._internal.engine.kernel import child_run
+from fevex._internal.engine.waits import children_pause, event_pause, timer_pause
+from fevex._internal.workflows.step_host import (
+    NO_ANNOUNCEMENT,
+    AgentChild,
+    Announcement,
+    StepEvents,
+    StepHost,
+)
 from fevex._internal.workflows.workflow_state import (
     Suspended,
     WorkflowState,
@@ -40,16 +57,20 @@ from fevex._internal.workflows.workflow_state import (
     invalid_step,
 )
 from fevex._internal.workflows.workflow_steps import WorkflowSteps
+from fevex.agents import AgentDefinition, Limits
 from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
-from fevex.models import Usage
-from fevex.schemas.schema import ensure_json
+from fevex.models import ToolCall, Usage
+from fevex.runtime.records import AgentRun
+from fevex.schemas.schema import CompiledSchema, ensure_json
+from fevex.tools import ToolDefinition
 
 if TYPE_CHECKING:
-    from fevex._internal.composition.registry import PreparedWorkflow
-    from fevex._internal.workflows.workflow_kind import WorkflowKind
+    from fevex._internal.agents.agent_kind import AgentKind
+    from fevex._internal.composition.registry import Composition, PreparedWorkflow
+    from fevex._internal.engine.kernel import Kernel
 
-__all__ = ["WorkflowDriver"]
+__all__ = ["WorkflowDriver", "WorkflowParts"]
 
 logger = logging.getLogger("fevex")
 
@@ -58,21 +79,41 @@ logger = logging.getLogger("fevex")
 NOT_COMPENSATED = frozenset({"STEP_MISMATCH", "LEASE_LOST", "WORKFLOW_VERSION_MISMATCH"})
 
 
-class WorkflowDriver:
-    """The steps of one workflow run in this process: the function's replay and the
-    :class:`~fevex.workflows.WorkflowStep` it is handed."""
+class WorkflowParts(Protocol):
+    """What the driver of a workflow run uses of its kind: the kernel that starts its
+    children, the app's agents and composition (its tools), and the names its events go
+    by (a workflow's, a team's)."""
+
+    @property
+    def kernel(self) -> Kernel: ...
+
+    @property
+    def agents(self) -> AgentKind: ...
+
+    @property
+    def composition(self) -> Composition: ...
+
+    @property
+    def step_events(self) -> StepEvents: ...
+
+
+class WorkflowDriver(StepHost):
+    """The steps of one workflow run in this process: the function's replay, and the
+    host its steps talk to."""
 
     execution: Execution
 
-    def __init__(self, kind: WorkflowKind, prepared: PreparedWorkflow, state: WorkflowState):
-        self.kind = kind
+    def __init__(self, parts: WorkflowParts, prepared: PreparedWorkflow, state: WorkflowState):
+        self._parts = parts
+        self._events = parts.step_events
         self.prepared = prepared
         self.state = state
         # Events committed and not yet taken by the run's stream, in commit order, each
         # with the future its publisher waits on; the stream's wake-up when it is empty.
         self._outbox: deque[tuple[RunEvent, asyncio.Future[None] | None]] = deque()
         self._wakeup: asyncio.Future[None] | None = None
-        self._replayed: set[str] = set()
+        # step id -> what its events announce, for each step this pass claimed.
+        self._claimed: dict[str, Announcement] = {}
         # Parallel branches emit concurrently; the sink commits one event at a time.
         self._emitting = asyncio.Lock()
         # step id -> its compensation and the result it is called with (this replay's).
@@ -86,6 +127,22 @@ class WorkflowDriver:
                 output = entry.output if isinstance(entry.output, dict) else {}
                 total = total + Usage.from_json(output.get("usage") or {})
         return total
+
+    @property
+    def limits(self) -> Mapping[str, int | None]:
+        return self.state.limits
+
+    @property
+    def entries(self) -> Mapping[str, JournalEntry]:
+        return self.state.journal.entries
+
+    @property
+    def workflow_name(self) -> str:
+        return self.prepared.definition.name
+
+    @property
+    def declared_events(self) -> Mapping[str, CompiledSchema | None]:
+        return self.prepared.events
 
     def checkpoint(self) -> dict[str, Any]:
         return self.state.checkpoint()
@@ -135,9 +192,11 @@ class WorkflowDriver:
             value = self.state.input if schema is None else schema.validate(self.state.input)
             return None, await definition.run(WorkflowSteps(self), value)
         except Suspended as suspended:
+            # Emitted for the pause the run takes: of several parallel branches waiting,
+            # only the first waits now.
             pause = suspended.pause
             await self.emit(
-                "workflow.waiting",
+                self._events.waiting,
                 {key: value for key, value in pause.items() if value is not None},
                 durable=False,
             )
@@ -164,7 +223,7 @@ class WorkflowDriver:
         if wakeup is not None and not wakeup.done():
             wakeup.set_result(None)
 
-    async def publish(self, event: RunEvent) -> None:
+    async def _publish(self, event: RunEvent) -> None:
         """Hand ``event`` to the run's stream and, when a caller consumes the stream
         (``stream_workflow``), wait until it has taken it."""
         taken = self._enqueue(event)
@@ -193,8 +252,6 @@ class WorkflowDriver:
                 category="validation",
             ) from None
         return output_json
-
-    # -- the journal ----------------------------------------------------------------
 
     async def emit(self, type: str, payload: dict[str, Any], *, durable: bool = True) -> None:
         async with self._emitting:
@@ -228,6 +285,7 @@ class WorkflowDriver:
             # A chain a crash interrupted: the run fails with the failure that started it.
             failure = error_from_json(state.failure)
         journal = state.compensations
+        named = self._events.compensation
         for step_id in reversed(state.compensable):
             identity = {"step_id": step_id}
             entry = journal.lookup(step_id, "compensation", identity)
@@ -247,7 +305,7 @@ class WorkflowDriver:
                 return await self._compensation_ended(failure, step_id, problem)
             compensate, output = remembered
             journal.started(step_id, "compensation", identity)
-            await self.emit("workflow.compensation.started", identity, durable=False)
+            await self.emit(f"{named}.started", identity, durable=False)
             try:
                 await call_for_run(self.execution, compensate, output)
             except (asyncio.CancelledError, DeadlineReached):
@@ -263,7 +321,7 @@ class WorkflowDriver:
                 )
                 return await self._compensation_ended(failure, step_id, wrapped)
             journal.completed(step_id, None)
-            await self.emit("workflow.compensation.completed", identity)
+            await self.emit(f"{named}.completed", identity)
         return failure
 
     async def _compensation_ended(
@@ -271,20 +329,25 @@ class WorkflowDriver:
     ) -> FevexError:
         self.state.compensations.failed(step_id, problem.to_json())
         await self.emit(
-            "workflow.compensation.failed", {"step_id": step_id, "error": problem.to_json()}
+            f"{self._events.compensation}.failed",
+            {"step_id": step_id, "error": problem.to_json()},
         )
         return _compensation_failed(failure, step_id, problem)
 
-    def lookup(self, step_id: str, kind: str, identity: Any) -> JournalEntry | None:
+    # -- the journal ----------------------------------------------------------------
+
+    def lookup(
+        self, step_id: str, kind: str, identity: Any, announce: Announcement = NO_ANNOUNCEMENT
+    ) -> JournalEntry | None:
         if not isinstance(step_id, str) or not step_id:
             raise invalid_step(f"A step id must be a non-empty string, not {step_id!r}.")
-        if step_id in self._replayed:
+        if step_id in self._claimed:
             raise FevexRunError(
                 "STEP_MISMATCH",
                 f"Step id {step_id!r} is used twice in one run; each step needs its own id.",
                 details={"step_id": step_id},
             )
-        self._replayed.add(step_id)
+        self._claimed[step_id] = announce
         try:
             ensure_json(identity)
         except TypeError as error:
@@ -311,33 +374,49 @@ class WorkflowDriver:
                 )
         journal.started(step_id, kind, identity)
         self._log_step(step_id, kind, "started")
-        await self.emit(
-            "workflow.step.started", {"step_id": step_id, "kind": kind}, durable=durable
-        )
+        preface = self._claimed.get(step_id, NO_ANNOUNCEMENT).preface
+        if preface is not None:
+            # Committed with the journal's ``started`` entry (the checkpoint of this
+            # commit holds it), so no replay announces it again.
+            await self.emit(*preface, durable=True)
+        await self._step_event(step_id, kind, "started", {}, durable=durable)
 
     async def complete(self, step_id: str, output: Any, **announced: Any) -> Any:
         entry = self.state.journal.entries[step_id]
         entry.status, entry.output, entry.error = "completed", output, None
         self.state.announced.add(step_id)
         self._log_step(step_id, entry.kind, "completed")
-        await self.emit(
-            "workflow.step.completed",
-            {"step_id": step_id, "kind": entry.kind, "output": output, **announced},
-        )
+        await self._step_event(step_id, entry.kind, "completed", {"output": output, **announced})
         return output
 
     async def fail(self, step_id: str, error: FevexError) -> FevexError:
-        """Journal the step ``failed`` (a replay raises the same error) and return the
-        error to raise."""
         entry = self.state.journal.entries[step_id]
         entry.status, entry.output, entry.error = "failed", None, error.to_json()
         self.state.announced.add(step_id)
         self._log_step(step_id, entry.kind, "failed", error.code)
-        await self.emit(
-            "workflow.step.failed",
-            {"step_id": step_id, "kind": entry.kind, "error": error.to_json()},
-        )
+        await self._step_event(step_id, entry.kind, "failed", {"error": error.to_json()})
         return error
+
+    async def _step_event(
+        self,
+        step_id: str,
+        kind: str,
+        ending: str,
+        fields: dict[str, Any],
+        *,
+        durable: bool = True,
+    ) -> None:
+        """``<step>.started``, ``.completed`` or ``.failed``, named as the run's kind
+        names its steps, with what the step announces."""
+        events, announce = self._events, self._claimed.get(step_id, NO_ANNOUNCEMENT)
+        payload: dict[str, Any] = {"step_id": step_id}
+        if events.names_kind:
+            payload["kind"] = kind
+        payload.update(fields)
+        payload.update(announce.fields)
+        if ending == "started":
+            payload.update(announce.on_start)
+        await self.emit(events.of_step(kind, ending), payload, durable=durable)
 
     def _log_step(self, step_id: str, kind: str, what: str, code: str | None = None) -> None:
         if not logger.isEnabledFor(logging.DEBUG):
@@ -368,7 +447,7 @@ class WorkflowDriver:
                 self._log_step(step_id, "event", "completed")
                 output = entry.output if isinstance(entry.output, dict) else {}
                 await self.emit(
-                    "workflow.event.received",
+                    self._events.event_received,
                     {
                         "step_id": step_id,
                         "event": event,
@@ -382,15 +461,111 @@ class WorkflowDriver:
                 await self.complete(step_id, entry.output)
         return entry.output
 
-    def relay(self, step_id: str, event: RunEvent) -> RunEvent:
-        """An event of the child run of the agent step ``step_id``, as the workflow's
-        stream yields it (a team's marks it with its delegation)."""
-        return event
+    # -- waits ----------------------------------------------------------------------
 
-    async def wait(self, step_id: str, pause: dict[str, Any]) -> None:
-        # ``workflow.waiting`` is emitted for the pause the run takes: of several parallel
-        # branches waiting, only the first waits now.
-        raise Suspended(pause)
+    async def wait_for_event(self, step_id: str, name: str) -> NoReturn:
+        raise Suspended(event_pause(step_id, name))
+
+    async def wait_for_timer(self, step_id: str, seconds: float) -> NoReturn:
+        # Set when the step starts; a replay of the wait keeps that time.
+        wake_at = self.state.timers.setdefault(step_id, time.time() + seconds)
+        raise Suspended(timer_pause(step_id, wake_at))
+
+    async def wait_for_children(self, step_id: str, run_ids: Sequence[str]) -> NoReturn:
+        raise Suspended(children_pause(step_id, run_ids))
+
+    # -- effects --------------------------------------------------------------------
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        return await call_for_run(self.execution, function, *args)
+
+    def tool(self, name: str) -> ToolDefinition[Any, Any] | None:
+        prepared = self._parts.composition.tools.get(name)
+        return None if prepared is None else prepared.definition
+
+    async def run_tool(self, step_id: str, name: str, input: Any) -> Any:
+        composition, execution = self._parts.composition, self.execution
+        run = execution.sink.run
+        runner = ToolCallRun(
+            composition.tools[name],
+            ToolCall(step_id, name, input),
+            run_id=run.id,
+            session_id=run.session_id,
+            agent_name=run.name,
+            policies=composition.policies,
+            credentials=composition.credentials,
+            cancellation=execution.cancellation,
+            guard=execution.guard,
+            on_tool_exception=composition.on_tool_exception,
+        )
+        return await runner.execute()
+
+    def agent(self, name: str) -> AgentDefinition[Any]:
+        return self._parts.agents.agent(name).definition
+
+    # -- child runs -----------------------------------------------------------------
+
+    async def agent_child(
+        self, name: str, input: Any, *, session_id: str | None, limits: Limits
+    ) -> AgentChild:
+        agents = self._parts.agents
+        store = self._parts.kernel.store
+        session = None if session_id is None else await store.get_session(session_id)
+        run, loop = agents.new_run(name, input, session_id or new_id("ses"), None, session, limits)
+        return AgentChild(
+            name,
+            run.input,
+            agents.agent(name).output_schema,
+            run,
+            loop,
+            None if session is None else session.revision,
+        )
+
+    def child_of(self, step_id: str) -> str | None:
+        return self.state.children.get(step_id)
+
+    def reserve_child(self, step_id: str) -> str:
+        child_id = self.state.children[step_id] = new_id("run")
+        return child_id
+
+    async def run_child(self, step_id: str, child: AgentChild) -> AgentRun:
+        kernel, execution = self._parts.kernel, self.execution
+        child_id = self.state.children[step_id]
+        stored = await kernel.store.get_run(child_id)
+        if stored is None:
+            parent = execution.sink.run
+            started = await kernel.start(
+                child_run(parent, dataclasses.replace(child.run, id=child_id)),
+                child.driver,
+                session_revision=child.session_revision,
+                opening={
+                    "agent_name": child.name,
+                    "session_id": child.run.session_id,
+                    "input": child.input,
+                    "parent_run_id": parent.id,
+                    "parent_step_id": step_id,
+                },
+                deadline=execution.deadline,
+                batching=execution.sink.batching,
+            )
+            try:
+                # Guarded: cancelling the workflow cancels its child first.
+                await execution.guard(self._drain(started, step_id, child.name))
+            except FevexError as child_error:
+                if child_error.run_id != child_id:
+                    raise  # the workflow's own (its lease was lost)
+                # The child's failure is in the store: read below.
+            stored = await kernel.store.get_run(child_id)
+            assert stored is not None
+        if stored.status not in ("running", "paused"):
+            del self.state.children[step_id]
+        return stored
+
+    async def _drain(self, child: Execution, step_id: str, agent_name: str) -> None:
+        """Run a child to its end or its pause; its events join the workflow's stream."""
+        relay = self._events.relay
+        async for event in self._parts.kernel.events(child):
+            await self._publish(relay(event, step_id, agent_name))
 
 
 def _compensation_failed(failure: FevexError, step_id: str, problem: FevexError) -> FevexRunError:

@@ -12,6 +12,7 @@ from fevex._internal.composition.registry import Composition, PreparedWorkflow
 from fevex._internal.composition.tool_runner import summarize
 from fevex._internal.engine.journal import StepJournal
 from fevex._internal.engine.kernel import Kernel
+from fevex._internal.workflows.step_host import StepEvents
 from fevex._internal.workflows.workflow_driver import WorkflowDriver
 from fevex._internal.workflows.workflow_state import WorkflowState, limits_json
 from fevex.agents import Limits
@@ -24,12 +25,21 @@ __all__ = ["WorkflowKind"]
 
 KIND = "workflow"
 
+# The names a workflow run's stream tells its steps by.
+WORKFLOW_EVENTS = StepEvents(
+    waiting="workflow.waiting",
+    step="workflow.step",
+    event_received="workflow.event.received",
+    compensation="workflow.compensation",
+)
+
 
 class WorkflowKind:
     """The :class:`~fevex._internal.engine.kernel.RunKind` of workflow runs."""
 
     # A workflow (and a team) keeps its state in its checkpoint, not in a conversation.
     reads_session = False
+    step_events = WORKFLOW_EVENTS
 
     def __init__(self, composition: Composition, kernel: Kernel, agents: AgentKind) -> None:
         self.composition = composition

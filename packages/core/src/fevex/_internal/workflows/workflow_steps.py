@@ -1,5 +1,6 @@
 """The steps a workflow function awaits (:class:`~fevex.workflows.WorkflowStep`), each a
-journal entry of its run, answered from the journal on a replay.
+journal entry of its run, answered from the journal on a replay. They see their run only
+as its :class:`~fevex._internal.workflows.step_host.StepHost`.
 
 ``parallel`` runs its branches as tasks and settles every one before it ends; its own
 entry only checks its identity and announces its end: on a replay the branches run again
@@ -10,49 +11,35 @@ the first, in declaration order; the replay after that wait re-pauses on the nex
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fevex._ground.clock import new_id
-from fevex._internal.composition.tool_runner import ToolCallRun
 from fevex._internal.engine.deadline import DeadlineReached
-from fevex._internal.engine.execution import Execution
-from fevex._internal.engine.kernel import child_run
-from fevex._internal.engine.waits import children_pause, event_pause, timer_pause
-from fevex._internal.workflows.workflow_state import (
-    Suspended,
-    call_for_run,
-    error_from_json,
-    invalid_step,
-)
+from fevex._internal.workflows.step_host import NO_ANNOUNCEMENT, Announcement, StepHost
+from fevex._internal.workflows.workflow_state import Suspended, error_from_json, invalid_step
 from fevex.agents import AgentDefinition, Limits
 from fevex.errors import FevexError, FevexRunError
-from fevex.models import ToolCall, Usage
+from fevex.models import Usage
 from fevex.schemas.schema import CompiledSchema, ensure_json
 from fevex.tools import ToolDefinition
 from fevex.workflows.step import AgentStepResult, EventDelivery
-
-if TYPE_CHECKING:
-    from fevex._internal.workflows.workflow_driver import WorkflowDriver
-    from fevex._internal.workflows.workflow_kind import WorkflowKind
 
 __all__ = ["WorkflowSteps"]
 
 
 class WorkflowSteps:
-    """The :class:`~fevex.workflows.WorkflowStep` a workflow function receives."""
+    """The :class:`~fevex.workflows.WorkflowStep` a workflow function receives: each step
+    a journal entry of the run its :class:`StepHost` is."""
 
-    __slots__ = ("_driver",)
+    __slots__ = ("_host",)
 
-    def __init__(self, driver: WorkflowDriver) -> None:
-        self._driver = driver
+    def __init__(self, host: StepHost) -> None:
+        self._host = host
 
     @property
-    def driver(self) -> WorkflowDriver:
-        """The driver replaying the run (a team's wraps these steps)."""
-        return self._driver
+    def host(self) -> StepHost:
+        """The run these steps belong to (a team's steps use it too)."""
+        return self._host
 
     async def run(
         self,
@@ -62,35 +49,35 @@ class WorkflowSteps:
         *args: Any,
         compensate: Callable[[Any], Any] | None = None,
     ) -> Any:
-        driver = self._driver
+        host = self._host
         if not callable(function):
             raise invalid_step(f"Step {step_id!r}: {function!r} is not callable.")
         _check_compensation(step_id, compensate)
         identity = {"function": _function_name(function), "args": list(args)}
-        entry = driver.lookup(step_id, "run", identity)
+        entry = host.lookup(step_id, "run", identity)
         if entry is not None and entry.status != "started":
-            output = await driver.replayed(step_id, entry)
-            driver.remember(step_id, compensate, output)
+            output = await host.replayed(step_id, entry)
+            host.remember(step_id, compensate, output)
             return output
         if entry is None:
-            await driver.start(step_id, "run", identity, durable=False)
+            await host.start(step_id, "run", identity, durable=False)
         try:
-            result = await call_for_run(driver.execution, function, *args)
+            result = await host.call(function, *args)
         except (asyncio.CancelledError, DeadlineReached):
             raise
         except FevexError as error:
-            raise await driver.fail(step_id, error) from None
+            raise await host.fail(step_id, error) from None
         except Exception as error:
             failure = FevexRunError(
                 "WORKFLOW_STEP_FAILED",
                 f"Step {step_id!r} failed: {type(error).__name__}: {error}",
                 details={"step_id": step_id},
             )
-            raise await driver.fail(step_id, failure) from error
+            raise await host.fail(step_id, failure) from error
         try:
             ensure_json(result)
         except TypeError as error:
-            raise await driver.fail(
+            raise await host.fail(
                 step_id,
                 FevexRunError(
                     "WORKFLOW_STEP_OUTPUT_INVALID",
@@ -98,8 +85,8 @@ class WorkflowSteps:
                     details={"step_id": step_id},
                 ),
             ) from None
-        driver.remember(step_id, compensate, result)
-        return await driver.complete(step_id, result)
+        host.remember(step_id, compensate, result)
+        return await host.complete(step_id, result)
 
     async def tool(
         self,
@@ -109,31 +96,29 @@ class WorkflowSteps:
         *,
         compensate: Callable[[Any], Any] | None = None,
     ) -> Any:
-        driver = self._driver
+        host = self._host
         _check_compensation(step_id, compensate)
         name = tool.name if isinstance(tool, ToolDefinition) else tool
-        prepared = driver.kind.composition.tools.get(name) if isinstance(name, str) else None
-        if prepared is None or (
-            isinstance(tool, ToolDefinition) and prepared.definition is not tool
-        ):
+        definition = host.tool(name) if isinstance(name, str) else None
+        if definition is None or (isinstance(tool, ToolDefinition) and definition is not tool):
             raise FevexRunError(
                 "TOOL_NOT_AVAILABLE",
                 f"Step {step_id!r}: the app has no tool {name!r}; pass it in "
                 "create_fevex(tools=[...]).",
                 details={"tool_name": str(name)},
             )
-        if prepared.definition.approval == "required":
+        if definition.approval == "required":
             raise invalid_step(
                 f"Step {step_id!r}: tool {name} needs an approval; run it in an agent step."
             )
         identity = {"tool": name, "input": input}
-        entry = driver.lookup(step_id, "tool", identity)
+        entry = host.lookup(step_id, "tool", identity)
         if entry is not None and entry.status != "started":
-            output = await driver.replayed(step_id, entry)
-            driver.remember(step_id, compensate, output)
+            output = await host.replayed(step_id, entry)
+            host.remember(step_id, compensate, output)
             return output
-        if entry is not None and prepared.definition.idempotency != "keyed":
-            raise await driver.fail(
+        if entry is not None and definition.idempotency != "keyed":
+            raise await host.fail(
                 step_id,
                 FevexRunError(
                     "TOOL_EFFECT_UNCERTAIN",
@@ -144,27 +129,13 @@ class WorkflowSteps:
                 ),
             )
         if entry is None:
-            await driver.start(step_id, "tool", identity, durable=True)
-        execution = driver.execution
-        run = execution.sink.run
-        runner = ToolCallRun(
-            prepared,
-            ToolCall(step_id, name, input),
-            run_id=run.id,
-            session_id=run.session_id,
-            agent_name=run.name,
-            policies=driver.kind.composition.policies,
-            credentials=driver.kind.composition.credentials,
-            cancellation=execution.cancellation,
-            guard=execution.guard,
-            on_tool_exception=driver.kind.composition.on_tool_exception,
-        )
+            await host.start(step_id, "tool", identity, durable=True)
         try:
-            output = await runner.execute()
+            output = await host.run_tool(step_id, name, input)
         except FevexError as error:
-            raise await driver.fail(step_id, error) from None
-        driver.remember(step_id, compensate, output)
-        return await driver.complete(step_id, output)
+            raise await host.fail(step_id, error) from None
+        host.remember(step_id, compensate, output)
+        return await host.complete(step_id, output)
 
     async def agent(
         self,
@@ -174,89 +145,69 @@ class WorkflowSteps:
         input: Any,
         session_id: str | None = None,
     ) -> AgentStepResult[Any]:
-        driver = self._driver
-        kind = driver.kind
         name = agent.name if isinstance(agent, AgentDefinition) else agent
-        kind.agents.agent(name)
+        return await self.agent_step(step_id, name, input, session_id, NO_ANNOUNCEMENT)
+
+    async def agent_step(
+        self,
+        step_id: str,
+        name: str,
+        input: Any,
+        session_id: str | None,
+        announce: Announcement,
+    ) -> AgentStepResult[Any]:
+        """The agent step, its events saying what ``announce`` adds (a team's delegation
+        names its agent)."""
+        host = self._host
+        host.agent(name)  # AGENT_NOT_FOUND before anything else is checked
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise invalid_step(f"Step {step_id!r}: session_id must be a non-empty string.")
-        store = kind.kernel.store
-        session = None if session_id is None else await store.get_session(session_id)
-        parent = driver.execution.sink.run
-        child, loop = kind.agents.new_run(
-            name, input, session_id or new_id("ses"), None, session, _token_budget(driver)
+        child = await host.agent_child(
+            name, input, session_id=session_id, limits=_token_budget(host)
         )
         identity = {"agent": name, "input": child.input, "session_id": session_id}
-        entry = driver.lookup(step_id, "agent", identity)
-        state = driver.state
-        if entry is not None and entry.status != "started" and step_id not in state.children:
-            output = await driver.replayed(step_id, entry)
-            return _agent_result(output, kind.agents.agent(name).output_schema)
+        entry = host.lookup(step_id, "agent", identity, announce)
+        if entry is not None and entry.status != "started" and host.child_of(step_id) is None:
+            output = await host.replayed(step_id, entry)
+            return _agent_result(output, child.output_schema)
         if entry is None:
-            _check_tokens(driver, exhausted=True)
-            state.children[step_id] = new_id("run")
+            _check_tokens(host, exhausted=True)
+            host.reserve_child(step_id)
             # Durable before the child exists: a recovery finds its id, never a second child.
-            await driver.start(step_id, "agent", identity, durable=True)
-        child_id = state.children[step_id]
-        existing = await store.get_run(child_id)
-        if existing is None:
-            child = child_run(parent, dataclasses.replace(child, id=child_id))
-            execution = await kind.kernel.start(
-                child,
-                loop,
-                session_revision=None if session is None else session.revision,
-                opening={
-                    "agent_name": name,
-                    "session_id": child.session_id,
-                    "input": child.input,
-                    "parent_run_id": parent.id,
-                    "parent_step_id": step_id,
-                },
-                deadline=driver.execution.deadline,
-                batching=driver.execution.sink.batching,
-            )
-            try:
-                # Guarded: cancelling the workflow cancels its child first.
-                await driver.execution.guard(_drain(kind, execution, driver, step_id))
-            except FevexError as child_error:
-                if child_error.run_id != child_id:
-                    raise  # the workflow's own (its lease was lost)
-                # The child's failure is in the store: read below.
-            existing = await store.get_run(child_id)
-            assert existing is not None
-        if existing.status in ("running", "paused"):
-            await driver.wait(step_id, children_pause(step_id, [child_id]))
-        del state.children[step_id]
-        if existing.status != "completed":
-            error = error_from_json(existing.error)
-            if existing.status == "cancelled" and existing.error is None:
-                error = FevexRunError("RUN_CANCELLED", f"Child run {child_id} was cancelled.")
-            error.details.setdefault("child_run_id", child_id)
-            raise await driver.fail(step_id, error)
+            await host.start(step_id, "agent", identity, durable=True)
+        ended = await host.run_child(step_id, child)
+        if ended.status in ("running", "paused"):
+            await host.wait_for_children(step_id, [ended.id])
+        if ended.status != "completed":
+            error = error_from_json(ended.error)
+            if ended.status == "cancelled" and ended.error is None:
+                error = FevexRunError("RUN_CANCELLED", f"Child run {ended.id} was cancelled.")
+            error.details.setdefault("child_run_id", ended.id)
+            raise await host.fail(step_id, error)
         output = {
-            "run_id": child_id,
-            "session_id": existing.session_id,
-            "output": existing.output,
-            "usage": existing.usage,
+            "run_id": ended.id,
+            "session_id": ended.session_id,
+            "output": ended.output,
+            "usage": ended.usage,
         }
-        await driver.complete(step_id, output, child_run_id=child_id)
-        _check_tokens(driver)
-        return _agent_result(output, kind.agents.agent(name).output_schema)
+        await host.complete(step_id, output, child_run_id=ended.id)
+        _check_tokens(host)
+        return _agent_result(output, child.output_schema)
 
     async def wait_for_event(self, step_id: str, name: str) -> EventDelivery:
-        driver = self._driver
-        if name not in driver.prepared.events:
+        host = self._host
+        if name not in host.declared_events:
             raise FevexRunError(
                 "EVENT_NOT_DECLARED",
-                f"Workflow {driver.prepared.definition.name} waits for the event {name!r}, "
+                f"Workflow {host.workflow_name} waits for the event {name!r}, "
                 "which it does not declare in events={...}.",
                 details={"event": name},
             )
         identity = {"event": name}
-        entry = driver.lookup(step_id, "event", identity)
+        entry = host.lookup(step_id, "event", identity)
         if entry is not None and entry.status != "started":
-            output = await driver.replayed(step_id, entry, name)
-            schema = driver.prepared.events[name]
+            output = await host.replayed(step_id, entry, name)
+            schema = host.declared_events[name]
             payload = output.get("payload")
             return EventDelivery(
                 payload if schema is None else schema.validate(payload),
@@ -264,28 +215,36 @@ class WorkflowSteps:
                 str(output.get("received_at")),
             )
         if entry is None:
-            await driver.start(step_id, "event", identity, durable=False)
-        await driver.wait(step_id, event_pause(step_id, name))
-        raise AssertionError("unreachable")  # pragma: no cover
+            await host.start(step_id, "event", identity, durable=False)
+        await host.wait_for_event(step_id, name)
 
     async def sleep(self, step_id: str, seconds: float) -> None:
-        driver = self._driver
+        host = self._host
         if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
             raise invalid_step(f"Step {step_id!r}: seconds must be a number of 0 or more.")
         identity = {"seconds": seconds}
-        entry = driver.lookup(step_id, "sleep", identity)
+        entry = host.lookup(step_id, "sleep", identity)
         if entry is not None and entry.status != "started":
-            await driver.replayed(step_id, entry)
+            await host.replayed(step_id, entry)
             return
         if entry is None:
-            await driver.start(step_id, "sleep", identity, durable=False)
-            driver.state.timers[step_id] = time.time() + float(seconds)
-        await driver.wait(step_id, timer_pause(step_id, driver.state.timers[step_id]))
+            await host.start(step_id, "sleep", identity, durable=False)
+        await host.wait_for_timer(step_id, float(seconds))
 
     async def parallel(
         self, step_id: str, branches: Mapping[str, Callable[[], Awaitable[Any]]]
     ) -> dict[str, Any]:
-        driver = self._driver
+        return await self.parallel_step(step_id, branches, NO_ANNOUNCEMENT)
+
+    async def parallel_step(
+        self,
+        step_id: str,
+        branches: Mapping[str, Callable[[], Awaitable[Any]]],
+        announce: Announcement,
+    ) -> dict[str, Any]:
+        """The parallel step, its events saying what ``announce`` adds (a team's names
+        its branches when it starts)."""
+        host = self._host
         if not isinstance(branches, Mapping) or not branches:
             raise invalid_step(f"Step {step_id!r}: parallel needs a mapping of branches.")
         for name, branch in branches.items():
@@ -295,9 +254,9 @@ class WorkflowSteps:
                 )
         names = list(branches)
         identity = {"branches": names}
-        entry = driver.lookup(step_id, "parallel", identity)
+        entry = host.lookup(step_id, "parallel", identity, announce)
         if entry is None:
-            await driver.start(step_id, "parallel", identity, durable=False)
+            await host.start(step_id, "parallel", identity, durable=False)
         # Branches run again on every replay (their steps answer from the journal), so
         # that the compensations inside them are known again.
         outcomes = await _settle_branches(branches)
@@ -309,14 +268,14 @@ class WorkflowSteps:
             error = _parallel_failure(step_id, failures)
             if entry is not None and entry.status == "failed":
                 raise error
-            raise await driver.fail(step_id, _as_fevex(error)) from error
+            raise await host.fail(step_id, _as_fevex(error)) from error
         results = {name: outcomes[name] for name in names}
         if entry is None or entry.status != "completed":
             journalled = _as_json(results)
             try:
                 ensure_json(journalled)
             except TypeError as error:
-                raise await driver.fail(
+                raise await host.fail(
                     step_id,
                     FevexRunError(
                         "WORKFLOW_STEP_OUTPUT_INVALID",
@@ -324,7 +283,7 @@ class WorkflowSteps:
                         details={"step_id": step_id},
                     ),
                 ) from None
-            await driver.complete(step_id, journalled)
+            await host.complete(step_id, journalled)
         return results
 
 
@@ -394,14 +353,6 @@ def _check_compensation(step_id: str, compensate: Any) -> None:
         raise invalid_step(f"Step {step_id!r}: compensate must be a function of the result.")
 
 
-async def _drain(
-    kind: WorkflowKind, execution: Execution, driver: WorkflowDriver, step_id: str
-) -> None:
-    """Run a child to its end or its pause; its events join the workflow's stream."""
-    async for event in kind.kernel.events(execution):
-        await driver.publish(driver.relay(step_id, event))
-
-
 def _as_json(value: Any) -> Any:
     """Branch results as the journal keeps them: each ``AgentStepResult`` as its JSON."""
     if isinstance(value, AgentStepResult):
@@ -432,23 +383,23 @@ def _agent_result(output: Any, schema: CompiledSchema | None) -> AgentStepResult
     )
 
 
-def _token_budget(driver: WorkflowDriver) -> Limits:
+def _token_budget(host: StepHost) -> Limits:
     """The bounds the workflow's token budgets leave its next agent step, over that
     agent's own limits (a budget used up is refused before the step: ``_check_tokens``)."""
-    usage = driver.usage
+    usage = host.usage
     left: dict[str, int | None] = {}
     for name, used in (("input", usage.input_tokens), ("output", usage.output_tokens)):
-        limit = driver.state.limits.get(f"max_{name}_tokens")
+        limit = host.limits.get(f"max_{name}_tokens")
         left[f"max_{name}_tokens"] = None if limit is None else max(1, limit - (used or 0))
     return Limits(max_steps=None, max_tool_calls=None, max_tool_retries=None, **left)
 
 
-def _check_tokens(driver: WorkflowDriver, *, exhausted: bool = False) -> None:
+def _check_tokens(host: StepHost, *, exhausted: bool = False) -> None:
     """Fail the workflow over a token budget; with ``exhausted``, also at a budget used up
     to its last token (before a new agent step, which would have nothing to spend)."""
-    usage = driver.usage
+    usage = host.usage
     for name, used in (("input", usage.input_tokens), ("output", usage.output_tokens)):
-        limit = driver.state.limits.get(f"max_{name}_tokens")
+        limit = host.limits.get(f"max_{name}_tokens")
         if limit is None or used is None:
             continue
         if used > limit or (exhausted and used == limit):
