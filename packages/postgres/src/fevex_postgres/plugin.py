@@ -13,7 +13,7 @@ from fevex.plugins import hookimpl
 
 if TYPE_CHECKING:
     from fevex.cli import CommandRegistry
-    from fevex.plugins.hookspecs import Register
+    from fevex.plugins import Register
     from fevex_postgres.memory_store import PostgresMemoryStore
     from fevex_postgres.postgres_run_store import PostgresRunStore
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fevex.plugins import hookimpl
-from fevex.plugins.hookspecs import Register
+from fevex.plugins import Register, hookimpl
 
 if TYPE_CHECKING:
     from fevex.cli import CommandRegistry

@@ -8,9 +8,10 @@ from fevex.plugins.discovery import (
     reset_plugins,
     resolve_model,
 )
-from fevex.plugins.hookspecs import hookimpl, hookspec
+from fevex.plugins.hookspecs import Register, hookimpl, hookspec
 
 __all__ = [
+    "Register",
     "get_plugin_manager",
     "hookimpl",
     "hookspec",
