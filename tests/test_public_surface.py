@@ -34,9 +34,9 @@ ADDED: dict[str, set[str]] = {
         "NotifyingRunStore",
         "RunTakeover",
         "TakeoverRunStore",
-        # list_runs' one listing, and the page a store reads it as.
+        # list_runs' one listing, and the query a store reads it as (checked once).
         "RunListing",
-        "RunPage",
+        "RunQuery",
         # The store rules (fevex.runtime.store_rules), with the errors they raise.
         "StoredRun",
         "check_acquirable",

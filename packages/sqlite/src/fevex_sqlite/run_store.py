@@ -35,7 +35,7 @@ from fevex.runtime import (
     ExecutionCreate,
     RunLease,
     RunListing,
-    RunPage,
+    RunQuery,
     RunTakeover,
     Session,
     StoredRun,
@@ -489,7 +489,7 @@ def _request_cancel(db: Connection, run_id: str) -> AgentRun:
     return run
 
 
-def _read_runs(db: Connection, page: RunPage) -> list[AgentRun]:
+def _read_runs(db: Connection, page: RunQuery) -> list[AgentRun]:
     parameters: dict[str, Any] = {**page.filters, "limit": page.limit}
     if page.after is not None:
         cursor = _one(db, sql.SELECT_RUN_POSITION, id=page.after)

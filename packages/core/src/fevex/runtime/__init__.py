@@ -38,7 +38,7 @@ from fevex.runtime.run_store import (
 )
 from fevex.runtime.store_rules import (
     RunListing,
-    RunPage,
+    RunQuery,
     StoredRun,
     check_acquirable,
     check_commit,
@@ -94,7 +94,7 @@ __all__ = [
     "RecoverySweep",
     "RunLease",
     "RunListing",
-    "RunPage",
+    "RunQuery",
     "RunStatus",
     "RunStore",
     "RunTakeover",

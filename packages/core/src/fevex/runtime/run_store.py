@@ -164,7 +164,7 @@ class RunStore(Protocol):
 
         The arguments are one :class:`~fevex.runtime.RunListing`, given as keywords (every
         one may be left out), which the store checks once, first, with
-        :func:`~fevex.runtime.check_run_page`: the :class:`~fevex.runtime.RunPage` it
+        :func:`~fevex.runtime.check_run_page`: the :class:`~fevex.runtime.RunQuery` it
         returns is what the store reads."""
         ...
 

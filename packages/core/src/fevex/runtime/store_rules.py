@@ -57,7 +57,7 @@ from fevex.runtime.records import TERMINAL_STATUSES, RunStatus
 
 __all__ = [
     "RunListing",
-    "RunPage",
+    "RunQuery",
     "StoredRun",
     "check_acquirable",
     "check_commit",
@@ -111,7 +111,7 @@ class RunListing(TypedDict, total=False):
     """What a ``list_runs`` call asks for, the keywords of :meth:`RunStore.list_runs
     <fevex.runtime.RunStore.list_runs>`: the filters a run must hold, the page's size and
     the id of the last run of the previous page. Every key may be left out; a store turns
-    it into a :class:`RunPage` once, with :func:`check_run_page`, and reads that."""
+    it into a :class:`RunQuery` once, with :func:`check_run_page`, and reads that."""
 
     status: RunStatus | None
     kind: str | None
@@ -123,7 +123,7 @@ class RunListing(TypedDict, total=False):
 
 
 @dataclass(frozen=True, slots=True)
-class RunPage:
+class RunQuery:
     """A ``list_runs`` call whose arguments passed :func:`check_run_page`: ``filters`` maps
     each filter given (``status``, ``kind``, ``name``, ``session_id``, ``parent_run_id``:
     run fields, and columns of a SQL store) to the value a run must hold in it, ``limit``
@@ -339,7 +339,7 @@ def check_run_page(
     parent_run_id: object = None,
     limit: object = 50,
     after: object = None,
-) -> RunPage:
+) -> RunQuery:
     """The page a ``list_runs`` call asks for (the keys of a :class:`RunListing`, as
     keywords; the defaults are a listing's), or ``INVALID_ARGUMENT`` unless ``status``
     is ``None`` or a run status, ``kind``, ``name``, ``session_id`` and ``parent_run_id``
@@ -375,7 +375,7 @@ def check_run_page(
         raise invalid_argument(f"after must be a run id or None, not {type(after).__name__}.")
     if after is not None and not is_storable(after):
         raise _unstorable_cursor("Run", after)
-    return RunPage(filters, limit, after)
+    return RunQuery(filters, limit, after)
 
 
 def _unstorable_cursor(kind: str, after: str) -> FevexRunError:
