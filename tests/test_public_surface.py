@@ -86,8 +86,12 @@ ADDED: dict[str, set[str]] = {
     },
     # Tool plugins (MCP, OpenAPI) redact resolved credentials as the core does.
     "fevex.tools": {"REDACTED", "redact_secrets", "secret_spellings"},
-    # The callback every plugin's hook implementation receives.
-    "fevex.plugins": {"Register"},
+    # fevex.cli was a module, so not walked before; as a package it exports what it did.
+    "fevex.cli": {"CommandRegistry", "StoreCommands", "load_reference", "main", "work_lanes"},
+    # The command registry a plugin's fevex_register_commands hook receives, typed in the hook
+    # spec, and the command it adds: plugins import them here, not from the CLI above them;
+    # and the callback every plugin's hook implementation receives (Register).
+    "fevex.plugins": {"Command", "CommandRegistry", "StoreCommands", "Register"},
 }
 
 

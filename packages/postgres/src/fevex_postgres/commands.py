@@ -13,7 +13,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fevex.cli import CommandRegistry
+    from fevex.plugins import CommandRegistry
     from fevex_postgres.migrations import SchemaUpgrade
 
 __all__ = ["add_db_command"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fevex.cli import CommandRegistry
+    from fevex.plugins import CommandRegistry
 
 __all__ = ["add_store_commands"]
 

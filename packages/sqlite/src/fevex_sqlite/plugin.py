@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from fevex.plugins import Register, hookimpl
 
 if TYPE_CHECKING:
-    from fevex.cli import CommandRegistry
+    from fevex.plugins import CommandRegistry
     from fevex_sqlite.memory_store import SQLiteMemoryStore
     from fevex_sqlite.run_store import SQLiteRunStore
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 try:
@@ -19,29 +18,27 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fevex.app import Fevex
-from fevex.errors import FevexConfigurationError, FevexError
-from fevex.http.authentication import Authenticate, authenticated_context
+from fevex.errors import FevexConfigurationError
+from fevex.http.authentication import Authenticate
 from fevex.http.console import Console
 from fevex.http.endpoints import Endpoints
-from fevex.http.errors import error_body, error_status
 from fevex.http.openapi import openapi_document
+from fevex.http.operations import OPERATIONS
+from fevex.http.parameters import Bounds
 from fevex.http.request_guard import (
     LOOPBACK_HOSTS,
     REQUEST_HEADER,
     RequestGuard,
     host_pattern_problem,
 )
+from fevex.http.routes import Reading, error_response, route
 
 __all__ = ["FevexHttpApp", "create_http_app"]
 
-logger = logging.getLogger("fevex.http")
-
-Handler = Callable[[Request], Awaitable[Response]]
 DEFAULT_MAX_BODY_SIZE = 1_048_576
 
 
@@ -153,6 +150,54 @@ def create_http_app(
     ``ui=True`` also serves the run inspector and approval console under ``/ui``; a POST
     must then carry ``X-Fevex-Request: 1`` too (see :mod:`fevex.http.console`), and the
     console is never served with ``allow_cross_site_requests``."""
+    _check_settings(
+        authenticate=authenticate,
+        allow_anonymous=allow_anonymous,
+        event_page_size=event_page_size,
+        poll_interval=poll_interval,
+        heartbeat=heartbeat,
+        max_body_size=max_body_size,
+        cors_origins=cors_origins,
+        allowed_hosts=allowed_hosts,
+        allow_cross_site_requests=allow_cross_site_requests,
+        ui=ui,
+    )
+    asgi = _protocol(
+        app,
+        Reading(
+            authenticate=authenticate,
+            allow_anonymous=allow_anonymous,
+            max_body_size=max_body_size,
+            bounds=Bounds(app, event_page_size),
+        ),
+        poll_interval=float(poll_interval),
+        heartbeat=float(heartbeat),
+        cors_origins=cors_origins,
+    )
+    return FevexHttpApp(
+        asgi,
+        app,
+        authenticates=authenticate is not None,
+        cors_origins=cors_origins,
+        ui=ui,
+        allowed_hosts=allowed_hosts,
+        allow_cross_site_requests=allow_cross_site_requests,
+    )
+
+
+def _check_settings(
+    *,
+    authenticate: Authenticate | None,
+    allow_anonymous: bool,
+    event_page_size: int,
+    poll_interval: float,
+    heartbeat: float,
+    max_body_size: int,
+    cors_origins: Sequence[str],
+    allowed_hosts: Sequence[str] | None,
+    allow_cross_site_requests: bool,
+    ui: bool,
+) -> None:
     if authenticate is None and not allow_anonymous:
         raise FevexConfigurationError(
             "INVALID_CONFIG",
@@ -187,42 +232,32 @@ def create_http_app(
     if ui:
         _check_console_guarded(allow_cross_site_requests)
 
+
+def _protocol(
+    app: Fevex,
+    reading: Reading,
+    *,
+    poll_interval: float,
+    heartbeat: float,
+    cors_origins: Sequence[str],
+) -> Starlette:
+    """The run protocol's routes, one per operation of the table, each served by the
+    endpoint of its name."""
+    event_page_size = reading.bounds.event_page_size
     endpoints = Endpoints(
         fevex=app,
-        authenticate=authenticate,
-        allow_anonymous=allow_anonymous,
         event_page_size=event_page_size,
-        poll_interval=float(poll_interval),
-        heartbeat=float(heartbeat),
-        max_body_size=max_body_size,
+        poll_interval=poll_interval,
+        heartbeat=heartbeat,
+        document=openapi_document(
+            app,
+            event_page_size=event_page_size,
+            max_body_size=reading.max_body_size,
+            anonymous=reading.authenticate is None,
+        ),
     )
-    document = openapi_document(
-        app,
-        event_page_size=event_page_size,
-        max_body_size=max_body_size,
-        anonymous=authenticate is None,
-    )
-
-    async def openapi(request: Request) -> Response:
-        # It names the app's agents, workflows and teams: only for callers it serves.
-        await authenticated_context(request, authenticate, allow_anonymous=allow_anonymous)
-        return JSONResponse(document)
-
     routes = [
-        _route("/v1/openapi.json", openapi, "GET"),
-        _route("/v1/agents/{agent_name}/runs", endpoints.start_agent, "POST"),
-        _route("/v1/workflows/{workflow_name}/runs", endpoints.start_workflow, "POST"),
-        _route("/v1/teams/{team_name}/runs", endpoints.start_team, "POST"),
-        _route("/v1/runs", endpoints.list_runs, "GET"),
-        _route("/v1/runs/{run_id}", endpoints.get_run, "GET"),
-        _route("/v1/runs/{run_id}/events", endpoints.list_events, "GET"),
-        _route("/v1/runs/{run_id}/events/stream", endpoints.observe_run, "GET"),
-        _route("/v1/runs/{run_id}/resume", endpoints.resume_run, "POST"),
-        _route("/v1/runs/{run_id}/recover", endpoints.recover_run, "POST"),
-        _route("/v1/runs/{run_id}/cancel", endpoints.cancel_run, "POST"),
-        _route("/v1/runs/{run_id}/external-events", endpoints.send_event, "POST"),
-        _route("/v1/sessions/{session_id}", endpoints.get_session, "GET"),
-        _route("/v1/sessions/{session_id}/compact", endpoints.compact_session, "POST"),
+        route(operation, getattr(endpoints, operation.name), reading) for operation in OPERATIONS
     ]
     middleware = []
     if cors_origins:
@@ -234,19 +269,10 @@ def create_http_app(
                 allow_headers=["Authorization", "Content-Type", "Last-Event-ID", REQUEST_HEADER],
             )
         )
-    asgi = Starlette(
+    return Starlette(
         routes=routes,
         middleware=middleware,
         exception_handlers={HTTPException: _http_exception},
-    )
-    return FevexHttpApp(
-        asgi,
-        app,
-        authenticates=authenticate is not None,
-        cors_origins=cors_origins,
-        ui=ui,
-        allowed_hosts=allowed_hosts,
-        allow_cross_site_requests=allow_cross_site_requests,
     )
 
 
@@ -269,32 +295,14 @@ def _check_console_guarded(allow_cross_site_requests: bool) -> None:
         )
 
 
-def _route(path: str, handler: Handler, method: str) -> Route:
-    async def endpoint(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except FevexError as error:
-            return _error_response(error_status(error), error.code, error.message)
-        except Exception:
-            # The caller learns that the server failed, never how: the traceback stays here.
-            logger.exception("fevex.http: %s %s failed", request.method, path)
-            return _error_response(500, "INTERNAL_ERROR", "The server failed to answer.")
-
-    return Route(path, endpoint, methods=[method])
-
-
 async def _http_exception(request: Request, error: Exception) -> Response:
     assert isinstance(error, HTTPException)
     if error.status_code == 405:
-        response = _error_response(405, "METHOD_NOT_ALLOWED", "This path takes another method.")
+        response = error_response(405, "METHOD_NOT_ALLOWED", "This path takes another method.")
         if error.headers:
             response.headers.update(error.headers)
         return response
-    return _error_response(404, "NOT_FOUND", "There is nothing at this path.")
-
-
-def _error_response(status: int, code: str, message: str) -> Response:
-    return JSONResponse(error_body(code, message), status_code=status)
+    return error_response(404, "NOT_FOUND", "There is nothing at this path.")
 
 
 def _whole(value: Any) -> bool:

@@ -24,7 +24,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(f"The fevex HTTP clients need httpx2: {install_command('http')}") from error
 
 from fevex.events import RunEvent
-from fevex.http.client_calls import RECONNECT_FOR, Call, Calls, Observation, RunPage
+from fevex.http.client_calls import RECONNECT_FOR, Call, Observation, RunPage, call
 from fevex.http.client_calls import error_from_response as _error
 from fevex.http.request_guard import REQUEST_HEADER
 from fevex.runtime.records import AgentRun, RunStatus, Session
@@ -44,10 +44,6 @@ def _retryable(status: int) -> bool:
 
 def _stream_timeout(timeout: float) -> httpx2.Timeout:
     return httpx2.Timeout(timeout, read=max(timeout, STREAM_READ_TIMEOUT))
-
-
-def _list_filters(**filters: Any) -> dict[str, Any]:
-    return filters
 
 
 class FevexClient:
@@ -101,22 +97,23 @@ class FevexClient:
         """Start a run of ``agent``; it goes on in the server. Its context is this
         client's, as the server authenticates it."""
         body = {"input": input, "session_id": session_id, "timeout": timeout}
-        run: AgentRun = self._send(Calls.start("agents", agent, body))
+        run: AgentRun = self._send(call("start_agent", {"agent_name": agent}, body=body))
         return run
 
     def start_workflow(
         self, workflow: str, input: Any = None, *, timeout: float | None = None
     ) -> AgentRun:
         body = {"input": input, "timeout": timeout}
-        run: AgentRun = self._send(Calls.start("workflows", workflow, body))
+        run: AgentRun = self._send(call("start_workflow", {"workflow_name": workflow}, body=body))
         return run
 
     def start_team(self, team: str, input: Any = None, *, timeout: float | None = None) -> AgentRun:
-        run: AgentRun = self._send(Calls.start("teams", team, {"input": input, "timeout": timeout}))
+        body = {"input": input, "timeout": timeout}
+        run: AgentRun = self._send(call("start_team", {"team_name": team}, body=body))
         return run
 
     def get_run(self, run_id: str) -> AgentRun:
-        run: AgentRun = self._send(Calls.get_run(run_id))
+        run: AgentRun = self._send(call("get_run", {"run_id": run_id}))
         return run
 
     def list_runs(
@@ -132,16 +129,16 @@ class FevexClient:
     ) -> RunPage:
         """A page of this caller's runs, newest first; pass ``next_after`` as ``after``
         for the next one."""
-        filters = _list_filters(
-            status=status,
-            kind=kind,
-            name=name,
-            session_id=session_id,
-            parent_run_id=parent_run_id,
-            limit=limit,
-            after=after,
-        )
-        page: RunPage = self._send(Calls.list_runs(filters))
+        filters = {
+            "status": status,
+            "kind": kind,
+            "name": name,
+            "session_id": session_id,
+            "parent_run_id": parent_run_id,
+            "limit": limit,
+            "after": after,
+        }
+        page: RunPage = self._send(call("list_runs", {}, query=filters))
         return page
 
     def list_events(
@@ -154,7 +151,9 @@ class FevexClient:
     ) -> list[RunEvent]:
         """At most ``limit`` (default and at most: the server's page size) events of a run
         by sequence, after the event ``after``."""
-        events: list[RunEvent] = self._send(Calls.list_events(run_id, after, limit, order))
+        query = {"after": after, "limit": limit, "order": order}
+        path = {"run_id": run_id}
+        events: list[RunEvent] = self._send(call("list_events", path, query=query))
         return events
 
     def observe_run(self, run_id: str, *, after: str | None = None) -> Iterator[RunEvent]:
@@ -163,7 +162,7 @@ class FevexClient:
         ``FevexHttpError`` for a refusal (an unknown run, a bad cursor), and once the
         server has not answered for ``reconnect_for`` seconds, the last network error."""
         observation = Observation(after, self.reconnect_for)
-        path = Calls.observe_path(run_id)
+        path = call("observe_run", {"run_id": run_id}).path
         while True:
             try:
                 with self._http.sse(
@@ -208,35 +207,43 @@ class FevexClient:
         with the ``reason`` the model reads; the actor is this client's), or, without one,
         continue a run whose wait is over. Returns once the run is taken over; it goes on
         in the server."""
-        body = {"approval_id": approval_id, "decision": decision, "timeout": timeout}
-        if reason is not None:
-            body["reason"] = reason
-        run: AgentRun = self._send(Calls.command(run_id, "resume", body))
+        body = {
+            "approval_id": approval_id,
+            "decision": decision,
+            "reason": reason,
+            "timeout": timeout,
+        }
+        run: AgentRun = self._send(call("resume_run", {"run_id": run_id}, body=body))
         return run
 
     def recover_run(self, run_id: str, *, timeout: float | None = None) -> AgentRun:
-        run: AgentRun = self._send(Calls.command(run_id, "recover", {"timeout": timeout}))
+        body = {"timeout": timeout}
+        run: AgentRun = self._send(call("recover_run", {"run_id": run_id}, body=body))
         return run
 
     def cancel_run(self, run_id: str, *, timeout: float | None = None) -> AgentRun:
         """Cancel a run and return it as it stands after (see ``Fevex.cancel_run``)."""
-        run: AgentRun = self._send(Calls.command(run_id, "cancel", {"timeout": timeout}))
+        body = {"timeout": timeout}
+        run: AgentRun = self._send(call("cancel_run", {"run_id": run_id}, body=body))
         return run
 
     def send_event(
         self, run_id: str, name: str, payload: Any = None, *, timeout: float | None = None
     ) -> AgentRun:
-        run: AgentRun = self._send(Calls.send_event(run_id, name, payload, timeout))
+        body = {"name": name, "payload": payload, "timeout": timeout}
+        run: AgentRun = self._send(call("send_event", {"run_id": run_id}, body=body))
         return run
 
     def get_session(self, session_id: str) -> Session:
-        session: Session = self._send(Calls.get_session(session_id))
+        session: Session = self._send(call("get_session", {"session_id": session_id}))
         return session
 
     def compact_session(
         self, session_id: str, summary: str, *, revision: int | None = None
     ) -> Session:
-        session: Session = self._send(Calls.compact_session(session_id, summary, revision))
+        body = {"summary": summary, "revision": revision}
+        path = {"session_id": session_id}
+        session: Session = self._send(call("compact_session", path, body=body))
         return session
 
 
@@ -290,25 +297,26 @@ class AsyncFevexClient:
         timeout: float | None = None,
     ) -> AgentRun:
         body = {"input": input, "session_id": session_id, "timeout": timeout}
-        run: AgentRun = await self._send(Calls.start("agents", agent, body))
+        run: AgentRun = await self._send(call("start_agent", {"agent_name": agent}, body=body))
         return run
 
     async def start_workflow(
         self, workflow: str, input: Any = None, *, timeout: float | None = None
     ) -> AgentRun:
         body = {"input": input, "timeout": timeout}
-        run: AgentRun = await self._send(Calls.start("workflows", workflow, body))
+        path = {"workflow_name": workflow}
+        run: AgentRun = await self._send(call("start_workflow", path, body=body))
         return run
 
     async def start_team(
         self, team: str, input: Any = None, *, timeout: float | None = None
     ) -> AgentRun:
         body = {"input": input, "timeout": timeout}
-        run: AgentRun = await self._send(Calls.start("teams", team, body))
+        run: AgentRun = await self._send(call("start_team", {"team_name": team}, body=body))
         return run
 
     async def get_run(self, run_id: str) -> AgentRun:
-        run: AgentRun = await self._send(Calls.get_run(run_id))
+        run: AgentRun = await self._send(call("get_run", {"run_id": run_id}))
         return run
 
     async def list_runs(
@@ -322,16 +330,16 @@ class AsyncFevexClient:
         limit: int | None = None,
         after: str | None = None,
     ) -> RunPage:
-        filters = _list_filters(
-            status=status,
-            kind=kind,
-            name=name,
-            session_id=session_id,
-            parent_run_id=parent_run_id,
-            limit=limit,
-            after=after,
-        )
-        page: RunPage = await self._send(Calls.list_runs(filters))
+        filters = {
+            "status": status,
+            "kind": kind,
+            "name": name,
+            "session_id": session_id,
+            "parent_run_id": parent_run_id,
+            "limit": limit,
+            "after": after,
+        }
+        page: RunPage = await self._send(call("list_runs", {}, query=filters))
         return page
 
     async def list_events(
@@ -342,7 +350,9 @@ class AsyncFevexClient:
         limit: int | None = None,
         order: str = "asc",
     ) -> list[RunEvent]:
-        events: list[RunEvent] = await self._send(Calls.list_events(run_id, after, limit, order))
+        query = {"after": after, "limit": limit, "order": order}
+        path = {"run_id": run_id}
+        events: list[RunEvent] = await self._send(call("list_events", path, query=query))
         return events
 
     async def observe_run(
@@ -350,7 +360,7 @@ class AsyncFevexClient:
     ) -> AsyncIterator[RunEvent]:
         """See :meth:`FevexClient.observe_run`."""
         observation = Observation(after, self.reconnect_for)
-        path = Calls.observe_path(run_id)
+        path = call("observe_run", {"run_id": run_id}).path
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -391,34 +401,42 @@ class AsyncFevexClient:
         reason: str | None = None,
         timeout: float | None = None,
     ) -> AgentRun:
-        body = {"approval_id": approval_id, "decision": decision, "timeout": timeout}
-        if reason is not None:
-            body["reason"] = reason
-        run: AgentRun = await self._send(Calls.command(run_id, "resume", body))
+        body = {
+            "approval_id": approval_id,
+            "decision": decision,
+            "reason": reason,
+            "timeout": timeout,
+        }
+        run: AgentRun = await self._send(call("resume_run", {"run_id": run_id}, body=body))
         return run
 
     async def recover_run(self, run_id: str, *, timeout: float | None = None) -> AgentRun:
-        run: AgentRun = await self._send(Calls.command(run_id, "recover", {"timeout": timeout}))
+        body = {"timeout": timeout}
+        run: AgentRun = await self._send(call("recover_run", {"run_id": run_id}, body=body))
         return run
 
     async def cancel_run(self, run_id: str, *, timeout: float | None = None) -> AgentRun:
-        run: AgentRun = await self._send(Calls.command(run_id, "cancel", {"timeout": timeout}))
+        body = {"timeout": timeout}
+        run: AgentRun = await self._send(call("cancel_run", {"run_id": run_id}, body=body))
         return run
 
     async def send_event(
         self, run_id: str, name: str, payload: Any = None, *, timeout: float | None = None
     ) -> AgentRun:
-        run: AgentRun = await self._send(Calls.send_event(run_id, name, payload, timeout))
+        body = {"name": name, "payload": payload, "timeout": timeout}
+        run: AgentRun = await self._send(call("send_event", {"run_id": run_id}, body=body))
         return run
 
     async def get_session(self, session_id: str) -> Session:
-        session: Session = await self._send(Calls.get_session(session_id))
+        session: Session = await self._send(call("get_session", {"session_id": session_id}))
         return session
 
     async def compact_session(
         self, session_id: str, summary: str, *, revision: int | None = None
     ) -> Session:
-        session: Session = await self._send(Calls.compact_session(session_id, summary, revision))
+        body = {"summary": summary, "revision": revision}
+        path = {"session_id": session_id}
+        session: Session = await self._send(call("compact_session", path, body=body))
         return session
 
 

@@ -1,6 +1,6 @@
-"""What both clients send and how they read the answers: one description per operation, so
-that :class:`~fevex.http.FevexClient` and :class:`~fevex.http.AsyncFevexClient` differ
-only in how they wait.
+"""What both clients send and how they read the answers, made from the operations table
+(:mod:`fevex.http.operations`), so that :class:`~fevex.http.FevexClient` and
+:class:`~fevex.http.AsyncFevexClient` differ only in how they wait.
 
 Observation is a small state machine shared the same way: it remembers the last event
 yielded, skips anything at or before it (so a server that sends an event twice never makes
@@ -17,9 +17,10 @@ from urllib.parse import quote
 
 from fevex.events import RunEvent
 from fevex.http.errors import FevexHttpError
+from fevex.http.operations import Model, operation_named
 from fevex.runtime.records import AgentRun, Session
 
-__all__ = ["Call", "Calls", "Observation", "RunPage", "error_from_response"]
+__all__ = ["PARSERS", "Call", "Observation", "RunPage", "call", "error_from_response"]
 
 # How long a client keeps reconnecting without receiving anything, by default.
 RECONNECT_FOR = 60.0
@@ -51,14 +52,6 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in values.items() if value is not None}
-
-
-def _params(values: Mapping[str, Any]) -> dict[str, str]:
-    return {name: str(value) for name, value in values.items() if value is not None}
-
-
 def _run(data: Any) -> AgentRun:
     return AgentRun.from_json(data)
 
@@ -75,49 +68,52 @@ def _session(data: Any) -> Session:
     return Session.from_json(data)
 
 
-class Calls:
-    """One factory per operation of the protocol."""
+def _document(data: Any) -> Any:
+    return data
 
-    @staticmethod
-    def start(kind: str, name: str, body: dict[str, Any]) -> Call:
-        return Call("POST", f"/v1/{kind}/{_segment(name)}/runs", _run, _without_none(body))
 
-    @staticmethod
-    def get_run(run_id: str) -> Call:
-        return Call("GET", f"/v1/runs/{_segment(run_id)}", _run)
+def _stream(data: Any) -> Any:
+    raise TypeError("an event stream is read frame by frame (observe_run), not parsed")
 
-    @staticmethod
-    def list_runs(filters: Mapping[str, Any]) -> Call:
-        return Call("GET", "/v1/runs", _run_page, params=_params(filters))
 
-    @staticmethod
-    def list_events(run_id: str, after: str | None, limit: int | None, order: str) -> Call:
-        params = _params({"after": after, "limit": limit, "order": order})
-        return Call("GET", f"/v1/runs/{_segment(run_id)}/events", _events, params=params)
+# How a client reads each model of an answer.
+PARSERS: dict[Model, Callable[[Any], Any]] = {
+    "Document": _document,
+    "Run": _run,
+    "RunPage": _run_page,
+    "EventPage": _events,
+    "EventStream": _stream,
+    "Session": _session,
+}
 
-    @staticmethod
-    def command(run_id: str, action: str, body: dict[str, Any]) -> Call:
-        return Call("POST", f"/v1/runs/{_segment(run_id)}/{action}", _run, _without_none(body))
 
-    @staticmethod
-    def send_event(run_id: str, name: str, payload: Any, timeout: float | None) -> Call:
-        body: dict[str, Any] = {"name": name, "payload": payload}
-        if timeout is not None:
-            body["timeout"] = timeout
-        return Call("POST", f"/v1/runs/{_segment(run_id)}/external-events", _run, body)
-
-    @staticmethod
-    def get_session(session_id: str) -> Call:
-        return Call("GET", f"/v1/sessions/{_segment(session_id)}", _session)
-
-    @staticmethod
-    def compact_session(session_id: str, summary: str, revision: int | None) -> Call:
-        body = _without_none({"summary": summary, "revision": revision})
-        return Call("POST", f"/v1/sessions/{_segment(session_id)}/compact", _session, body)
-
-    @staticmethod
-    def observe_path(run_id: str) -> str:
-        return f"/v1/runs/{_segment(run_id)}/events/stream"
+def call(
+    name: str,
+    path: Mapping[str, str],
+    *,
+    query: Mapping[str, Any] | None = None,
+    body: Mapping[str, Any] | None = None,
+) -> Call:
+    """The request of operation ``name``: its method and path from the operations table,
+    the path's names filled in, and the query parameters and body fields given (those that
+    are ``None`` are left out, as the server takes absent ones)."""
+    operation = operation_named(name)
+    names = {parameter.name for parameter in operation.path_names}
+    if set(path) != names:
+        raise ValueError(f"{name} names {sorted(names)} in its path, not {sorted(path)}")
+    url = operation.path
+    for key, value in path.items():
+        url = url.replace(f"{{{key}}}", _segment(value))
+    params = {key: str(value) for key, value in (query or {}).items() if value is not None}
+    taken = {parameter.name for parameter in operation.parameters}
+    if not set(params) <= taken:
+        raise ValueError(f"{name} takes the query parameters {sorted(taken)}")
+    json_body = None
+    if operation.body is not None:
+        json_body = {key: value for key, value in (body or {}).items() if value is not None}
+        if not set(json_body) <= {field.name for field in operation.body}:
+            raise ValueError(f"{name} takes no field of {sorted(json_body)}")
+    return Call(operation.method, url, PARSERS[operation.answer.model], json_body, params)
 
 
 def error_from_response(status: int, body: bytes) -> FevexHttpError:

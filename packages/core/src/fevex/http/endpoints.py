@@ -1,5 +1,6 @@
-"""The endpoints of the run protocol under ``/v1``: one method per operation, each reading
-the caller's context first and keeping to the caller's namespace.
+"""The endpoints of the run protocol under ``/v1``: one method per operation of the table
+(:mod:`fevex.http.operations`), each given its request already read and checked by its
+route (:mod:`fevex.http.routes`), and each keeping to the caller's namespace.
 
 A run or session of another namespace is answered exactly as one that does not exist
 (404), so that a caller cannot even learn that it exists; so is a path id no store could
@@ -13,80 +14,39 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast, get_args
+from typing import Any, cast
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from fevex._ground.storable_text import is_storable
 from fevex.app import Fevex
 from fevex.errors import FevexError, FevexRunError
-from fevex.http.authentication import Authenticate, authenticated_context, same_namespace
+from fevex.http.authentication import same_namespace
 from fevex.http.event_stream import run_event_frames
-from fevex.http.request_body import (
-    MAX_ID_LENGTH,
-    Field,
-    any_json,
-    check_query,
-    choice,
-    cursor,
-    identifier,
-    invalid,
-    non_empty_text,
-    optional,
-    positive_seconds,
-    query_cursor,
-    query_integer,
-    query_text,
-    read_json_body,
-    text,
-    whole_number,
-)
+from fevex.http.request_body import invalid
+from fevex.http.routes import Incoming
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.records import AgentRun, RunStatus, Session
 
 __all__ = ["Endpoints"]
 
-RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
-MAX_RUN_PAGE = 1000
-DEFAULT_RUN_PAGE = 50
 # How many of the store's pages one listing reads at most while it skips other namespaces'
 # runs; the answer's ``next_after`` continues where it stopped.
 RUN_PAGES_SCANNED = 10
-
-START_FIELDS: dict[str, Field] = {
-    "input": any_json,
-    "session_id": optional(identifier),
-    "timeout": optional(positive_seconds),
-}
-TIMEOUT_FIELDS: dict[str, Field] = {"timeout": optional(positive_seconds)}
 
 
 @dataclass(frozen=True, slots=True)
 class Endpoints:
     fevex: Fevex
-    authenticate: Authenticate | None
-    allow_anonymous: bool
     event_page_size: int
     poll_interval: float
     heartbeat: float
-    max_body_size: int
+    document: Mapping[str, Any]
 
     # -- helpers ------------------------------------------------------------------------
 
-    async def _caller(self, request: Request) -> ExecutionContext:
-        return await authenticated_context(
-            request, self.authenticate, allow_anonymous=self.allow_anonymous
-        )
-
-    async def _body(
-        self, request: Request, fields: Mapping[str, Field], required: frozenset[str] = frozenset()
-    ) -> dict[str, Any]:
-        return await read_json_body(request, self.max_body_size, fields, required)
-
-    async def _run(self, request: Request, caller: ExecutionContext) -> AgentRun:
+    async def _run(self, call: Incoming) -> AgentRun:
         """The run the path names, if it is the caller's."""
-        run_id = _path_id(request, "run_id")
+        run_id = call.path["run_id"]
         missing = FevexRunError("RUN_NOT_FOUND", f"There is no run {run_id!r}.")
         try:
             run = await self.fevex.get_run(run_id)
@@ -94,7 +54,7 @@ class Endpoints:
             if error.code == "RUN_NOT_FOUND":
                 raise missing from None
             raise
-        if not same_namespace(run.context, caller):
+        if not same_namespace(run.context, call.caller):
             raise missing
         return run
 
@@ -123,81 +83,69 @@ class Endpoints:
             return
         await self._session(session_id, caller)
 
+    # -- the document ---------------------------------------------------------------------
+
+    async def get_openapi_document(self, call: Incoming) -> Response:
+        return JSONResponse(self.document)
+
     # -- starting runs --------------------------------------------------------------
 
-    async def start_agent(self, request: Request) -> Response:
-        caller = await self._caller(request)
-        body = await self._body(request, START_FIELDS, frozenset({"input"}))
-        await self._check_session_for_start(body.get("session_id"), caller)
+    async def start_agent(self, call: Incoming) -> Response:
+        body = call.body
+        await self._check_session_for_start(body.get("session_id"), call.caller)
         run = await self.fevex.start_agent(
-            _path_id(request, "agent_name"),
+            call.path["agent_name"],
             body["input"],
             session_id=body.get("session_id"),
             timeout=body.get("timeout"),
-            context=caller,
+            context=call.caller,
         )
         return _run_response(run, 201)
 
-    async def start_workflow(self, request: Request) -> Response:
-        caller = await self._caller(request)
-        body = await self._body(request, {"input": any_json, **TIMEOUT_FIELDS})
+    async def start_workflow(self, call: Incoming) -> Response:
         run = await self.fevex.start_workflow(
-            _path_id(request, "workflow_name"),
-            body.get("input"),
-            timeout=body.get("timeout"),
-            context=caller,
+            call.path["workflow_name"],
+            call.body.get("input"),
+            timeout=call.body.get("timeout"),
+            context=call.caller,
         )
         return _run_response(run, 201)
 
-    async def start_team(self, request: Request) -> Response:
-        caller = await self._caller(request)
-        body = await self._body(request, {"input": any_json, **TIMEOUT_FIELDS})
+    async def start_team(self, call: Incoming) -> Response:
         run = await self.fevex.start_team(
-            _path_id(request, "team_name"),
-            body.get("input"),
-            timeout=body.get("timeout"),
-            context=caller,
+            call.path["team_name"],
+            call.body.get("input"),
+            timeout=call.body.get("timeout"),
+            context=call.caller,
         )
         return _run_response(run, 201)
 
     # -- reading runs -----------------------------------------------------------------
 
-    async def get_run(self, request: Request) -> Response:
-        caller = await self._caller(request)
-        return _run_response(await self._run(request, caller), 200)
+    async def get_run(self, call: Incoming) -> Response:
+        return _run_response(await self._run(call), 200)
 
-    async def list_runs(self, request: Request) -> Response:
+    async def list_runs(self, call: Incoming) -> Response:
         """A page of the caller's runs, newest first. Other namespaces' runs are skipped in
         the server, reading at most ``RUN_PAGES_SCANNED`` of the store's pages: a page may
         then hold fewer than ``limit`` runs, and ``next_after`` is where the next one starts
         (``null``: there is no more)."""
-        caller = await self._caller(request)
-        params = request.query_params
-        check_query(
-            params,
-            frozenset(("status", "kind", "name", "session_id", "parent_run_id", "limit", "after")),
-        )
-        status = query_text(params, "status")
-        if status is not None and status not in RUN_STATUSES:
-            raise invalid(f"status must be one of {list(RUN_STATUSES)}.")
-        limit = query_integer(params, "limit", 1, MAX_RUN_PAGE) or DEFAULT_RUN_PAGE
-        filters = {
-            name: query_text(params, name)
-            for name in ("kind", "name", "session_id", "parent_run_id")
-        }
-        position = query_cursor(params, "after")
+        query = call.parameters
+        limit: int = query["limit"]
+        filters = {name: query[name] for name in ("kind", "name", "session_id", "parent_run_id")}
+        position: str | None = query["after"]
         found: list[AgentRun] = []
         next_after: str | None = None
         for _ in range(RUN_PAGES_SCANNED):
             page = await self.fevex.list_runs(
-                status=cast(RunStatus | None, status),
+                status=cast(RunStatus | None, query["status"]),
                 limit=limit,
                 after=position,
                 **filters,
             )
             for run in page:
                 position = run.id
-                if same_namespace(run.context, caller):
+                if same_namespace(run.context, call.caller):
                     found.append(run)
                     if len(found) == limit:
                         break
@@ -210,18 +158,13 @@ class Endpoints:
             next_after = position
         return JSONResponse({"runs": [run.to_json() for run in found], "next_after": next_after})
 
-    async def list_events(self, request: Request) -> Response:
-        caller = await self._caller(request)
-        params = request.query_params
-        check_query(params, frozenset(("after", "limit", "order")))
-        run = await self._run(request, caller)
-        limit = query_integer(params, "limit", 1, self.event_page_size) or self.event_page_size
-        order = query_text(params, "order") or "asc"
-        if order not in ("asc", "desc"):
-            raise invalid("order must be asc or desc.")
+    async def list_events(self, call: Incoming) -> Response:
+        run = await self._run(call)
+        limit: int = call.parameters["limit"]
+        order = call.parameters["order"]
         events = await self.fevex.list_events(
             run.id,
-            after=query_cursor(params, "after"),
+            after=call.parameters["after"],
             limit=limit,
             order="asc" if order == "asc" else "desc",
         )
@@ -230,16 +173,10 @@ class Endpoints:
             {"events": [event.to_json() for event in events], "next_after": next_after}
         )
 
-    async def observe_run(self, request: Request) -> Response:
-        caller = await self._caller(request)
-        check_query(request.query_params, frozenset(("after",)))
-        run = await self._run(request, caller)
+    async def observe_run(self, call: Incoming) -> Response:
+        run = await self._run(call)
         # A reconnecting client's Last-Event-ID is where it stopped: it wins over ?after=.
-        last_event_id = request.headers.get("last-event-id")
-        if last_event_id:
-            after: str | None = cursor(last_event_id)
-        else:
-            after = query_cursor(request.query_params, "after")
+        after: str | None = call.parameters["Last-Event-ID"] or call.parameters["after"]
         if after is not None:
             # Refused before the stream starts, while an error can still be a status.
             await self.fevex.list_events(run.id, after=after, limit=1)
@@ -259,18 +196,9 @@ class Endpoints:
 
     # -- controlling runs ---------------------------------------------------------------
 
-    async def resume_run(self, request: Request) -> Response:
-        caller = await self._caller(request)
-        body = await self._body(
-            request,
-            {
-                "approval_id": optional(identifier),
-                "decision": optional(choice("approve", "reject")),
-                "reason": optional(text),
-                **TIMEOUT_FIELDS,
-            },
-        )
-        run = await self._run(request, caller)
+    async def resume_run(self, call: Incoming) -> Response:
+        body = call.body
+        run = await self._run(call)
         approval_id, verdict = body.get("approval_id"), body.get("decision")
         if (approval_id is None) != (verdict is None):
             raise invalid("approval_id and decision go together.")
@@ -281,7 +209,7 @@ class Endpoints:
             decision = {
                 "approval_id": approval_id,
                 "decision": verdict,
-                "actor": _actor(caller, "deciding an approval"),
+                "actor": _actor(call.caller, "deciding an approval"),
             }
             if body.get("reason") is not None:
                 decision["reason"] = body["reason"]
@@ -290,81 +218,46 @@ class Endpoints:
         )
         return _run_response(resumed, 202)
 
-    async def recover_run(self, request: Request) -> Response:
-        caller = await self._caller(request)
-        body = await self._body(request, TIMEOUT_FIELDS)
-        run = await self._run(request, caller)
+    async def recover_run(self, call: Incoming) -> Response:
+        run = await self._run(call)
         recovered = await self.fevex.recover_run(
             run.id,
-            actor=_actor(caller, "recovering a run"),
-            timeout=body.get("timeout"),
+            actor=_actor(call.caller, "recovering a run"),
+            timeout=call.body.get("timeout"),
             wait=False,
         )
         return _run_response(recovered, 202)
 
-    async def send_event(self, request: Request) -> Response:
-        caller = await self._caller(request)
-        body = await self._body(
-            request,
-            {"name": non_empty_text, "payload": any_json, **TIMEOUT_FIELDS},
-            frozenset({"name"}),
-        )
-        run = await self._run(request, caller)
-        actor = None if caller.actor is None else dict(caller.actor)
+    async def send_event(self, call: Incoming) -> Response:
+        run = await self._run(call)
+        actor = None if call.caller.actor is None else dict(call.caller.actor)
         continued = await self.fevex.send_event(
             run.id,
-            body["name"],
-            body.get("payload"),
+            call.body["name"],
+            call.body.get("payload"),
             actor=actor,
-            timeout=body.get("timeout"),
+            timeout=call.body.get("timeout"),
             wait=False,
         )
         return _run_response(continued, 202)
 
-    async def cancel_run(self, request: Request) -> Response:
-        caller = await self._caller(request)
-        body = await self._body(request, TIMEOUT_FIELDS)
-        run = await self._run(request, caller)
-        return _run_response(await self.fevex.cancel_run(run.id, timeout=body.get("timeout")), 200)
+    async def cancel_run(self, call: Incoming) -> Response:
+        run = await self._run(call)
+        cancelled = await self.fevex.cancel_run(run.id, timeout=call.body.get("timeout"))
+        return _run_response(cancelled, 200)
 
     # -- sessions -------------------------------------------------------------------------
 
-    async def get_session(self, request: Request) -> Response:
-        caller = await self._caller(request)
-        session = await self._session(_path_id(request, "session_id"), caller)
+    async def get_session(self, call: Incoming) -> Response:
+        session = await self._session(call.path["session_id"], call.caller)
         return JSONResponse(session.to_json())
 
-    async def compact_session(self, request: Request) -> Response:
-        caller = await self._caller(request)
-        body = await self._body(
-            request,
-            {"summary": text, "revision": optional(whole_number)},
-            frozenset({"summary"}),
-        )
-        session = await self._session(_path_id(request, "session_id"), caller)
+    async def compact_session(self, call: Incoming) -> Response:
+        session = await self._session(call.path["session_id"], call.caller)
         compacted = await self.fevex.compact_session(
-            session.id, body["summary"], revision=body.get("revision")
+            session.id, call.body["summary"], revision=call.body.get("revision")
         )
         return JSONResponse(compacted.to_json())
-
-
-# What the path names, by its parameter: the code and noun of one that is not there.
-PATH_IDS = {
-    "run_id": ("RUN_NOT_FOUND", "run"),
-    "session_id": ("SESSION_NOT_FOUND", "session"),
-    "agent_name": ("AGENT_NOT_FOUND", "agent"),
-    "workflow_name": ("WORKFLOW_NOT_FOUND", "workflow"),
-    "team_name": ("TEAM_NOT_FOUND", "team"),
-}
-
-
-def _path_id(request: Request, name: str) -> str:
-    value = request.path_params[name]
-    assert isinstance(value, str)
-    if len(value) > MAX_ID_LENGTH or not is_storable(value):
-        code, noun = PATH_IDS[name]
-        raise FevexRunError(code, f"There is no {noun} by the name in this path.")
-    return value
 
 
 def _actor(caller: ExecutionContext, purpose: str) -> dict[str, Any]:

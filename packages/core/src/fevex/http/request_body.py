@@ -1,8 +1,9 @@
 """Request bodies and query strings: read within a size limit, parsed as strict JSON, and
 checked field by field before anything reaches the app.
 
-Every endpoint names the fields it takes; any other field is refused (``INVALID_REQUEST``),
-so that a body can never smuggle an ``actor`` or a ``context`` in. JSON that Python would
+Every operation of the table (:mod:`fevex.http.operations`) names the fields it takes; any
+other field is refused (``INVALID_REQUEST``), so that a body can never smuggle an ``actor``
+or a ``context`` in. JSON that Python would
 accept but a store could not keep (``NaN``, ``Infinity``) is refused too, and so is text,
 in a field, a query parameter or a cursor, that no store can keep or look up (a NUL
 character, a lone surrogate) or longer than any id: it is refused here with the same code
@@ -25,11 +26,14 @@ from fevex.errors import FevexError
 
 __all__ = [
     "MAX_ID_LENGTH",
+    "MAX_SECONDS",
     "Field",
     "any_json",
+    "check_query",
     "choice",
     "cursor",
     "identifier",
+    "invalid",
     "non_empty_text",
     "optional",
     "positive_seconds",
@@ -37,6 +41,7 @@ __all__ = [
     "query_cursor",
     "query_text",
     "read_json_body",
+    "text",
     "whole_number",
 ]
 

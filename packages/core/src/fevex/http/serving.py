@@ -46,6 +46,8 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from fevex._internal.hosting.app_reference import load_reference
+from fevex._internal.hosting.worker_lanes import work_lanes
 from fevex.app import Fevex
 from fevex.errors import FevexConfigurationError
 from fevex.http.application import FevexHttpApp, create_http_app
@@ -133,8 +135,6 @@ def load_http_app(
 
 
 def _load_target(reference: str, store: str | None) -> FevexHttpApp | Fevex:
-    from fevex.cli import load_reference
-
     target = load_reference(reference, store)
     if not isinstance(target, FevexHttpApp | Fevex) and callable(target):
         target = target()
@@ -243,8 +243,6 @@ class ServedApp:
                 return
 
     async def _work(self) -> None:
-        from fevex.cli import work_lanes
-
         def report(entry: dict[str, Any]) -> None:
             print(f"fevex serve: {json.dumps(entry)}", file=sys.stderr, flush=True)
 

@@ -1,3 +1,4 @@
+from fevex.plugins.commands import Command, CommandRegistry, StoreCommands
 from fevex.plugins.discovery import (
     get_plugin_manager,
     list_plugins,
@@ -11,7 +12,10 @@ from fevex.plugins.discovery import (
 from fevex.plugins.hookspecs import Register, hookimpl, hookspec
 
 __all__ = [
+    "Command",
+    "CommandRegistry",
     "Register",
+    "StoreCommands",
     "get_plugin_manager",
     "hookimpl",
     "hookspec",

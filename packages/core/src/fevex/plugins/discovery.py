@@ -21,6 +21,7 @@ import pluggy
 from fevex.__about__ import __version__
 from fevex.errors import FevexConfigurationError
 from fevex.plugins import builtin, hookspecs
+from fevex.plugins.commands import CommandRegistry
 from fevex.plugins.install_hints import (
     ENTRY_POINT_GROUP,
     KIND_WORDS,
@@ -216,14 +217,16 @@ def register_plugin(plugin: object, name: str | None = None) -> None:
         _add(plugins, plugin, name, "unknown", "unknown")
 
 
-def add_plugin_commands(cli: Any) -> None:
+def add_plugin_commands(cli: CommandRegistry) -> None:
     """Call every plugin's ``fevex_register_commands(cli)`` hook, setting
-    ``cli.plugin_name`` to the plugin whose hook runs (``cli`` is a
-    :class:`fevex.cli.CommandRegistry`)."""
+    ``cli.plugin_name`` to the plugin whose hook runs, then record every command in
+    ``cli.added`` (the core's own, added before, too) for :func:`list_plugins`."""
     manager = get_plugin_manager()
     for name, plugin in manager.list_name_plugin():
         cli.plugin_name = name
         _only(manager, "fevex_register_commands", plugin)(cli=cli)
+    for plugin_name, command in cli.added:
+        _record_command(plugin_name, command)
 
 
 def reset_plugins() -> None:
@@ -328,7 +331,7 @@ def list_plugins() -> list[dict[str, Any]]:
     return result
 
 
-def record_command(plugin_name: str, command: str) -> None:
+def _record_command(plugin_name: str, command: str) -> None:
     info = _plugins().infos.get(plugin_name)
     if info is not None and command not in info.commands:
         info.commands.append(command)

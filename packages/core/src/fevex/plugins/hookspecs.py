@@ -1,8 +1,9 @@
 """Hook specifications of the ``fevex`` plugin project.
 
-Every hook receives a ``register(name, factory)`` callback. Factories are called only
-when a user asks for what they registered, so they import their SDK lazily and plugin
-discovery never imports a provider SDK.
+Every hook but ``fevex_register_commands`` receives a ``register(name, factory)``
+callback. Factories are called only when a user asks for what they registered, so they
+import their SDK lazily and plugin discovery never imports a provider SDK. The commands
+hook receives the typed :class:`~fevex.plugins.CommandRegistry` of the ``fevex`` command.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pluggy
+
+from fevex.plugins.commands import CommandRegistry
 
 __all__ = ["Register", "hookimpl", "hookspec"]
 
@@ -58,8 +61,9 @@ def fevex_register_trace_exporters(register: Register) -> None:
 
 
 @hookspec
-def fevex_register_commands(cli: Any) -> None:
-    """Called when the ``fevex`` command starts. ``cli`` is a
-    :class:`fevex.cli.CommandRegistry`: call ``cli.add_command(name, help=...)`` and
-    configure the returned :class:`argparse.ArgumentParser`, setting its ``handler``
-    default to a function ``(args) -> int``. Returns nothing."""
+def fevex_register_commands(cli: CommandRegistry) -> None:
+    """Called when the ``fevex`` command starts. Add subcommands to ``cli`` (a
+    :class:`fevex.plugins.CommandRegistry`) with ``cli.add(Command(name, help, handler,
+    arguments))``, where ``handler(args) -> int`` runs the command; a store plugin answers
+    ``fevex db`` for its URL schemes with ``cli.add_store_commands(schemes, status=...,
+    upgrade=..., check=...)``. Returns nothing."""
