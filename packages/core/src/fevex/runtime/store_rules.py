@@ -1,5 +1,8 @@
 """The rules every run store follows, written once so that each fault has one code in every
-store.
+store, and the errors they raise (:func:`run_conflict`, :func:`lease_lost`,
+:func:`run_not_found`, :func:`store_error` for a failure of the storage itself, ...).
+:mod:`fevex.runtime` exports every name of this module: a store plugin imports them there,
+with the contract's values, and never this module by name.
 
 A store reads what a rule needs and calls the rule with those plain values; the rule
 returns, or raises the fault's :class:`~fevex.FevexRunError`. A store shared between
