@@ -27,11 +27,71 @@ DISTRIBUTION_ROOTS = [
 ]
 # Names this reshaping made public, by package.
 ADDED: dict[str, set[str]] = {
+    # The store-author surface: what a run or memory store outside the core imports.
+    "fevex.runtime": {
+        # The contract's values and optional capabilities, which store plugins implement.
+        "RUN_FIELDS_A_COMMIT_CHANGES",
+        "NotifyingRunStore",
+        "RunTakeover",
+        "TakeoverRunStore",
+        # list_runs' one listing, and the query a store reads it as (checked once).
+        "RunListing",
+        "RunQuery",
+        # The store rules (fevex.runtime.store_rules), with the errors they raise.
+        "StoredRun",
+        "check_acquirable",
+        "check_commit",
+        "check_commit_arguments",
+        "check_create_arguments",
+        "check_event_ids_new",
+        "check_event_page",
+        "check_expired_run_limit",
+        "check_lease",
+        "check_new_session",
+        "check_renewal",
+        "check_revision",
+        "check_run_is_new",
+        "check_run_page",
+        "check_sequence",
+        "check_session_id",
+        "check_session_reservable",
+        "check_session_saveable",
+        "claimable_names",
+        "cursor_sequence",
+        "ended_statuses",
+        "ends_run",
+        "event_id_taken",
+        "invalid_argument",
+        "invalid_cursor",
+        "is_claimable",
+        "is_due",
+        "lease_is_live",
+        "lease_lost",
+        "parent_to_wake",
+        "records_cancel_request",
+        "run_cancel_requested",
+        "run_conflict",
+        "run_cursor",
+        "run_not_found",
+        "session_not_found",
+        "store_error",
+        # What every store can keep: text, and a memory store's values
+        # (fevex.runtime.memory_rules).
+        "is_storable",
+        "FORMER_DEFAULT_NAMESPACE",
+        "check_memory_content",
+        "check_memory_id",
+        "check_memory_metadata",
+        "check_namespace",
+    },
+    # Tool plugins (MCP, OpenAPI) redact resolved credentials as the core does.
+    "fevex.tools": {"REDACTED", "redact_secrets", "secret_spellings"},
     # fevex.cli was a module, so not walked before; as a package it exports what it did.
     "fevex.cli": {"CommandRegistry", "StoreCommands", "load_reference", "main", "work_lanes"},
     # The command registry a plugin's fevex_register_commands hook receives, typed in the hook
-    # spec, and the command it adds: plugins import them here, not from the CLI above them.
-    "fevex.plugins": {"Command", "CommandRegistry", "StoreCommands"},
+    # spec, and the command it adds: plugins import them here, not from the CLI above them;
+    # and the callback every plugin's hook implementation receives (Register).
+    "fevex.plugins": {"Command", "CommandRegistry", "StoreCommands", "Register"},
 }
 
 

@@ -25,12 +25,12 @@ from fevex.runtime import (
     RunLease,
     RunStore,
     Session,
+    run_conflict,
 )
 from fevex.runtime.run_store import (
     RunTakeover,
     TakeoverRunStore,
     missing_store_methods,
-    run_conflict,
 )
 from fevex.runtime.store_rules import check_lease, check_revision, claimable_names, lease_is_live
 from fevex.testing import (

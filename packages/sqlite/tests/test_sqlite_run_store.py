@@ -17,7 +17,7 @@ from fevex import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate, RunLease, Session
 from fevex_sqlite import SQLiteRunStore
-from fevex_sqlite.run_store import LIST_EVENTS_SQL
+from fevex_sqlite.statements import LIST_EVENTS_SQL
 
 pytestmark = pytest.mark.anyio
 

@@ -56,7 +56,7 @@ from fevex.runtime.run_store import (
     RunStore,
     missing_store_methods,
 )
-from fevex.runtime.store_rules import check_event_page, check_session_id
+from fevex.runtime.store_rules import RunListing, check_event_page, check_session_id
 from fevex.schemas.schema import ensure_json
 from fevex.teams import TeamDefinition, TeamLimits
 from fevex.tools import ToolDefinition
@@ -1023,17 +1023,16 @@ class Fevex(BlockingTwins):
         """Runs matching every filter given, newest first, ``limit`` (1 to 1000) at a
         time; pass the last run's id as ``after`` for the next page. Pages are stable:
         runs started meanwhile never shift them."""
-        return list(
-            await self.run_store.list_runs(
-                status=status,
-                kind=kind,
-                name=name,
-                session_id=session_id,
-                parent_run_id=parent_run_id,
-                limit=limit,
-                after=after,
-            )
+        listing = RunListing(
+            status=status,
+            kind=kind,
+            name=name,
+            session_id=session_id,
+            parent_run_id=parent_run_id,
+            limit=limit,
+            after=after,
         )
+        return list(await self.run_store.list_runs(**listing))
 
     async def cancel_run(self, run_id: str, *, timeout: float | None = None) -> AgentRun:
         """Cancel a run and return it as it stands after; a finished run is returned

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fevex.plugins import hookimpl
-from fevex.plugins.hookspecs import Register
+from fevex.plugins import Register, hookimpl
 from fevex_deepseek.model import DeepSeekModel
 from fevex_deepseek.provider import create_deepseek
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fevex.errors import FevexConfigurationError, FevexRunError
-from fevex.tools.redaction import redact_secrets
+from fevex.tools import redact_secrets
 
 __all__ = [
     "ARGUMENTS_INVALID",

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from fevex.tools.redaction import redact_secrets, secret_spellings
+from fevex.tools import redact_secrets, secret_spellings
 
 __all__ = ["secrets_kept_out_of_logs"]
 

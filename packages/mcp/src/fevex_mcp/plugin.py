@@ -6,8 +6,7 @@ Discovering plugins imports this module, so it imports no MCP SDK and no HTTP cl
 
 from __future__ import annotations
 
-from fevex.plugins import hookimpl
-from fevex.plugins.hookspecs import Register
+from fevex.plugins import Register, hookimpl
 from fevex_mcp.provider import create_mcp_tool_provider
 
 __all__ = ["fevex_register_tool_providers"]

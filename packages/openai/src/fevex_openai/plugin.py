@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fevex.plugins import hookimpl
-from fevex.plugins.hookspecs import Register
+from fevex.plugins import Register, hookimpl
 from fevex_openai.model import OpenAIModel
 from fevex_openai.provider import create_openai
 

@@ -8,7 +8,7 @@ quotes a short, labelled excerpt of the body.
 
 The service may echo a configured header value (a credential) back anywhere: in an error
 body, a content type, a redirect's host. Every error raised here is redacted with those
-values (:func:`fevex.tools.redaction.redact_secrets`, every spelling of each) before it
+values (:func:`fevex.tools.redact_secrets`, every spelling of each) before it
 leaves, and text from the service is redacted before it is cut short, never after.
 
 Importing this module imports httpx2; the provider imports it on its first call.
@@ -27,7 +27,7 @@ from typing import Any
 import httpx2
 
 from fevex.errors import FevexRunError
-from fevex.tools.redaction import REDACTED, redact_secrets, secret_spellings
+from fevex.tools import REDACTED, redact_secrets, secret_spellings
 from fevex_openapi.errors import run_error
 from fevex_openapi.host_policy import HostPolicy
 from fevex_openapi.operations import Operation, is_json_media_type

@@ -6,8 +6,7 @@ client: httpx2 is imported by the first operation call.
 
 from __future__ import annotations
 
-from fevex.plugins import hookimpl
-from fevex.plugins.hookspecs import Register
+from fevex.plugins import Register, hookimpl
 from fevex_openapi.provider import create_openapi_tool_provider
 
 __all__ = ["fevex_register_tool_providers"]

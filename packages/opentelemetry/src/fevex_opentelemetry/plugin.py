@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fevex.plugins import hookimpl
-from fevex.plugins.hookspecs import Register
+from fevex.plugins import Register, hookimpl
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider

@@ -5,8 +5,8 @@ A claim is one ``UPDATE`` in autocommit mode whose target is the first candidate
 ``SELECT ... FOR UPDATE SKIP LOCKED``: concurrent claimers pass over a row another claim
 holds instead of waiting for it, and a row another claim took meanwhile fails the
 conditions again when PostgreSQL re-reads it, so no run is ever claimed twice. The
-conditions are the store rules' own, in SQL: :func:`~fevex.runtime.store_rules.is_claimable`
-and :func:`~fevex.runtime.store_rules.is_due`.
+conditions are the store rules' own, in SQL: :func:`~fevex.runtime.is_claimable`
+and :func:`~fevex.runtime.is_due`.
 
 The database's clock is read once per statement, as a subquery: a value fixed for the
 statement, which an index range can be bounded by (``clock_timestamp()`` itself is
@@ -25,7 +25,9 @@ from typing import Any
 
 import psycopg
 
-from fevex.runtime.run_store import RunLease
+from fevex.runtime import (
+    RunLease,
+)
 from fevex_postgres.tables import NOW_SQL, runs
 
 __all__ = ["claim_due_run", "claim_expired_run", "expired_run_ids"]
@@ -72,9 +74,9 @@ class _Claimable:
         )
 
 
-# store_rules.is_claimable: running, the lease expired; oldest expiry first.
+# is_claimable (a store rule): running, the lease expired; oldest expiry first.
 _EXPIRED = _Claimable("running", "lease_expires_at")
-# store_rules.is_due: paused, woken at or before now, the lease not live; earliest first.
+# is_due (a store rule): paused, woken at or before now, the lease not live; earliest first.
 _DUE = _Claimable("paused", "wake_at", f" AND wake_at IS NOT NULL AND lease_expires_at <= {_NOW}")
 
 
@@ -110,7 +112,7 @@ async def claim_expired_run(
     db: psycopg.AsyncConnection[Any], owner: str, seconds: float, names: frozenset[str] | None
 ) -> tuple[str, RunLease] | None:
     """``RunStore.claim_expired_run`` on ``db`` (autocommit); ``names`` passed
-    :func:`~fevex.runtime.store_rules.claimable_names` and is not empty."""
+    :func:`~fevex.runtime.claimable_names` and is not empty."""
     return await _take(db, _CLAIM_EXPIRED, owner, seconds, names)
 
 

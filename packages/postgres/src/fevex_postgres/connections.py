@@ -42,8 +42,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from fevex.errors import FevexRunError
-from fevex.runtime.run_store import run_conflict, store_error
-from fevex.runtime.store_rules import invalid_argument
+from fevex.runtime import (
+    invalid_argument,
+    run_conflict,
+    store_error,
+)
 from fevex_postgres.autocommit_pool import AutocommitPool, PoolExhausted, dropped
 
 __all__ = ["ConnectionPools", "json_text", "store_failure", "store_unavailable"]

@@ -10,20 +10,20 @@ applied the same conditions to the same locked rows, wrote nothing in that case.
 the rules accept but the statement did not make (they can only disagree if one of them
 changes without the other) raises ``STORE_ERROR``, having written nothing.
 
-The conditions in SQL are the rules' own: for a commit, :func:`~store_rules.check_lease`
-(owner, generation, expiry by the database's clock, read once), :func:`~store_rules.
-check_revision` and :func:`~store_rules.check_sequence`; for a creation,
-:func:`~store_rules.check_run_is_new`, the session rules and the sequence. A duplicate
-event id makes the primary key refuse the whole statement (:func:`~store_rules.
+The conditions in SQL are the rules' own: for a commit, :func:`~fevex.runtime.check_lease`
+(owner, generation, expiry by the database's clock, read once), :func:`~fevex.runtime.
+check_revision` and :func:`~fevex.runtime.check_sequence`; for a creation,
+:func:`~fevex.runtime.check_run_is_new`, the session rules and the sequence. A duplicate
+event id makes the primary key refuse the whole statement (:func:`~fevex.runtime.
 event_id_taken`). A commit that ends a child run also wakes its parent
-(:func:`~store_rules.parent_to_wake`): the same statement sets the parent's ``wake_at`` to
+(:func:`~fevex.runtime.parent_to_wake`): the same statement sets the parent's ``wake_at`` to
 the clock that judged the lease, only when the commit is accepted.
 
 Values travel as one JSON document per row kind (the run's new fields, the events), read on
 the server with ``jsonb_populate_record``: the statement's text never changes with what a
 commit changes, so it is prepared once per connection and sent through libpq itself
 (:mod:`fevex_postgres.libpq_statements`), and a run column added to
-:data:`~fevex.runtime.run_store.RUN_FIELDS_A_COMMIT_CHANGES` and to the table (``wake_at``,
+:data:`~fevex.runtime.RUN_FIELDS_A_COMMIT_CHANGES` and to the table (``wake_at``,
 say) needs no change here.
 """
 
@@ -36,14 +36,22 @@ import psycopg
 
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
-from fevex.runtime import store_rules as rules
-from fevex.runtime.records import TERMINAL_STATUSES
-from fevex.runtime.run_store import (
+from fevex.runtime import (
     RUN_FIELDS_A_COMMIT_CHANGES,
     ExecutionCommit,
     ExecutionCreate,
     RunLease,
+    StoredRun,
+    check_commit,
+    check_new_session,
+    check_run_is_new,
+    check_sequence,
+    check_session_reservable,
+    ended_statuses,
+    ends_run,
+    event_id_taken,
     run_conflict,
+    run_not_found,
     store_error,
 )
 from fevex_postgres.connections import json_text
@@ -74,7 +82,7 @@ _CREATED_COLUMNS = tuple(
     column.name for column in runs.columns if column.name != "lease_expires_at"
 )
 _EVENT_COLUMNS = tuple(column.name for column in events.columns)
-_ENDED = ", ".join(f"'{status}'" for status in sorted(TERMINAL_STATUSES))
+_ENDED = ", ".join(f"'{status}'" for status in ended_statuses())
 
 
 def _listed(columns: Sequence[str], prefix: str = "") -> str:
@@ -185,7 +193,7 @@ async def create_execution(db: psycopg.AsyncConnection[Any], create: ExecutionCr
     """``RunStore.create_execution`` on ``db`` (autocommit); its arguments were checked."""
     run = create.run
     try:
-        last_sequence = rules.check_sequence(run.id, 0, create.events)
+        last_sequence = check_sequence(run.id, 0, create.events)
     except FevexRunError as error:
         sequence_error: FevexRunError | None = error
         last_sequence = 0
@@ -220,25 +228,25 @@ async def create_execution(db: psycopg.AsyncConnection[Any], create: ExecutionCr
                 continue
             if constraint == _RUNS_KEY:
                 # A concurrent creator of the same run id committed first.
-                rules.check_run_is_new(run.id, True)
+                check_run_is_new(run.id, True)
             if constraint == _SESSIONS_KEY:
                 raise run_conflict(
                     f"Session {run.session_id} changed while the run was being created."
                 ) from error
-            raise rules.event_id_taken(run.id) from error
+            raise event_id_taken(run.id) from error
         break
     assert state is not None  # the statement always returns its one "state" row
     run_exists, session_found, active_run_id, session_revision, lease_expires_at = state
-    rules.check_run_is_new(run.id, as_bool(run_exists))
+    check_run_is_new(run.id, as_bool(run_exists))
     if as_bool(session_found):
-        rules.check_session_reservable(
+        check_session_reservable(
             run.session_id,
             None if active_run_id is None else as_text(active_run_id),
             as_int(session_revision),
             create.session_revision,
         )
     else:
-        rules.check_new_session(run.session_id, create.session_revision)
+        check_new_session(run.session_id, create.session_revision)
     if sequence_error is not None:
         raise sequence_error
     if lease_expires_at is None:
@@ -274,18 +282,18 @@ async def commit_execution(db: psycopg.AsyncConnection[Any], commit: ExecutionCo
         "history": json_text(list(commit.history)) if commit.history else None,
         "release_session": commit.release_session,
         "change_session": commit.history is not None or commit.release_session,
-        "wakes_parent": rules.ends_run(commit.changes),
+        "wakes_parent": ends_run(commit.changes),
     }
     try:
         stored = await _COMMIT.fetch_row(db, parameters)
     except psycopg.errors.UniqueViolation as error:
-        raise rules.event_id_taken(commit.run_id) from error
+        raise event_id_taken(commit.run_id) from error
     if stored is None:
-        raise rules.run_not_found(commit.run_id)
+        raise run_not_found(commit.run_id)
     revision, last_sequence, owner, generation, expires_at, now, written = stored
     lease = RunLease(as_text(owner), as_int(generation), as_float(expires_at))
-    state = rules.StoredRun(as_int(revision), lease, as_int(last_sequence))
-    rules.check_commit(commit, state, as_float(now))
+    state = StoredRun(as_int(revision), lease, as_int(last_sequence))
+    check_commit(commit, state, as_float(now))
     if written == b"0":
         raise _disagreement("commit_execution")
 
@@ -297,7 +305,7 @@ def _previous_sequence(commit: ExecutionCommit) -> int | None:
         return None
     previous = commit.events[0].sequence - 1
     try:
-        rules.check_sequence(commit.run_id, previous, commit.events)
+        check_sequence(commit.run_id, previous, commit.events)
     except FevexRunError:
         return -1
     return previous

@@ -18,21 +18,14 @@ record, so that a run that names ``"default"`` later keeps its own memories ther
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
-from fevex.knowledge import Memory, search_terms
-from fevex.knowledge.memory_store import (
-    DEFAULT_NAMESPACE,
-    FORMER_DEFAULT_NAMESPACE,
-    check_memory_id,
-    check_namespace,
-    check_new_memory,
-)
+from fevex.knowledge import DEFAULT_NAMESPACE, Memory, search_terms
+from fevex.runtime import FORMER_DEFAULT_NAMESPACE, check_memory_id, check_namespace
 from fevex_postgres.store_url import parse_store_url
 
 __all__ = ["PostgresMemoryStore", "open_postgres_memory_store"]
@@ -76,19 +69,18 @@ class PostgresMemoryStore:
     async def add(
         self, namespace: str, content: str, *, metadata: Mapping[str, Any] | None = None
     ) -> Memory:
-        kept = check_new_memory(namespace, content, metadata)
-        memory = Memory(
-            f"mem_{os.urandom(12).hex()}",
-            namespace,
-            content,
-            datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-            kept,
-        )
+        memory = Memory.new(namespace, content, metadata)
         async with await self._connect() as connection:
             await connection.execute(
                 "INSERT INTO fevex_memories (id, namespace, content, metadata, created_at)"
                 " VALUES (%s, %s, %s, %s::jsonb, %s)",
-                (memory.id, namespace, content, json.dumps(kept), memory.created_at),
+                (
+                    memory.id,
+                    namespace,
+                    content,
+                    json.dumps(dict(memory.metadata)),
+                    memory.created_at,
+                ),
             )
         return memory
 

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fevex.plugins import hookimpl
 
 if TYPE_CHECKING:
-    from fevex.cli import CommandRegistry
-    from fevex.plugins.hookspecs import Register
+    from fevex.plugins import CommandRegistry, Register
     from fevex_postgres.memory_store import PostgresMemoryStore
     from fevex_postgres.postgres_run_store import PostgresRunStore
 

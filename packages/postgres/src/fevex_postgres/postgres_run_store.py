@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from sqlalchemy import Row, select, tuple_, update
@@ -34,15 +34,32 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.events import RunEvent
-from fevex.runtime import store_rules as rules
-from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, RunStatus, Session
-from fevex.runtime.run_store import (
+from fevex.runtime import (
+    AgentRun,
     EventOrder,
     ExecutionCommit,
     ExecutionCreate,
     RunLease,
+    RunListing,
     RunTakeover,
+    Session,
+    check_acquirable,
+    check_commit_arguments,
+    check_create_arguments,
+    check_event_page,
+    check_expired_run_limit,
+    check_renewal,
+    check_run_page,
+    check_session_saveable,
+    claimable_names,
+    cursor_sequence,
+    ended_statuses,
+    invalid_argument,
+    records_cancel_request,
     run_conflict,
+    run_cursor,
+    run_not_found,
+    session_not_found,
 )
 from fevex_postgres import claims, execution_writes, run_snapshots
 from fevex_postgres.connections import ConnectionPools
@@ -58,6 +75,9 @@ from fevex_postgres.notifications import RunNotifications
 from fevex_postgres.store_url import POOL_OPTIONS, TIMEOUT_OPTIONS, parse_store_url
 from fevex_postgres.tables import database_now, events, runs, sessions
 from fevex_postgres.timeouts import SessionTimeouts, session_timeouts
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["PostgresRunStore", "create_postgres_run_store"]
 
@@ -244,7 +264,7 @@ class PostgresRunStore:
     # -- runs -----------------------------------------------------------------------
 
     async def create_execution(self, create: ExecutionCreate) -> RunLease:
-        rules.check_create_arguments(create)
+        check_create_arguments(create)
         if not self._schema_ready:
             await self.check_schema()
         return await self._pools.on_driver(
@@ -252,7 +272,7 @@ class PostgresRunStore:
         )
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
-        rules.check_commit_arguments(commit)
+        check_commit_arguments(commit)
         if not self._schema_ready:
             await self.check_schema()
         await self._pools.on_driver("commit_execution", execution_writes.commit_execution, commit)
@@ -264,9 +284,9 @@ class PostgresRunStore:
                 await db.execute(select(*_RUN_COLUMNS).where(runs.c.id == run_id).with_for_update())
             ).first()
             if row is None:
-                raise rules.run_not_found(run_id)
+                raise run_not_found(run_id)
             run = AgentRun.from_json(dict(row._mapping))
-            if rules.records_cancel_request(run.status) and not run.cancel_requested:
+            if records_cancel_request(run.status) and not run.cancel_requested:
                 await db.execute(
                     update(runs).where(runs.c.id == run_id).values(cancel_requested=True)
                 )
@@ -276,7 +296,7 @@ class PostgresRunStore:
     async def renew_lease(self, run_id: str, lease: RunLease, seconds: float) -> RunLease:
         async with self._transaction("renew_lease") as db:
             stored = await _lock_run_lease(db, run_id)
-            rules.check_renewal(run_id, lease, _lease(stored), stored.now, stored.cancel_requested)
+            check_renewal(run_id, lease, _lease(stored), stored.now, stored.cancel_requested)
             renewed = await db.scalar(
                 update(runs)
                 .where(runs.c.id == run_id)
@@ -325,7 +345,7 @@ class PostgresRunStore:
     ) -> RunLease:
         async with self._transaction("acquire_lease") as db:
             stored = await _lock_run_lease(db, run_id)
-            rules.check_acquirable(run_id, status, stored.status, _lease(stored), stored.now)
+            check_acquirable(run_id, status, stored.status, _lease(stored), stored.now)
             acquired = (
                 await db.execute(
                     update(runs)
@@ -343,7 +363,7 @@ class PostgresRunStore:
     async def claim_expired_run(
         self, owner: str, seconds: float, *, names: Collection[str] | None = None
     ) -> tuple[str, RunLease] | None:
-        chosen = rules.claimable_names(names)
+        chosen = claimable_names(names)
         if chosen is not None and not chosen:
             return None  # no name: no run it could continue
         async with self._driver("claim_expired_run") as db:
@@ -352,7 +372,7 @@ class PostgresRunStore:
     async def claim_due_run(
         self, owner: str, seconds: float, *, names: Collection[str] | None = None
     ) -> tuple[str, RunLease] | None:
-        chosen = rules.claimable_names(names)
+        chosen = claimable_names(names)
         if chosen is not None and not chosen:
             return None  # no name: no run it could wake
         async with self._driver("claim_due_run") as db:
@@ -361,8 +381,8 @@ class PostgresRunStore:
     async def expired_run_ids(
         self, *, limit: int = 100, names: Collection[str] | None = None
     ) -> Sequence[str]:
-        rules.check_expired_run_limit(limit)
-        chosen = rules.claimable_names(names)
+        check_expired_run_limit(limit)
+        chosen = claimable_names(names)
         if chosen is not None and not chosen:
             return []
         async with self._driver("expired_run_ids") as db:
@@ -373,26 +393,8 @@ class PostgresRunStore:
             await self.check_schema()
         return await self._pools.on_driver("get_run", run_snapshots.get_run, run_id)
 
-    async def list_runs(
-        self,
-        *,
-        status: RunStatus | None = None,
-        kind: str | None = None,
-        name: str | None = None,
-        session_id: str | None = None,
-        parent_run_id: str | None = None,
-        limit: int = 50,
-        after: str | None = None,
-    ) -> Sequence[AgentRun]:
-        page = rules.check_run_page(
-            status=status,
-            kind=kind,
-            name=name,
-            session_id=session_id,
-            parent_run_id=parent_run_id,
-            limit=limit,
-            after=after,
-        )
+    async def list_runs(self, **listing: Unpack[RunListing]) -> Sequence[AgentRun]:
+        page = check_run_page(**listing)
         query = select(*_RUN_COLUMNS).where(
             *(runs.c[field] == value for field, value in page.filters.items())
         )
@@ -404,7 +406,7 @@ class PostgresRunStore:
                     )
                 ).first()
                 position = None if cursor is None else (cursor.created_at, cursor.id)
-                below = rules.run_cursor(page.after, position)
+                below = run_cursor(page.after, position)
                 # A row comparison over the index's columns: one range scan below the cursor.
                 query = query.where(tuple_(_CREATED, _ID) < tuple_(*below))
             query = query.order_by(_CREATED.desc(), _ID.desc()).limit(page.limit)
@@ -437,8 +439,8 @@ class PostgresRunStore:
                 )
             ).first()
             if stored is None:
-                raise rules.session_not_found(session.id)
-            rules.check_session_saveable(
+                raise session_not_found(session.id)
+            check_session_saveable(
                 session.id, stored.active_run_id, stored.revision, expected_revision
             )
             saved = dataclasses.replace(session, revision=expected_revision + 1, active_run_id=None)
@@ -466,7 +468,7 @@ class PostgresRunStore:
         limit: int | None = None,
         order: EventOrder = "asc",
     ) -> Sequence[RunEvent]:
-        rules.check_event_page(after, limit, order)
+        check_event_page(after, limit, order)
         async with self._read("list_events") as db:
             start = 0
             if after is not None:
@@ -477,7 +479,7 @@ class PostgresRunStore:
                     )
                 ).first()
                 found = None if cursor is None else (cursor.run_id, cursor.sequence)
-                start = rules.cursor_sequence(run_id, after, found)
+                start = cursor_sequence(run_id, after, found)
             by_sequence = events.c.sequence.desc() if order == "desc" else events.c.sequence.asc()
             query = (
                 select(*_EVENT_COLUMNS)
@@ -490,12 +492,12 @@ class PostgresRunStore:
 
     async def wait_for_events(self, run_id: str, *, after: str | None, timeout: float) -> bool:
         """Wait until the run has an event after ``after`` or has ended (see
-        :class:`~fevex.runtime.run_store.NotifyingRunStore`), without reading it again
+        :class:`~fevex.runtime.NotifyingRunStore`), without reading it again
         meanwhile: commits announce themselves with NOTIFY, and this event loop's
         listening connection wakes the wait. One indexed read, once listening, checks
         whether the run moved on already."""
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
-            raise rules.invalid_argument("timeout must be seconds, 0 or more.")
+            raise invalid_argument("timeout must be seconds, 0 or more.")
         cursor = (
             select(events.c.sequence)
             .where(events.c.id == after, events.c.run_id == run_id)
@@ -508,7 +510,7 @@ class PostgresRunStore:
         async def moved_on() -> bool:
             async with self._read("wait_for_events") as db:
                 run = (await db.execute(state)).first()
-            if run is None or run.status in TERMINAL_STATUSES:
+            if run is None or run.status in ended_statuses():
                 return True  # an unknown run is the caller's next read to report
             if after is not None and run.after_sequence is None:
                 return True  # so is an unknown cursor
@@ -549,7 +551,7 @@ async def _lock_run_lease(db: AsyncConnection, run_id: str) -> Row[Any]:
         )
     ).first()
     if stored is None:
-        raise rules.run_not_found(run_id)
+        raise run_not_found(run_id)
     return stored
 
 

@@ -7,7 +7,7 @@ one JSON document, which the client decodes in one call, as the other stores' sn
 plain JSON.
 
 ``take_over_run`` is ``acquire_lease`` and the reads a takeover needs, in one statement: the
-run's row is locked, the store rule :func:`~fevex.runtime.store_rules.check_acquirable` is
+run's row is locked, the store rule :func:`~fevex.runtime.check_acquirable` is
 applied in SQL (the run in the asked status, its lease not live by the database's clock,
 read once), and only then is the lease taken, with the next generation. The statement
 returns what it read, and the store calls the rule on that, so that a refusal raises the
@@ -23,9 +23,14 @@ from typing import Any
 
 import psycopg
 
-from fevex.runtime import store_rules as rules
-from fevex.runtime.records import AgentRun
-from fevex.runtime.run_store import RunLease, RunTakeover, store_error
+from fevex.runtime import (
+    AgentRun,
+    RunLease,
+    RunTakeover,
+    check_acquirable,
+    run_not_found,
+    store_error,
+)
 from fevex_postgres.libpq_statements import (
     Parameter,
     Statement,
@@ -89,10 +94,10 @@ async def take_over_run(
     }
     row = await _TAKE_OVER.fetch_row(db, parameters)
     if row is None:
-        raise rules.run_not_found(run_id)
+        raise run_not_found(run_id)
     stored_status, stored_owner, stored_generation, stored_expiry, now, *taken = row
     stored = RunLease(as_text(stored_owner), as_int(stored_generation), as_float(stored_expiry))
-    rules.check_acquirable(run_id, status, as_text(stored_status), stored, as_float(now))
+    check_acquirable(run_id, status, as_text(stored_status), stored, as_float(now))
     generation, expires_at, last_sequence, checkpoint, run = taken
     if generation is None:
         raise store_error(

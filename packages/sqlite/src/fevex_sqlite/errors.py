@@ -15,7 +15,9 @@ from pathlib import Path
 from sqlalchemy.exc import DBAPIError
 
 from fevex.errors import FevexConfigurationError, FevexRunError
-from fevex.runtime.run_store import store_error
+from fevex.runtime import (
+    store_error,
+)
 
 __all__ = [
     "is_busy",

@@ -26,14 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from fevex.errors import FevexConfigurationError
-from fevex.knowledge import Memory, search_terms
-from fevex.knowledge.memory_store import (
-    DEFAULT_NAMESPACE,
-    FORMER_DEFAULT_NAMESPACE,
-    check_memory_id,
-    check_namespace,
-    check_new_memory,
-)
+from fevex.knowledge import DEFAULT_NAMESPACE, Memory, search_terms
+from fevex.runtime import FORMER_DEFAULT_NAMESPACE, check_memory_id, check_namespace
 from fevex_sqlite.location import parse_location
 
 __all__ = ["SQLiteMemoryStore", "open_sqlite_memory_store"]
@@ -80,14 +74,7 @@ class SQLiteMemoryStore:
     async def add(
         self, namespace: str, content: str, *, metadata: Mapping[str, Any] | None = None
     ) -> Memory:
-        kept = check_new_memory(namespace, content, metadata)
-        memory = Memory(
-            f"mem_{os.urandom(12).hex()}",
-            namespace,
-            content,
-            datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-            kept,
-        )
+        memory = Memory.new(namespace, content, metadata)
         await asyncio.to_thread(self._insert, memory)
         return memory
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fevex.plugins import hookimpl
-from fevex.plugins.hookspecs import Register
+from fevex.plugins import Register, hookimpl
 
 if TYPE_CHECKING:
-    from fevex.cli import CommandRegistry
+    from fevex.plugins import CommandRegistry
     from fevex_sqlite.memory_store import SQLiteMemoryStore
     from fevex_sqlite.run_store import SQLiteRunStore
 

@@ -16,186 +16,61 @@ Leases are judged by ``clock`` of the writing process, read after the lock is ta
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import os
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Row, TextClause, bindparam, text
+from sqlalchemy import Connection, Row, TextClause
 from sqlalchemy.exc import IntegrityError
 
 from fevex.errors import FevexConfigurationError
 from fevex.events import RunEvent
-from fevex.runtime import store_rules as rules
-from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, RunStatus, Session
-from fevex.runtime.run_store import (
+from fevex.runtime import (
+    AgentRun,
     EventOrder,
     ExecutionCommit,
     ExecutionCreate,
     RunLease,
+    RunListing,
+    RunQuery,
     RunTakeover,
+    Session,
+    StoredRun,
+    check_acquirable,
+    check_commit,
+    check_commit_arguments,
+    check_create_arguments,
+    check_event_page,
+    check_expired_run_limit,
+    check_new_session,
+    check_renewal,
+    check_run_is_new,
+    check_run_page,
+    check_sequence,
+    check_session_reservable,
+    check_session_saveable,
+    claimable_names,
+    cursor_sequence,
+    event_id_taken,
+    invalid_argument,
+    parent_to_wake,
+    records_cancel_request,
+    run_cursor,
+    run_not_found,
+    session_not_found,
 )
+from fevex_sqlite import statements as sql
 from fevex_sqlite.location import DEFAULT_BUSY_TIMEOUT, parse_location
 from fevex_sqlite.schema import prepare_database
 from fevex_sqlite.transaction_thread import TransactionThread
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = ["SQLiteRunStore", "create_sqlite_run_store"]
-
-_RUN_COLUMNS = (
-    "id, session_id, agent_name, kind, status, input, output, usage, error, pause, "
-    "revision, created_at, updated_at, name, version, parent_run_id, root_run_id, context, "
-    "cancel_requested, wake_at"
-)
-_JSON_RUN_FIELDS = ("input", "output", "usage", "error", "pause", "context")
-_ENDED_STATUSES = sorted(TERMINAL_STATUSES)
-_EVENT_COLUMNS = "id, run_id, sequence, type, occurred_at, payload"
-
-_SELECT_RUN = text(f"SELECT {_RUN_COLUMNS} FROM fevex_runs WHERE id = :id")
-_LEASE_COLUMNS = (
-    "runs.session_id, runs.status, runs.revision, runs.lease_owner, runs.lease_generation, "
-    "runs.lease_expires_at"
-)
-_SELECT_RUN_LEASE = text(
-    f"SELECT {_LEASE_COLUMNS}, runs.cancel_requested FROM fevex_runs AS runs WHERE id = :id"
-)
-# What a commit checks and extends, in one statement: the lease and revision, the last
-# event's sequence (one seek to the end of the run in the (run_id, sequence) index) and,
-# when the commit appends to the session's history, that history.
-_LAST_SEQUENCE = (
-    "(SELECT COALESCE(MAX(sequence), 0) FROM fevex_events WHERE run_id = runs.id) AS last_sequence"
-)
-_SELECT_COMMIT_TARGET = text(
-    f"SELECT {_LEASE_COLUMNS}, runs.parent_run_id, {_LAST_SEQUENCE} "
-    "FROM fevex_runs AS runs WHERE runs.id = :id"
-)
-_SELECT_COMMIT_TARGET_AND_HISTORY = text(
-    f"SELECT {_LEASE_COLUMNS}, runs.parent_run_id, {_LAST_SEQUENCE}, sessions.history "
-    "FROM fevex_runs AS runs LEFT JOIN fevex_sessions AS sessions "
-    "ON sessions.id = runs.session_id WHERE runs.id = :id"
-)
-# The parent a commit wakes (store_rules.parent_to_wake), unless it has ended.
-_WAKE_PARENT = text(
-    "UPDATE fevex_runs SET wake_at = :now WHERE id = :id AND status NOT IN :ended"
-).bindparams(bindparam("ended", expanding=True))
-_SELECT_CHECKPOINT = text("SELECT checkpoint FROM fevex_runs WHERE id = :id")
-# What a takeover continues from, with the lease it takes: the run, its checkpoint and its
-# last event's sequence.
-_SELECT_TAKEOVER = text(
-    f"SELECT {_RUN_COLUMNS}, checkpoint, lease_owner, lease_generation, lease_expires_at, "
-    f"{_LAST_SEQUENCE} FROM fevex_runs AS runs WHERE runs.id = :id"
-)
-_SELECT_RUN_POSITION = text("SELECT created_at, id FROM fevex_runs WHERE id = :id")
-_INSERT_RUN = text(
-    f"INSERT INTO fevex_runs ({_RUN_COLUMNS}, checkpoint, lease_owner, lease_generation, "
-    "lease_expires_at) VALUES (:id, :session_id, :agent_name, :kind, :status, :input, "
-    ":output, :usage, :error, :pause, :revision, :created_at, :updated_at, :name, :version, "
-    ":parent_run_id, :root_run_id, :context, :cancel_requested, :wake_at, :checkpoint, "
-    ":lease_owner, :lease_generation, :lease_expires_at)"
-)
-_REQUEST_CANCEL = text("UPDATE fevex_runs SET cancel_requested = 1 WHERE id = :id")
-_SET_LEASE = text(
-    "UPDATE fevex_runs SET lease_owner = :owner, lease_generation = :generation, "
-    "lease_expires_at = :expires_at WHERE id = :id"
-)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Claimable:
-    """The statements of one kind of claim: the first claimable run, of any name or of the
-    names asked for (``:names``), and the update that leases it."""
-
-    first: TextClause
-    first_of_names: TextClause
-    take: TextClause
-
-
-def _claimable(condition: str, order: str, take: TextClause) -> _Claimable:
-    """The claim of the runs ``condition`` selects (a store rule in SQL, at ``:now``), the
-    first by ``order``, leased by ``take``."""
-    select = f"SELECT id, lease_generation FROM fevex_runs WHERE {condition}"
-    return _Claimable(
-        text(f"{select} ORDER BY {order} LIMIT 1"),
-        text(f"{select} AND name IN :names ORDER BY {order} LIMIT 1").bindparams(
-            bindparam("names", expanding=True)
-        ),
-        take,
-    )
-
-
-# Insertion order, as the in-memory store scans; the partial indexes narrow the scan to
-# running runs whose lease has expired (store_rules.is_claimable, in SQL), of the run
-# names asked for when given (fevex_runs_running_by_name).
-_EXPIRED_RUN_CONDITION = "status = 'running' AND lease_expires_at <= :now"
-_EXPIRED = _claimable(_EXPIRED_RUN_CONDITION, "rowid", _SET_LEASE)
-# Oldest expiry first, ties by id, over the expired range of fevex_runs_running_by_lease.
-_EXPIRED_RUN_IDS = text(
-    f"SELECT id FROM fevex_runs WHERE {_EXPIRED_RUN_CONDITION} "
-    "ORDER BY lease_expires_at, id LIMIT :limit"
-)
-_EXPIRED_RUN_IDS_OF = text(
-    f"SELECT id FROM fevex_runs WHERE {_EXPIRED_RUN_CONDITION} AND name IN :names "
-    "ORDER BY lease_expires_at, id LIMIT :limit"
-).bindparams(bindparam("names", expanding=True))
-# store_rules.is_due in SQL: earliest wake_at first (ties by id, as the in-memory store
-# orders them), one range scan of fevex_runs_paused_by_wake. The claim moves wake_at to
-# the new lease's expiry: the run is due again if its claimer dies before it commits.
-_DUE = _claimable(
-    "status = 'paused' AND wake_at IS NOT NULL AND wake_at <= :now AND lease_expires_at <= :now",
-    "wake_at, id",
-    text(
-        "UPDATE fevex_runs SET lease_owner = :owner, lease_generation = :generation, "
-        "lease_expires_at = :expires_at, wake_at = :expires_at WHERE id = :id"
-    ),
-)
-
-# What creating a run checks, in one row whether or not the session exists: that the run
-# id is new, and whether the session is free and still at the revision the caller read.
-_SELECT_CREATE_TARGET = text(
-    "SELECT EXISTS (SELECT 1 FROM fevex_runs WHERE id = :run_id) AS run_exists, "
-    "fevex_sessions.id, fevex_sessions.active_run_id, fevex_sessions.revision "
-    "FROM (SELECT 1) LEFT JOIN fevex_sessions ON fevex_sessions.id = :session_id"
-)
-_SELECT_SESSION = text(
-    "SELECT id, history, summary, active_run_id, revision, created_at, updated_at "
-    "FROM fevex_sessions WHERE id = :id"
-)
-_INSERT_SESSION = text(
-    "INSERT INTO fevex_sessions (id, history, summary, active_run_id, revision, created_at, "
-    "updated_at) VALUES (:id, :history, :summary, :active_run_id, :revision, :created_at, "
-    ":updated_at)"
-)
-_RESERVE_SESSION = text(
-    "UPDATE fevex_sessions SET active_run_id = :run_id, revision = revision + 1, "
-    "updated_at = :updated_at WHERE id = :id"
-)
-_END_SESSION_TURN = text(
-    "UPDATE fevex_sessions SET history = COALESCE(:history, history), "
-    "active_run_id = CASE WHEN :release THEN NULL ELSE active_run_id END, "
-    "revision = revision + 1, updated_at = :updated_at WHERE id = :id"
-)
-_REPLACE_SESSION = text(
-    "UPDATE fevex_sessions SET history = :history, summary = :summary, active_run_id = NULL, "
-    "revision = :revision, created_at = :created_at, updated_at = :updated_at WHERE id = :id"
-)
-
-_INSERT_EVENT = text(
-    f"INSERT INTO fevex_events ({_EVENT_COLUMNS}) "
-    "VALUES (:id, :run_id, :sequence, :type, :occurred_at, :payload)"
-)
-_SELECT_CURSOR = text("SELECT run_id, sequence FROM fevex_events WHERE id = :id")
-# The cursor is resolved by id alone, then one range scan of the (run_id, sequence)
-# index returns the page: earlier events are never read. LIMIT -1 means no limit (a
-# caller's limit is positive: store_rules.check_event_page).
-LIST_EVENTS_SQL = {
-    order: text(
-        f"SELECT {_EVENT_COLUMNS} FROM fevex_events WHERE run_id = :run_id AND sequence > :after "
-        f"ORDER BY sequence {order.upper()} LIMIT :limit"
-    )
-    for order in ("asc", "desc")
-}
 
 
 class SQLiteRunStore:
@@ -252,10 +127,10 @@ class SQLiteRunStore:
     # -- runs -----------------------------------------------------------------------
 
     async def create_execution(self, create: ExecutionCreate) -> RunLease:
-        rules.check_create_arguments(create)
+        check_create_arguments(create)
         run = create.run
         row = run.to_json()
-        for field in _JSON_RUN_FIELDS:
+        for field in sql.JSON_RUN_FIELDS:
             row[field] = _dumps(row[field], f"The run's {field}")
         row["checkpoint"] = _dumps(create.checkpoint, "The checkpoint")
         events = _event_rows(create.events)
@@ -272,19 +147,19 @@ class SQLiteRunStore:
     ) -> RunLease:
         run = create.run
         target = db.execute(
-            _SELECT_CREATE_TARGET, {"run_id": run.id, "session_id": run.session_id}
+            sql.SELECT_CREATE_TARGET, {"run_id": run.id, "session_id": run.session_id}
         ).one()
-        rules.check_run_is_new(run.id, bool(target.run_exists))
+        check_run_is_new(run.id, bool(target.run_exists))
         if target.id is None:
-            rules.check_new_session(run.session_id, create.session_revision)
+            check_new_session(run.session_id, create.session_revision)
         else:
-            rules.check_session_reservable(
+            check_session_reservable(
                 run.session_id, target.active_run_id, int(target.revision), create.session_revision
             )
-        rules.check_sequence(run.id, 0, create.events)
+        check_sequence(run.id, 0, create.events)
         if target.id is None:
             db.execute(
-                _INSERT_SESSION,
+                sql.INSERT_SESSION,
                 {
                     "id": run.session_id,
                     "history": "[]",
@@ -297,12 +172,12 @@ class SQLiteRunStore:
             )
         else:
             db.execute(
-                _RESERVE_SESSION,
+                sql.RESERVE_SESSION,
                 {"id": run.session_id, "run_id": run.id, "updated_at": run.created_at},
             )
         lease = RunLease(create.lease_owner, 1, self.clock() + create.lease_seconds)
         db.execute(
-            _INSERT_RUN,
+            sql.INSERT_RUN,
             {
                 **row,
                 "lease_owner": lease.owner,
@@ -316,7 +191,7 @@ class SQLiteRunStore:
         return lease
 
     async def commit_execution(self, commit: ExecutionCommit) -> None:
-        rules.check_commit_arguments(commit)
+        check_commit_arguments(commit)
         changes = commit.changes
         updates: dict[str, Any] = {"revision": commit.revision, "updated_at": commit.updated_at}
         for field, value in (changes or {}).items():
@@ -347,25 +222,27 @@ class SQLiteRunStore:
         history: str | None,
     ) -> None:
         run_id = commit.run_id
-        target = _SELECT_COMMIT_TARGET if history is None else _SELECT_COMMIT_TARGET_AND_HISTORY
+        target = (
+            sql.SELECT_COMMIT_TARGET if history is None else sql.SELECT_COMMIT_TARGET_AND_HISTORY
+        )
         stored = self._stored(db, run_id, target)
-        state = rules.StoredRun(int(stored.revision), _lease(stored), int(stored.last_sequence))
+        state = StoredRun(int(stored.revision), _lease(stored), int(stored.last_sequence))
         now = self.clock()
-        rules.check_commit(commit, state, now)
+        check_commit(commit, state, now)
         _insert_events(db, run_id, events)
-        db.execute(_update_run_statement(tuple(updates)), {**updates, "_key": run_id})
-        parent = rules.parent_to_wake(commit.changes, stored.parent_run_id)
+        db.execute(sql.update_run_statement(tuple(updates)), {**updates, "_key": run_id})
+        parent = parent_to_wake(commit.changes, stored.parent_run_id)
         if parent is not None:
-            db.execute(_WAKE_PARENT, {"id": parent, "now": now, "ended": _ENDED_STATUSES})
+            db.execute(sql.WAKE_PARENT, {"id": parent, "now": now, "ended": sql.ENDED_STATUSES})
         if commit.history is not None or commit.release_session:
             _end_session_turn(db, stored, commit, history)
 
     def _stored(
-        self, db: Connection, run_id: str, statement: TextClause = _SELECT_RUN_LEASE
+        self, db: Connection, run_id: str, statement: TextClause = sql.SELECT_RUN_LEASE
     ) -> Row[Any]:
         stored = _one(db, statement, id=run_id)
         if stored is None:
-            raise rules.run_not_found(run_id)
+            raise run_not_found(run_id)
         return stored
 
     async def request_cancel(self, run_id: str) -> AgentRun:
@@ -382,9 +259,7 @@ class SQLiteRunStore:
         self, db: Connection, run_id: str, lease: RunLease, seconds: float
     ) -> RunLease:
         stored = self._stored(db, run_id)
-        rules.check_renewal(
-            run_id, lease, _lease(stored), self.clock(), bool(stored.cancel_requested)
-        )
+        check_renewal(run_id, lease, _lease(stored), self.clock(), bool(stored.cancel_requested))
         renewed = RunLease(lease.owner, lease.generation, self.clock() + seconds)
         _set_lease(db, run_id, renewed)
         return renewed
@@ -401,7 +276,13 @@ class SQLiteRunStore:
         self, run_id: str, owner: str, seconds: float, *, status: str = "running"
     ) -> RunTakeover:
         lease, row = await self._transactions.write(
-            "take_over_run", self._acquire_lease, run_id, owner, seconds, status, _SELECT_TAKEOVER
+            "take_over_run",
+            self._acquire_lease,
+            run_id,
+            owner,
+            seconds,
+            status,
+            sql.SELECT_TAKEOVER,
         )
         # Decoded here, after the commit: the write lock is held for SQL only.
         try:
@@ -417,13 +298,13 @@ class SQLiteRunStore:
         owner: str,
         seconds: float,
         status: str,
-        read: TextClause = _SELECT_RUN_LEASE,
+        read: TextClause = sql.SELECT_RUN_LEASE,
     ) -> tuple[RunLease, Row[Any]]:
         """Lease the run with the next generation, and return the lease and the row
         ``read`` found before (which holds at least the run's status and lease)."""
         stored = self._stored(db, run_id, read)
         now = self.clock()
-        rules.check_acquirable(run_id, status, stored.status, _lease(stored), now)
+        check_acquirable(run_id, status, stored.status, _lease(stored), now)
         lease = RunLease(owner, int(stored.lease_generation) + 1, now + seconds)
         _set_lease(db, run_id, lease)
         return lease, stored
@@ -431,22 +312,22 @@ class SQLiteRunStore:
     async def claim_expired_run(
         self, owner: str, seconds: float, *, names: Collection[str] | None = None
     ) -> tuple[str, RunLease] | None:
-        return await self._claim("claim_expired_run", _EXPIRED, owner, seconds, names)
+        return await self._claim("claim_expired_run", sql.EXPIRED, owner, seconds, names)
 
     async def claim_due_run(
         self, owner: str, seconds: float, *, names: Collection[str] | None = None
     ) -> tuple[str, RunLease] | None:
-        return await self._claim("claim_due_run", _DUE, owner, seconds, names)
+        return await self._claim("claim_due_run", sql.DUE, owner, seconds, names)
 
     async def _claim(
         self,
         operation: str,
-        claimable: _Claimable,
+        claimable: sql.Claimable,
         owner: str,
         seconds: float,
         names: Collection[str] | None,
     ) -> tuple[str, RunLease] | None:
-        chosen = rules.claimable_names(names)
+        chosen = claimable_names(names)
         if chosen is not None and not chosen:
             return None  # no name: no run it could take
         return await self._transactions.write(
@@ -456,7 +337,7 @@ class SQLiteRunStore:
     def _take_first(
         self,
         db: Connection,
-        claimable: _Claimable,
+        claimable: sql.Claimable,
         owner: str,
         seconds: float,
         names: frozenset[str] | None,
@@ -490,8 +371,8 @@ class SQLiteRunStore:
         # A read: in WAL mode it neither takes nor waits for the write lock, so a writer
         # stuck inside a transaction (in this store's thread or another process) does not
         # keep it from listing the runs that writer holds.
-        rules.check_expired_run_limit(limit)
-        chosen = rules.claimable_names(names)
+        check_expired_run_limit(limit)
+        chosen = claimable_names(names)
         if chosen is not None and not chosen:
             return []
         return await self._transactions.read(
@@ -503,9 +384,9 @@ class SQLiteRunStore:
     ) -> list[str]:
         parameters = {"now": self.clock(), "limit": limit}
         if names is None:
-            rows = db.execute(_EXPIRED_RUN_IDS, parameters)
+            rows = db.execute(sql.EXPIRED_RUN_IDS, parameters)
         else:
-            rows = db.execute(_EXPIRED_RUN_IDS_OF, {**parameters, "names": sorted(names)})
+            rows = db.execute(sql.EXPIRED_RUN_IDS_OF, {**parameters, "names": sorted(names)})
         return [str(row.id) for row in rows]
 
     # -- reads ----------------------------------------------------------------------
@@ -513,26 +394,8 @@ class SQLiteRunStore:
     async def get_run(self, run_id: str) -> AgentRun | None:
         return await self._transactions.read("get_run", _read_run, run_id)
 
-    async def list_runs(
-        self,
-        *,
-        status: RunStatus | None = None,
-        kind: str | None = None,
-        name: str | None = None,
-        session_id: str | None = None,
-        parent_run_id: str | None = None,
-        limit: int = 50,
-        after: str | None = None,
-    ) -> Sequence[AgentRun]:
-        page = rules.check_run_page(
-            status=status,
-            kind=kind,
-            name=name,
-            session_id=session_id,
-            parent_run_id=parent_run_id,
-            limit=limit,
-            after=after,
-        )
+    async def list_runs(self, **listing: Unpack[RunListing]) -> Sequence[AgentRun]:
+        page = check_run_page(**listing)
         return await self._transactions.read("list_runs", _read_runs, page)
 
     async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None:
@@ -574,8 +437,8 @@ class SQLiteRunStore:
         limit: int | None = None,
         order: EventOrder = "asc",
     ) -> Sequence[RunEvent]:
-        rules.check_event_page(after, limit, order)
-        statement = LIST_EVENTS_SQL[order]
+        check_event_page(after, limit, order)
+        statement = sql.LIST_EVENTS_SQL[order]
         return await self._transactions.read(
             "list_events", _read_events, statement, run_id, after, -1 if limit is None else limit
         )
@@ -610,36 +473,34 @@ def create_sqlite_run_store(
 
 
 def _read_run(db: Connection, run_id: str) -> AgentRun | None:
-    row = _one(db, _SELECT_RUN, id=run_id)
+    row = _one(db, sql.SELECT_RUN, id=run_id)
     return None if row is None else _run(row)
 
 
 def _request_cancel(db: Connection, run_id: str) -> AgentRun:
     # A write transaction: the status read is the one the request is recorded on.
-    row = _one(db, _SELECT_RUN, id=run_id)
+    row = _one(db, sql.SELECT_RUN, id=run_id)
     if row is None:
-        raise rules.run_not_found(run_id)
+        raise run_not_found(run_id)
     run = _run(row)
-    if rules.records_cancel_request(run.status) and not run.cancel_requested:
-        db.execute(_REQUEST_CANCEL, {"id": run_id})
+    if records_cancel_request(run.status) and not run.cancel_requested:
+        db.execute(sql.REQUEST_CANCEL, {"id": run_id})
         run = dataclasses.replace(run, cancel_requested=True)
     return run
 
 
-def _read_runs(db: Connection, page: rules.RunPage) -> list[AgentRun]:
+def _read_runs(db: Connection, page: RunQuery) -> list[AgentRun]:
     parameters: dict[str, Any] = {**page.filters, "limit": page.limit}
     if page.after is not None:
-        cursor = _one(db, _SELECT_RUN_POSITION, id=page.after)
+        cursor = _one(db, sql.SELECT_RUN_POSITION, id=page.after)
         position = None if cursor is None else (str(cursor.created_at), str(cursor.id))
-        parameters["below_created_at"], parameters["below_id"] = rules.run_cursor(
-            page.after, position
-        )
-    statement = _list_runs_statement(tuple(page.filters), page.after is not None)
+        parameters["below_created_at"], parameters["below_id"] = run_cursor(page.after, position)
+    statement = sql.list_runs_statement(tuple(page.filters), page.after is not None)
     return [_run(row) for row in db.execute(statement, parameters)]
 
 
 def _read_checkpoint(db: Connection, run_id: str) -> dict[str, Any] | None:
-    row = _one(db, _SELECT_CHECKPOINT, id=run_id)
+    row = _one(db, sql.SELECT_CHECKPOINT, id=run_id)
     if row is None:
         return None
     checkpoint: dict[str, Any] | None = json.loads(row.checkpoint)
@@ -647,18 +508,16 @@ def _read_checkpoint(db: Connection, run_id: str) -> dict[str, Any] | None:
 
 
 def _read_session(db: Connection, session_id: str) -> Session | None:
-    row = _one(db, _SELECT_SESSION, id=session_id)
+    row = _one(db, sql.SELECT_SESSION, id=session_id)
     return None if row is None else _session(row)
 
 
 def _replace_session(db: Connection, row: dict[str, Any], expected_revision: int) -> None:
-    stored = _one(db, _SELECT_SESSION, id=row["id"])
+    stored = _one(db, sql.SELECT_SESSION, id=row["id"])
     if stored is None:
-        raise rules.session_not_found(row["id"])
-    rules.check_session_saveable(
-        row["id"], stored.active_run_id, int(stored.revision), expected_revision
-    )
-    db.execute(_REPLACE_SESSION, row)
+        raise session_not_found(row["id"])
+    check_session_saveable(row["id"], stored.active_run_id, int(stored.revision), expected_revision)
+    db.execute(sql.REPLACE_SESSION, row)
 
 
 def _end_session_turn(
@@ -666,10 +525,10 @@ def _end_session_turn(
 ) -> None:
     if history is not None:
         if stored.history is None:
-            raise rules.session_not_found(stored.session_id)
+            raise session_not_found(stored.session_id)
         history = _append_to_json_array(stored.history, history)
     ended = db.execute(
-        _END_SESSION_TURN,
+        sql.END_SESSION_TURN,
         {
             "id": stored.session_id,
             "history": history,
@@ -678,7 +537,7 @@ def _end_session_turn(
         },
     )
     if ended.rowcount != 1:
-        raise rules.session_not_found(stored.session_id)
+        raise session_not_found(stored.session_id)
 
 
 def _append_to_json_array(stored: str, items: str) -> str:
@@ -700,9 +559,9 @@ def _read_events(
 ) -> list[RunEvent]:
     start = 0
     if after is not None:
-        cursor = _one(db, _SELECT_CURSOR, id=after)
+        cursor = _one(db, sql.SELECT_CURSOR, id=after)
         found = None if cursor is None else (str(cursor.run_id), int(cursor.sequence))
-        start = rules.cursor_sequence(run_id, after, found)
+        start = cursor_sequence(run_id, after, found)
     rows = db.execute(statement, {"run_id": run_id, "after": start, "limit": limit})
     return [_event(row) for row in rows]
 
@@ -714,34 +573,9 @@ def _one(db: Connection, statement: TextClause, **params: Any) -> Row[Any] | Non
     return db.execute(statement, params).one_or_none()
 
 
-@functools.cache
-def _update_run_statement(columns: tuple[str, ...]) -> TextClause:
-    # Column names come from this module only (commit changes are checked against
-    # RUN_FIELDS_A_COMMIT_CHANGES first); values are always bound parameters. One
-    # statement object per set of columns, so that SQLAlchemy's compiled cache serves it.
-    assignments = ", ".join(f"{column} = :{column}" for column in columns)
-    return text(f"UPDATE fevex_runs SET {assignments} WHERE id = :_key")
-
-
-@functools.cache
-def _list_runs_statement(filters: tuple[str, ...], below: bool) -> TextClause:
-    # Column names are the filters of store_rules.check_run_page, which builds ``filters``
-    # from its own parameter names only; values are bound parameters. Each filter has an
-    # index ending in (created_at, id), and the row-value comparison continues that range
-    # below the cursor: a page is one range scan in the page's order.
-    conditions = [f"{column} = :{column}" for column in filters]
-    if below:
-        conditions.append("(created_at, id) < (:below_created_at, :below_id)")
-    where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
-    return text(
-        f"SELECT {_RUN_COLUMNS} FROM fevex_runs {where}"
-        "ORDER BY created_at DESC, id DESC LIMIT :limit"
-    )
-
-
 def _set_lease(db: Connection, run_id: str, lease: RunLease) -> None:
     db.execute(
-        _SET_LEASE,
+        sql.SET_LEASE,
         {
             "id": run_id,
             "owner": lease.owner,
@@ -753,20 +587,20 @@ def _set_lease(db: Connection, run_id: str, lease: RunLease) -> None:
 
 def _insert_events(db: Connection, run_id: str, rows: list[dict[str, Any]]) -> None:
     """Insert events whose sequence was checked; the primary key refuses an id stored
-    already (store_rules.event_id_taken)."""
+    already (event_id_taken)."""
     if not rows:
         return
     try:
-        db.execute(_INSERT_EVENT, rows)
+        db.execute(sql.INSERT_EVENT, rows)
     except IntegrityError as error:
-        raise rules.event_id_taken(run_id) from error
+        raise event_id_taken(run_id) from error
 
 
 # -- rows ------------------------------------------------------------------------------
 
 
 def _event_rows(events: Sequence[RunEvent]) -> list[dict[str, Any]]:
-    """Rows of events whose run was checked (store_rules.check_*_arguments)."""
+    """Rows of events whose run was checked (check_create_arguments, check_commit_arguments)."""
     rows = []
     for event in events:
         rows.append(
@@ -784,7 +618,7 @@ def _event_rows(events: Sequence[RunEvent]) -> list[dict[str, Any]]:
 
 def _run(row: Row[Any]) -> AgentRun:
     data = dict(row._mapping)
-    for field in _JSON_RUN_FIELDS:
+    for field in sql.JSON_RUN_FIELDS:
         data[field] = json.loads(data[field])
     return AgentRun.from_json(data)
 
@@ -823,7 +657,7 @@ def _dumps(value: Any, what: str) -> str:
         # NaN and infinities are not JSON: refused here as the PostgreSQL store refuses them.
         return json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as error:
-        raise rules.invalid_argument(f"{what} is not plain JSON: {error}.") from error
+        raise invalid_argument(f"{what} is not plain JSON: {error}.") from error
 
 
 def _is_seconds(value: object) -> bool:

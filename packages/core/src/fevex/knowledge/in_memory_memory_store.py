@@ -6,14 +6,8 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fevex._ground.clock import new_id, utc_now
-from fevex.knowledge.memory_store import (
-    Memory,
-    check_memory_id,
-    check_namespace,
-    check_new_memory,
-    search_terms,
-)
+from fevex.knowledge.memory_store import Memory, search_terms
+from fevex.runtime.memory_rules import check_memory_id, check_namespace
 
 __all__ = ["InMemoryMemoryStore"]
 
@@ -30,8 +24,7 @@ class InMemoryMemoryStore:
     async def add(
         self, namespace: str, content: str, *, metadata: Mapping[str, Any] | None = None
     ) -> Memory:
-        kept = check_new_memory(namespace, content, metadata)
-        memory = Memory(new_id("mem"), namespace, content, utc_now(), kept)
+        memory = Memory.new(namespace, content, metadata)
         async with self._lock:
             self._memories.setdefault(namespace, []).append(memory)
         return memory

@@ -1,12 +1,10 @@
 """The memory contract: facts kept across sessions, scoped by namespace.
 
-Rules every store follows live here as plain functions, so that the in-memory, SQLite and
-PostgreSQL stores agree: which words of a query are searched (:func:`search_terms`), what a
-new memory may hold (:func:`check_new_memory`: its namespace, content and metadata), what
-a namespace and a memory id may be (:func:`check_namespace`, :func:`check_memory_id`).
-Text a store keeps must be storable by every store, as run stores' text is: no NUL
-(PostgreSQL's text refuses it) and no lone surrogate (no UTF-8 encodes it); anything else
-is refused with ``INVALID_ARGUMENT`` before a store is touched.
+The in-memory, SQLite and PostgreSQL stores agree because they share their rules: which
+words of a query are searched (:func:`search_terms`), what a new memory is
+(:meth:`Memory.new`: its namespace, content and metadata checked, a new id and the time),
+and what a namespace and a memory id may be (:mod:`fevex.runtime.memory_rules`, exported by
+:mod:`fevex.runtime` with every store author's rules).
 """
 
 from __future__ import annotations
@@ -16,9 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from fevex._ground.storable_text import UNSTORABLE_TEXT
-from fevex.errors import FevexRunError
-from fevex.schemas.schema import ensure_json
+from fevex._ground.clock import new_id, utc_now
+from fevex.runtime.memory_rules import (
+    check_memory_content,
+    check_memory_metadata,
+    check_namespace,
+)
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -26,11 +27,6 @@ __all__ = [
     "Memory",
     "MemoryAccess",
     "MemoryStore",
-    "FORMER_DEFAULT_NAMESPACE",
-    "check_content",
-    "check_memory_id",
-    "check_namespace",
-    "check_new_memory",
     "namespace_of",
     "search_terms",
 ]
@@ -40,12 +36,7 @@ __all__ = [
 # empty text because no ExecutionContext can name it (a context's namespace is None or
 # non-empty), so no tenant's name can collide with it.
 DEFAULT_NAMESPACE = ""
-# What DEFAULT_NAMESPACE was before: durable stores move their rows of it to
-# DEFAULT_NAMESPACE once, when they first open a table written by an older fevex (a run
-# named "default" then shared them with the runs that name none).
-FORMER_DEFAULT_NAMESPACE = "default"
 MAX_SEARCH_TERMS = 32
-MAX_CONTENT_CHARS = 10_000
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -59,6 +50,17 @@ class Memory:
     content: str
     created_at: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, namespace: Any, content: Any, metadata: Mapping[str, Any] | None = None) -> Memory:
+        """The memory a store's ``add`` keeps, with a new id and the time: the one rule of
+        every store's ``add``. ``INVALID_ARGUMENT`` when no store could keep its namespace,
+        its content or its metadata (checked in that order), before any store is touched;
+        the metadata is copied."""
+        check_namespace(namespace)
+        check_memory_content(content)
+        kept = check_memory_metadata(metadata)
+        return cls(new_id("mem"), namespace, content, utc_now(), kept)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -122,55 +124,6 @@ def search_terms(query: str) -> list[str]:
         if len(terms) == MAX_SEARCH_TERMS:
             break
     return terms
-
-
-def check_new_memory(
-    namespace: Any, content: Any, metadata: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """Refuse what no store could keep (``INVALID_ARGUMENT``); the metadata to keep."""
-    check_namespace(namespace)
-    check_content(content)
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise _invalid("A memory's metadata must be a mapping of JSON values.")
-    kept = dict(metadata or {})
-    try:
-        ensure_json(kept)  # plain JSON whose text every store can keep
-    except TypeError as error:
-        raise _invalid(f"A memory's metadata cannot be stored: {error}.") from None
-    return kept
-
-
-def check_namespace(namespace: Any) -> str:
-    """``DEFAULT_NAMESPACE`` (``""``) or the text of a namespace, of at most 200 storable
-    characters."""
-    if not isinstance(namespace, str) or len(namespace) > 200 or not _storable(namespace):
-        raise _invalid(
-            "A memory namespace must be text of at most 200 characters, without NUL or lone "
-            "surrogates."
-        )
-    return namespace
-
-
-def check_content(content: Any) -> str:
-    if not isinstance(content, str) or not content.strip() or not _storable(content):
-        raise _invalid("A memory's content must be non-empty text without NUL or lone surrogates.")
-    if len(content) > MAX_CONTENT_CHARS:
-        raise _invalid(f"A memory's content is limited to {MAX_CONTENT_CHARS} characters.")
-    return content
-
-
-def check_memory_id(memory_id: Any) -> str:
-    if not isinstance(memory_id, str) or not memory_id or not _storable(memory_id):
-        raise _invalid("A memory id must be non-empty text without NUL or lone surrogates.")
-    return memory_id
-
-
-def _storable(text: str) -> bool:
-    return UNSTORABLE_TEXT.search(text) is None
-
-
-def _invalid(message: str) -> FevexRunError:
-    return FevexRunError("INVALID_ARGUMENT", message)
 
 
 def namespace_of(context: Mapping[str, Any] | None) -> str:

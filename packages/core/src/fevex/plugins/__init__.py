@@ -9,11 +9,12 @@ from fevex.plugins.discovery import (
     reset_plugins,
     resolve_model,
 )
-from fevex.plugins.hookspecs import hookimpl, hookspec
+from fevex.plugins.hookspecs import Register, hookimpl, hookspec
 
 __all__ = [
     "Command",
     "CommandRegistry",
+    "Register",
     "StoreCommands",
     "get_plugin_manager",
     "hookimpl",

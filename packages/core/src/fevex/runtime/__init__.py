@@ -1,33 +1,148 @@
+"""Runs, their store contract, and the surface a store author builds on.
+
+A run store (or a memory store) imports everything it needs from here: the contract and its
+values (:class:`RunStore`, :class:`ExecutionCreate`, :class:`ExecutionCommit`,
+:class:`RunLease`, :class:`RunTakeover`, :data:`RUN_FIELDS_A_COMMIT_CHANGES`, the optional
+capabilities), the store rules with the errors they raise (documented, in their order, in
+:mod:`fevex.runtime.store_rules`), and the checks of what a store can keep
+(:func:`is_storable`, :mod:`fevex.runtime.memory_rules`). Its submodules are not imported by
+name outside the core.
+"""
+
+from fevex._ground.storable_text import is_storable
 from fevex.runtime.approval import ApprovalDecision, PendingApproval
 from fevex.runtime.context import ExecutionContext
-from fevex.runtime.in_memory_run_store import InMemoryRunStore
-from fevex.runtime.open_run_store import open_run_store
-from fevex.runtime.records import AgentRun, JsonValue, RunStatus, Session
-from fevex.runtime.recovery import RecoverySweep, SkippedRun, WakeSweep
-from fevex.runtime.run_store import (
+from fevex.runtime.executions import (
+    RUN_FIELDS_A_COMMIT_CHANGES,
     EventOrder,
     ExecutionCommit,
     ExecutionCreate,
     RunLease,
+    RunTakeover,
+)
+from fevex.runtime.in_memory_run_store import InMemoryRunStore
+from fevex.runtime.memory_rules import (
+    FORMER_DEFAULT_NAMESPACE,
+    check_memory_content,
+    check_memory_id,
+    check_memory_metadata,
+    check_namespace,
+)
+from fevex.runtime.open_run_store import open_run_store
+from fevex.runtime.records import AgentRun, JsonValue, RunStatus, Session
+from fevex.runtime.recovery import RecoverySweep, SkippedRun, WakeSweep
+from fevex.runtime.run_store import (
+    NotifyingRunStore,
     RunStore,
+    TakeoverRunStore,
+)
+from fevex.runtime.store_rules import (
+    RunListing,
+    RunQuery,
+    StoredRun,
+    check_acquirable,
+    check_commit,
+    check_commit_arguments,
+    check_create_arguments,
+    check_event_ids_new,
+    check_event_page,
+    check_expired_run_limit,
+    check_lease,
+    check_new_session,
+    check_renewal,
+    check_revision,
+    check_run_is_new,
+    check_run_page,
+    check_sequence,
+    check_session_id,
+    check_session_reservable,
+    check_session_saveable,
+    claimable_names,
+    cursor_sequence,
+    ended_statuses,
+    ends_run,
+    event_id_taken,
+    invalid_argument,
+    invalid_cursor,
+    is_claimable,
+    is_due,
+    lease_is_live,
+    lease_lost,
+    parent_to_wake,
+    records_cancel_request,
+    run_cancel_requested,
+    run_conflict,
+    run_cursor,
+    run_not_found,
+    session_not_found,
+    store_error,
 )
 
 __all__ = [
+    "FORMER_DEFAULT_NAMESPACE",
+    "RUN_FIELDS_A_COMMIT_CHANGES",
     "AgentRun",
     "ApprovalDecision",
     "EventOrder",
-    "ExecutionContext",
     "ExecutionCommit",
+    "ExecutionContext",
     "ExecutionCreate",
     "InMemoryRunStore",
     "JsonValue",
+    "NotifyingRunStore",
     "PendingApproval",
     "RecoverySweep",
     "RunLease",
+    "RunListing",
+    "RunQuery",
     "RunStatus",
     "RunStore",
+    "RunTakeover",
     "Session",
     "SkippedRun",
+    "StoredRun",
+    "TakeoverRunStore",
     "WakeSweep",
+    "check_acquirable",
+    "check_commit",
+    "check_commit_arguments",
+    "check_create_arguments",
+    "check_event_ids_new",
+    "check_event_page",
+    "check_expired_run_limit",
+    "check_lease",
+    "check_memory_content",
+    "check_memory_id",
+    "check_memory_metadata",
+    "check_namespace",
+    "check_new_session",
+    "check_renewal",
+    "check_revision",
+    "check_run_is_new",
+    "check_run_page",
+    "check_sequence",
+    "check_session_id",
+    "check_session_reservable",
+    "check_session_saveable",
+    "claimable_names",
+    "cursor_sequence",
+    "ended_statuses",
+    "ends_run",
+    "event_id_taken",
+    "invalid_argument",
+    "invalid_cursor",
+    "is_claimable",
+    "is_due",
+    "is_storable",
+    "lease_is_live",
+    "lease_lost",
     "open_run_store",
+    "parent_to_wake",
+    "records_cancel_request",
+    "run_cancel_requested",
+    "run_conflict",
+    "run_cursor",
+    "run_not_found",
+    "session_not_found",
+    "store_error",
 ]

@@ -13,18 +13,21 @@ import dataclasses
 import heapq
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fevex.events import RunEvent
 from fevex.runtime import store_rules as rules
-from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, RunStatus, Session
-from fevex.runtime.run_store import (
+from fevex.runtime.executions import (
     EventOrder,
     ExecutionCommit,
     ExecutionCreate,
     RunLease,
     RunTakeover,
 )
+from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["InMemoryRunStore"]
 
@@ -202,26 +205,8 @@ class InMemoryRunStore:
         stored = self._runs.get(run_id)
         return None if stored is None else AgentRun.from_json(stored)
 
-    async def list_runs(
-        self,
-        *,
-        status: RunStatus | None = None,
-        kind: str | None = None,
-        name: str | None = None,
-        session_id: str | None = None,
-        parent_run_id: str | None = None,
-        limit: int = 50,
-        after: str | None = None,
-    ) -> Sequence[AgentRun]:
-        page = rules.check_run_page(
-            status=status,
-            kind=kind,
-            name=name,
-            session_id=session_id,
-            parent_run_id=parent_run_id,
-            limit=limit,
-            after=after,
-        )
+    async def list_runs(self, **listing: Unpack[rules.RunListing]) -> Sequence[AgentRun]:
+        page = rules.check_run_page(**listing)
         below: tuple[str, str] | None = None
         if page.after is not None:
             cursor = self._runs.get(page.after)

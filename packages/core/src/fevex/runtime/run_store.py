@@ -10,9 +10,10 @@ Stores keep and return plain JSON only. Three guarantees make runs durable:
 - Acquiring a lease advances the generation, also when an owner id is reused; releasing
   expires the lease but keeps the counter.
 
-Every store checks its calls with the rules of :mod:`fevex.runtime.store_rules`, in the
-order written there (the arguments, then the run, the lease, the revision, the events), so
-that one fault has one code in every store.
+Every store checks its calls with the rules of :mod:`fevex.runtime.store_rules` (exported by
+:mod:`fevex.runtime`, with the errors they raise), in the order written there (the
+arguments, then the run, the lease, the revision, the events), so that one fault has one
+code in every store.
 
 A store may also offer optional capabilities, which the runtime uses when present and does
 without otherwise; they are not part of :class:`RunStore` nor of
@@ -29,14 +30,28 @@ without otherwise; they are not part of :class:`RunStore` nor of
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from fevex.errors import FevexRunError
 from fevex.events import RunEvent
-from fevex.runtime.records import AgentRun, RunStatus, Session
+from fevex.runtime.executions import (
+    RUN_FIELDS_A_COMMIT_CHANGES,
+    EventOrder,
+    ExecutionCommit,
+    ExecutionCreate,
+    RunLease,
+    RunTakeover,
+)
+from fevex.runtime.records import AgentRun, Session
+from fevex.runtime.store_rules import run_not_found
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fevex.runtime.store_rules import RunListing
+
+# The contract's values are defined beside it (fevex.runtime.executions) and named here too:
+# they are what its methods take and return.
 __all__ = [
     "RUN_FIELDS_A_COMMIT_CHANGES",
     "EventOrder",
@@ -47,85 +62,10 @@ __all__ = [
     "RunStore",
     "RunTakeover",
     "TakeoverRunStore",
-    "invalid_cursor",
-    "lease_lost",
     "missing_store_methods",
     "read_takeover",
-    "run_conflict",
-    "store_error",
     "take_over_run",
 ]
-
-EventOrder = Literal["asc", "desc"]
-RUN_FIELDS_A_COMMIT_CHANGES = frozenset(("status", "output", "usage", "error", "pause", "wake_at"))
-
-
-@dataclass(frozen=True, slots=True)
-class RunLease:
-    """The right to write a run: who holds it, which generation, and until when
-    (seconds since the epoch, by the store's clock)."""
-
-    owner: str
-    generation: int
-    expires_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class RunTakeover:
-    """A run as its new lease holder finds it: the ``lease`` just taken, and the run, its
-    checkpoint and the sequence of its last event (0: none), all read under that lease,
-    after whatever the previous holder committed.
-
-    ``checkpoint`` is the stored JSON, or ``None`` when the run has none or its stored text
-    is not JSON (a damaged row): the taker, who holds the lease, decides what that means.
-    """
-
-    lease: RunLease
-    run: AgentRun
-    checkpoint: Any
-    last_sequence: int
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutionCreate:
-    """A new run, the events that open it, its first checkpoint and the session it reserves.
-
-    ``session_revision`` is the revision of the session snapshot the caller read its
-    history from, or ``None`` when the session does not exist yet. The store grants the
-    first lease to ``lease_owner`` for ``lease_seconds``.
-    """
-
-    run: AgentRun
-    session_revision: int | None
-    events: tuple[RunEvent, ...] = ()
-    checkpoint: dict[str, Any] | None = None
-    lease_owner: str = "local"
-    lease_seconds: float = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutionCommit:
-    """One atomic step of a run.
-
-    ``revision`` is the run's new revision: the store accepts the commit only when its
-    stored revision is ``revision - 1`` and ``lease`` (owner and generation) is the live
-    lease. ``changes`` holds new values for run fields (``status``, ``output``, ``usage``,
-    ``error``, ``pause``), ``checkpoint`` replaces the stored checkpoint when given. On a
-    terminal step, ``history`` holds the messages that enter the session (completed runs
-    only) and ``release_session`` frees the session; ``release_lease`` expires the lease
-    in the same transaction (terminal and paused runs).
-    """
-
-    run_id: str
-    revision: int
-    updated_at: str
-    lease: RunLease
-    events: tuple[RunEvent, ...] = ()
-    changes: Mapping[str, Any] | None = None
-    checkpoint: dict[str, Any] | None = None
-    history: tuple[dict[str, Any], ...] | None = None
-    release_session: bool = False
-    release_lease: bool = False
 
 
 @runtime_checkable
@@ -211,17 +151,7 @@ class RunStore(Protocol):
 
     async def get_run(self, run_id: str) -> AgentRun | None: ...
 
-    async def list_runs(
-        self,
-        *,
-        status: RunStatus | None = None,
-        kind: str | None = None,
-        name: str | None = None,
-        session_id: str | None = None,
-        parent_run_id: str | None = None,
-        limit: int = 50,
-        after: str | None = None,
-    ) -> Sequence[AgentRun]:
+    async def list_runs(self, **listing: Unpack[RunListing]) -> Sequence[AgentRun]:
         """At most ``limit`` runs that hold every filter given, newest first
         (``created_at`` descending, then ``id`` descending, both compared as text);
         ``after`` is the id of the last run of the previous page, and the page continues
@@ -230,8 +160,12 @@ class RunStore(Protocol):
         where its page ended. ``INVALID_ARGUMENT`` unless ``status`` is a run status or
         ``None``, the other filters are non-empty strings or ``None``, ``limit`` is an
         integer from 1 to 1000 and ``after`` a string or ``None``; then ``INVALID_CURSOR``
-        when ``after`` names no stored run. See
-        :class:`~fevex.runtime.store_rules.RunPage`."""
+        when ``after`` names no stored run.
+
+        The arguments are one :class:`~fevex.runtime.RunListing`, given as keywords (every
+        one may be left out), which the store checks once, first, with
+        :func:`~fevex.runtime.check_run_page`: the :class:`~fevex.runtime.RunQuery` it
+        returns is what the store reads."""
         ...
 
     async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None: ...
@@ -316,8 +250,7 @@ async def read_takeover(store: RunStore, run_id: str, lease: RunLease) -> RunTak
     ``run_id`` from, read with the contract's own reads, after the lease was taken."""
     run = await store.get_run(run_id)
     if run is None:
-        # Deleted under the lease: store_rules.run_not_found, which imports this module.
-        raise FevexRunError("RUN_NOT_FOUND", f"Run {run_id} does not exist.")
+        raise run_not_found(run_id)  # deleted under the lease
     try:
         checkpoint = await store.get_checkpoint(run_id)
     except ValueError:
@@ -352,41 +285,3 @@ def missing_store_methods(store: object) -> list[str]:
     with this when it is created, so that a store missing a method is refused then, by
     name, and never fails in the middle of a run."""
     return [name for name in _RUN_STORE_METHODS if not callable(getattr(store, name, None))]
-
-
-def run_conflict(message: str, **details: Any) -> FevexRunError:
-    return FevexRunError("RUN_CONFLICT", message, recoverable=True, details=details)
-
-
-def lease_lost(run_id: str, lease: RunLease) -> FevexRunError:
-    return FevexRunError(
-        "LEASE_LOST",
-        f"The lease of run {run_id} (generation {lease.generation}) is no longer live; "
-        "another worker may own the run now, and nothing was written.",
-        category="store",
-        details={"run_id": run_id, "generation": lease.generation},
-    )
-
-
-def invalid_cursor(run_id: str, cursor: str) -> FevexRunError:
-    return FevexRunError(
-        "INVALID_CURSOR",
-        f"Event cursor {cursor!r} does not belong to run {run_id}.",
-        details={"run_id": run_id},
-    )
-
-
-def store_error(
-    operation: str, error: BaseException, *, code: str = "STORE_ERROR"
-) -> FevexRunError:
-    """A store failure as users see it: a stable code and the operation, never the driver's
-    message (it can quote SQL and its parameters). Raise it ``from error`` so that the
-    original stays available as ``__cause__`` to whoever debugs the store."""
-    return FevexRunError(
-        code,
-        f"The run store failed during {operation} ({type(error).__name__}); nothing of this "
-        "operation was written.",
-        category="store",
-        recoverable=True,
-        details={"operation": operation},
-    )

@@ -1,5 +1,8 @@
 """The rules every run store follows, written once so that each fault has one code in every
-store.
+store, and the errors they raise (:func:`run_conflict`, :func:`lease_lost`,
+:func:`run_not_found`, :func:`store_error` for a failure of the storage itself, ...).
+:mod:`fevex.runtime` exports every name of this module: a store plugin imports them there,
+with the contract's values, and never this module by name.
 
 A store reads what a rule needs and calls the rule with those plain values; the rule
 returns, or raises the fault's :class:`~fevex.FevexRunError`. A store shared between
@@ -42,24 +45,22 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard, get_args
+from typing import Any, TypedDict, TypeGuard, get_args
 
 from fevex._ground.storable_text import is_storable
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
-from fevex.runtime.records import TERMINAL_STATUSES, RunStatus
-from fevex.runtime.run_store import (
+from fevex.runtime.executions import (
     RUN_FIELDS_A_COMMIT_CHANGES,
     ExecutionCommit,
     ExecutionCreate,
     RunLease,
-    invalid_cursor,
-    lease_lost,
-    run_conflict,
 )
+from fevex.runtime.records import TERMINAL_STATUSES, RunStatus
 
 __all__ = [
-    "RunPage",
+    "RunListing",
+    "RunQuery",
     "StoredRun",
     "check_acquirable",
     "check_commit",
@@ -80,22 +81,28 @@ __all__ = [
     "check_session_id",
     "claimable_names",
     "cursor_sequence",
+    "ended_statuses",
     "ends_run",
     "event_id_taken",
     "invalid_argument",
+    "invalid_cursor",
     "is_claimable",
     "is_due",
     "lease_is_live",
+    "lease_lost",
     "parent_to_wake",
     "records_cancel_request",
     "run_cancel_requested",
+    "run_conflict",
     "run_cursor",
     "run_not_found",
     "session_not_found",
+    "store_error",
 ]
 
 _EVENT_ORDERS = ("asc", "desc")
 _RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+_ENDED_STATUSES = tuple(sorted(TERMINAL_STATUSES))
 # The most runs one list_runs call returns.
 _MAX_RUN_PAGE = 1000
 # The longest session id a run may name: every store can index it (PostgreSQL refuses a
@@ -103,8 +110,23 @@ _MAX_RUN_PAGE = 1000
 MAX_SESSION_ID_LENGTH = 256
 
 
+class RunListing(TypedDict, total=False):
+    """What a ``list_runs`` call asks for, the keywords of :meth:`RunStore.list_runs
+    <fevex.runtime.RunStore.list_runs>`: the filters a run must hold, the page's size and
+    the id of the last run of the previous page. Every key may be left out; a store turns
+    it into a :class:`RunQuery` once, with :func:`check_run_page`, and reads that."""
+
+    status: RunStatus | None
+    kind: str | None
+    name: str | None
+    session_id: str | None
+    parent_run_id: str | None
+    limit: int
+    after: str | None
+
+
 @dataclass(frozen=True, slots=True)
-class RunPage:
+class RunQuery:
     """A ``list_runs`` call whose arguments passed :func:`check_run_page`: ``filters`` maps
     each filter given (``status``, ``kind``, ``name``, ``session_id``, ``parent_run_id``:
     run fields, and columns of a SQL store) to the value a run must hold in it, ``limit``
@@ -144,6 +166,46 @@ class StoredRun:
 def invalid_argument(message: str) -> FevexRunError:
     """A call no store can serve as asked; nothing was read or written."""
     return FevexRunError("INVALID_ARGUMENT", message)
+
+
+def run_conflict(message: str, **details: Any) -> FevexRunError:
+    """What is stored refuses the call (another writer, a taken session, a repeated id);
+    the caller may read again and retry."""
+    return FevexRunError("RUN_CONFLICT", message, recoverable=True, details=details)
+
+
+def lease_lost(run_id: str, lease: RunLease) -> FevexRunError:
+    return FevexRunError(
+        "LEASE_LOST",
+        f"The lease of run {run_id} (generation {lease.generation}) is no longer live; "
+        "another worker may own the run now, and nothing was written.",
+        category="store",
+        details={"run_id": run_id, "generation": lease.generation},
+    )
+
+
+def invalid_cursor(run_id: str, cursor: str) -> FevexRunError:
+    return FevexRunError(
+        "INVALID_CURSOR",
+        f"Event cursor {cursor!r} does not belong to run {run_id}.",
+        details={"run_id": run_id},
+    )
+
+
+def store_error(
+    operation: str, error: BaseException, *, code: str = "STORE_ERROR"
+) -> FevexRunError:
+    """A store failure as users see it: a stable code and the operation, never the driver's
+    message (it can quote SQL and its parameters). Raise it ``from error`` so that the
+    original stays available as ``__cause__`` to whoever debugs the store."""
+    return FevexRunError(
+        code,
+        f"The run store failed during {operation} ({type(error).__name__}); nothing of this "
+        "operation was written.",
+        category="store",
+        recoverable=True,
+        details={"operation": operation},
+    )
 
 
 def run_not_found(run_id: str) -> FevexRunError:
@@ -229,6 +291,13 @@ def ends_run(changes: Mapping[str, Any] | None) -> bool:
     return changes is not None and changes.get("status") in TERMINAL_STATUSES
 
 
+def ended_statuses() -> tuple[str, ...]:
+    """The statuses of a run that has ended (completed, failed, cancelled), sorted: what a
+    SQL store names when it wakes a parent only if that has not ended
+    (:func:`parent_to_wake`)."""
+    return _ENDED_STATUSES
+
+
 def parent_to_wake(changes: Mapping[str, Any] | None, parent_run_id: str | None) -> str | None:
     """The run a commit wakes besides its own: the parent of a run the commit ends
     (:func:`ends_run`). The store sets that parent's ``wake_at`` to its now, in the commit's
@@ -273,8 +342,9 @@ def check_run_page(
     parent_run_id: object = None,
     limit: object = 50,
     after: object = None,
-) -> RunPage:
-    """The page a ``list_runs`` call asks for, or ``INVALID_ARGUMENT`` unless ``status``
+) -> RunQuery:
+    """The page a ``list_runs`` call asks for (the keys of a :class:`RunListing`, as
+    keywords; the defaults are a listing's), or ``INVALID_ARGUMENT`` unless ``status``
     is ``None`` or a run status, ``kind``, ``name``, ``session_id`` and ``parent_run_id``
     are ``None`` or non-empty strings that a store can keep, ``limit`` is an integer from 1
     to 1000 and ``after`` is a run id (a string) or ``None``, checked in that order; an
@@ -308,7 +378,7 @@ def check_run_page(
         raise invalid_argument(f"after must be a run id or None, not {type(after).__name__}.")
     if after is not None and not is_storable(after):
         raise _unstorable_cursor("Run", after)
-    return RunPage(filters, limit, after)
+    return RunQuery(filters, limit, after)
 
 
 def _unstorable_cursor(kind: str, after: str) -> FevexRunError:

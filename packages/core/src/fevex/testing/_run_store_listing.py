@@ -154,80 +154,28 @@ async def _walk(
 async def check_run_listing(factory: RunStoreFactory, clock: ManualClock | None = None) -> None:
     async with _opened(factory) as store:
         # Names and a session of this check only: a shared storage may hold other runs.
-        # Creation times are set, a little in the future and out of creation order, with
-        # ties (same instant, ordered by id), so that neither the insertion order nor the
-        # time alone gives the page order.
         tag = new_id("listing")
         flow, name_a, name_b, many = (f"{tag}-{suffix}" for suffix in ("flow", "a", "b", "m"))
         base = datetime.now(UTC) + timedelta(hours=1)
-        root = await _created(store, _at(base, 0), name=flow, kind="workflow")
-        tree = root.run
-        runs = [await _settle(store, root, "completed")]
-        plan: list[tuple[int, str, str, str, AgentRun | None]] = [
-            (5, name_a, "agent", "running", tree),
-            (2, name_b, "agent", "paused", tree),
-            (2, name_a, "agent", "completed", tree),
-            (1, name_a, "agent", "running", tree),
-            (4, name_a, "team", "running", None),
-            (5, name_a, "agent", "paused", None),
-            (5, name_a, "agent", "completed", tree),
-        ]
-        for step, name, kind, status, parent in plan:
-            run = await _created(store, _at(base, step), name=name, kind=kind, parent=parent)
-            runs.append(await _settle(store, run, status))
-        # Two runs, one after the other, on one session: failed, then cancelled.
-        first = await _created(store, _at(base, 3), name=name_a)
-        runs.append(await _settle(store, first, "failed"))
-        session = await _session(store, first.run.session_id)
-        second = await _created(
-            store,
-            _at(base, 3),
-            name=name_a,
-            session_id=session.id,
-            session_revision=session.revision,
-        )
-        runs.append(await _settle(store, second, "cancelled"))
-        mine = {run.id for run in runs}
-
+        runs = await _create_listed_runs(store, base, flow, name_a, name_b)
+        root, session_id = runs[0].run, runs[-1].run.run.session_id
         exact: list[dict[str, str]] = [
             {"name": name_a},
             {"name": name_b},
             {"name": flow},
             {"name": f"{tag}-nobody"},
-            {"parent_run_id": tree.id},
-            {"parent_run_id": tree.id, "name": name_a},
-            {"parent_run_id": tree.id, "status": "paused"},
-            {"session_id": session.id},
-            {"session_id": session.id, "status": "failed"},
+            {"parent_run_id": root.id},
+            {"parent_run_id": root.id, "name": name_a},
+            {"parent_run_id": root.id, "status": "paused"},
+            {"session_id": session_id},
+            {"session_id": session_id, "status": "failed"},
             {"name": name_a, "kind": "agent"},
             {"name": name_a, "kind": "team"},
             {"name": name_a, "status": "running"},
             {"name": name_a, "status": "completed"},
             {"name": flow, "kind": "workflow", "status": "completed"},
         ]
-        for filters in exact:
-            want = _newest_first(runs, **filters)
-            for limit in (1, 2, 3, _MAX_PAGE):
-                got = [run.id for run in await _walk(store, limit, filters)]
-                _ensure(
-                    got == want,
-                    f"paging list_runs({filters}, limit={limit}) listed {got}, want {want}",
-                )
-        listed = await store.list_runs(name=name_a, limit=_MAX_PAGE)
-        for snapshot in listed:
-            stored = await store.get_run(snapshot.id)
-            _ensure(snapshot == stored, f"list_runs listed {snapshot}, but get_run reads {stored}")
-
-        # Filters that other runs of a shared storage may match: these runs, in order.
-        shared: list[dict[str, str]] = [{}]
-        shared += [{"status": status} for status in ("running", "paused", "completed")]
-        shared += [{"kind": kind} for kind in ("agent", "workflow", "team")]
-        for filters in shared:
-            want = _newest_first(runs, **filters)
-            walked = await _walk(store, _MAX_PAGE, filters, until=want)
-            got = [run.id for run in walked if run.id in mine]
-            _ensure(got == want, f"list_runs({filters}) listed these runs as {got}, want {want}")
-
+        await _check_filters(store, runs, exact, name_a)
         await _check_paging_is_stable(store, runs, base, name_a)
         await _check_default_limit(store, base, many)
         cursors = ((new_id("run"), "an unknown run"), (root.event_ids[0], "an event id"))
@@ -237,6 +185,72 @@ async def check_run_listing(factory: RunStoreFactory, clock: ManualClock | None 
                 await _refused("INVALID_CURSOR", attempt, f"list_runs(name={named}) after {what}")
         for listed_run in runs:
             await _end(store, listed_run)
+
+
+async def _create_listed_runs(
+    store: RunStore, base: datetime, flow: str, name_a: str, name_b: str
+) -> list[_Listed]:
+    """The runs the listing check lists: first a completed workflow run (the parent of some
+    of the others), last two runs one after the other on one session (failed, then
+    cancelled). Creation times are set, a little in the future and out of creation order,
+    with ties (same instant, ordered by id), so that neither the insertion order nor the
+    time alone gives the page order."""
+    root = await _created(store, _at(base, 0), name=flow, kind="workflow")
+    tree = root.run
+    runs = [await _settle(store, root, "completed")]
+    plan: list[tuple[int, str, str, str, AgentRun | None]] = [
+        (5, name_a, "agent", "running", tree),
+        (2, name_b, "agent", "paused", tree),
+        (2, name_a, "agent", "completed", tree),
+        (1, name_a, "agent", "running", tree),
+        (4, name_a, "team", "running", None),
+        (5, name_a, "agent", "paused", None),
+        (5, name_a, "agent", "completed", tree),
+    ]
+    for step, name, kind, status, parent in plan:
+        run = await _created(store, _at(base, step), name=name, kind=kind, parent=parent)
+        runs.append(await _settle(store, run, status))
+    first = await _created(store, _at(base, 3), name=name_a)
+    runs.append(await _settle(store, first, "failed"))
+    session = await _session(store, first.run.session_id)
+    second = await _created(
+        store,
+        _at(base, 3),
+        name=name_a,
+        session_id=session.id,
+        session_revision=session.revision,
+    )
+    runs.append(await _settle(store, second, "cancelled"))
+    return runs
+
+
+async def _check_filters(
+    store: RunStore, runs: list[_Listed], exact: list[dict[str, str]], name: str
+) -> None:
+    """Filters only ``runs`` match list them, page by page at every limit; filters that
+    other runs of a shared storage may match list them in order among the others."""
+    mine = {run.id for run in runs}
+    for filters in exact:
+        want = _newest_first(runs, **filters)
+        for limit in (1, 2, 3, _MAX_PAGE):
+            got = [run.id for run in await _walk(store, limit, filters)]
+            _ensure(
+                got == want,
+                f"paging list_runs({filters}, limit={limit}) listed {got}, want {want}",
+            )
+    listed = await store.list_runs(name=name, limit=_MAX_PAGE)
+    for snapshot in listed:
+        stored = await store.get_run(snapshot.id)
+        _ensure(snapshot == stored, f"list_runs listed {snapshot}, but get_run reads {stored}")
+
+    shared: list[dict[str, str]] = [{}]
+    shared += [{"status": status} for status in ("running", "paused", "completed")]
+    shared += [{"kind": kind} for kind in ("agent", "workflow", "team")]
+    for filters in shared:
+        want = _newest_first(runs, **filters)
+        walked = await _walk(store, _MAX_PAGE, filters, until=want)
+        got = [run.id for run in walked if run.id in mine]
+        _ensure(got == want, f"list_runs({filters}) listed these runs as {got}, want {want}")
 
 
 async def _check_paging_is_stable(

@@ -83,44 +83,7 @@ async def check_due_wake_ups(factory: RunStoreFactory, clock: ManualClock | None
             "claim_due_run with a single string as names",
         )
 
-        first = await store.claim_due_run("first", LONG, names={name})
-        claimed_id, lease = _found(first, "claim_due_run claimed none of four due runs")
-        _ensure(
-            claimed_id == due[3].id,
-            f"claim_due_run took {claimed_id}, want the earliest due run {due[3].id}",
-        )
-        claims: list[tuple[str, str, RunLease]] = [(claimed_id, "first", lease)]
-
-        async def claimer(owner: str) -> None:
-            for _ in range(100):
-                claimed = await store.claim_due_run(owner, LONG, names={name})
-                if claimed is None:
-                    return
-                claims.append((claimed[0], owner, claimed[1]))
-
-        await asyncio.gather(*(claimer(f"claimer-{i}") for i in range(8)))
-        claimed_ids = sorted(run_id for run_id, _, _ in claims)
-        _ensure(
-            claimed_ids == sorted(run.id for run in due),
-            f"claim_due_run handed out {claimed_ids}; want each due run once: "
-            f"{sorted(run.id for run in due)} (never one due later, one without wake_at, a "
-            "running run or one whose lease is live)",
-        )
-        by_run = {run_id: (owner, lease) for run_id, owner, lease in claims}
-        for run in due:
-            owner, lease = by_run[run.id]
-            stored_run = _found(await store.get_run(run.id), f"run {run.id} is missing")
-            _ensure(
-                lease.owner == owner
-                and lease.generation > run.lease.generation
-                and stored_run.status == "paused"
-                and stored_run.wake_at == lease.expires_at,
-                f"{owner} claimed a due run and got {lease}; the run reads back as "
-                f"{stored_run}: want the next generation, the run still paused and its "
-                "wake_at moved to the lease's expiry",
-            )
-            run.lease = lease
-            await _finish(store, run)
+        await _claim_each_due_run_once(store, name, due)
         await _refused(
             "RUN_CONFLICT",
             store.acquire_lease(later.id, "w", LONG, status="running"),
@@ -133,14 +96,63 @@ async def check_due_wake_ups(factory: RunStoreFactory, clock: ManualClock | None
         running.lease = await store.acquire_lease(running.id, "closer", LONG)
         await _finish(store, running, status="cancelled")
 
-        refused = await _start(store, _new_run(agent_name=name))
-        for wrong in ("soon", math.nan, math.inf, True):
-            await _refused(
-                "INVALID_ARGUMENT",
-                store.commit_execution(refused.next_commit(changes={"wake_at": wrong})),
-                f"a commit with wake_at={wrong!r}",
-            )
-        await _finish(store, refused)
+        await _check_wake_at_is_seconds(store, name)
+
+
+async def _claim_each_due_run_once(store: RunStore, name: str, due: list[_Run]) -> None:
+    """Claims, one then eight at once, hand out each run of ``due`` once, earliest first,
+    leased to its claimer with the next generation and still paused, its wake_at moved to
+    the lease's expiry; each is finished."""
+    first = await store.claim_due_run("first", LONG, names={name})
+    claimed_id, lease = _found(first, "claim_due_run claimed none of four due runs")
+    _ensure(
+        claimed_id == due[3].id,
+        f"claim_due_run took {claimed_id}, want the earliest due run {due[3].id}",
+    )
+    claims: list[tuple[str, str, RunLease]] = [(claimed_id, "first", lease)]
+
+    async def claimer(owner: str) -> None:
+        for _ in range(100):
+            claimed = await store.claim_due_run(owner, LONG, names={name})
+            if claimed is None:
+                return
+            claims.append((claimed[0], owner, claimed[1]))
+
+    await asyncio.gather(*(claimer(f"claimer-{i}") for i in range(8)))
+    claimed_ids = sorted(run_id for run_id, _, _ in claims)
+    _ensure(
+        claimed_ids == sorted(run.id for run in due),
+        f"claim_due_run handed out {claimed_ids}; want each due run once: "
+        f"{sorted(run.id for run in due)} (never one due later, one without wake_at, a "
+        "running run or one whose lease is live)",
+    )
+    by_run = {run_id: (owner, lease) for run_id, owner, lease in claims}
+    for run in due:
+        owner, lease = by_run[run.id]
+        stored_run = _found(await store.get_run(run.id), f"run {run.id} is missing")
+        _ensure(
+            lease.owner == owner
+            and lease.generation > run.lease.generation
+            and stored_run.status == "paused"
+            and stored_run.wake_at == lease.expires_at,
+            f"{owner} claimed a due run and got {lease}; the run reads back as "
+            f"{stored_run}: want the next generation, the run still paused and its "
+            "wake_at moved to the lease's expiry",
+        )
+        run.lease = lease
+        await _finish(store, run)
+
+
+async def _check_wake_at_is_seconds(store: RunStore, name: str) -> None:
+    """A commit's wake_at is seconds since the epoch (a finite number) or nothing."""
+    refused = await _start(store, _new_run(agent_name=name))
+    for wrong in ("soon", math.nan, math.inf, True):
+        await _refused(
+            "INVALID_ARGUMENT",
+            store.commit_execution(refused.next_commit(changes={"wake_at": wrong})),
+            f"a commit with wake_at={wrong!r}",
+        )
+    await _finish(store, refused)
 
 
 async def check_children_wake_parents(

@@ -14,7 +14,8 @@ from functools import partial
 from typing import Any
 
 from fevex.errors import FevexError
-from fevex.knowledge.memory_store import DEFAULT_NAMESPACE, FORMER_DEFAULT_NAMESPACE, MemoryStore
+from fevex.knowledge import DEFAULT_NAMESPACE, MemoryStore
+from fevex.runtime import FORMER_DEFAULT_NAMESPACE
 
 __all__ = ["MemoryStoreContractError", "check_memory_store"]
 

@@ -16,9 +16,11 @@ from fevex.tools.definition import (
     ToolDefinition,
     define_tool,
 )
+from fevex.tools.redaction import REDACTED, redact_secrets, secret_spellings
 from fevex.tools.retry import ToolRetry
 
 __all__ = [
+    "REDACTED",
     "Approval",
     "ConnectionContext",
     "ConnectionDefinition",
@@ -34,4 +36,6 @@ __all__ = [
     "ToolRetry",
     "define_connection",
     "define_tool",
+    "redact_secrets",
+    "secret_spellings",
 ]
