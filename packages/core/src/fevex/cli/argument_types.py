@@ -6,14 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = [
-    "MIN_INTERVAL",
-    "interval_seconds",
-    "port_number",
-    "positive_int",
-    "positive_seconds",
-    "score_tolerance",
-]
+__all__ = ["interval_seconds", "port_number", "positive_int", "positive_seconds", "score_tolerance"]
 
 # The shortest wait between two passes of ``recover --interval`` or two looks of an idle
 # ``worker``: each pass queries the store, so a shorter one is a busy loop against it.

@@ -9,7 +9,7 @@ from fevex.__about__ import __version__
 from fevex.plugins.commands import Command
 from fevex.plugins.discovery import list_plugins
 
-__all__ = ["PLUGINS", "VERSION"]
+__all__ = []
 
 
 def _plugins(args: argparse.Namespace) -> int:

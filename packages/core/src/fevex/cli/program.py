@@ -23,7 +23,7 @@ from fevex.errors import FevexError
 from fevex.plugins.commands import CommandRegistry
 from fevex.plugins.discovery import add_plugin_commands
 
-__all__ = ["CORE_COMMANDS", "build_parser", "main"]
+__all__ = ["build_parser", "main"]
 
 # In the order ``fevex --help`` lists them, before the plugins' commands and ``db``.
 CORE_COMMANDS = (PLUGINS, VERSION, RECOVER, WORKER, EVAL, SERVE)

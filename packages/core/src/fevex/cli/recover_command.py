@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from fevex.runtime.records import AgentRun
     from fevex.runtime.recovery import RecoverySweep
 
-__all__ = ["RECOVER"]
+__all__ = []
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:

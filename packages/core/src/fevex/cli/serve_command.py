@@ -12,7 +12,7 @@ from fevex.cli.store_option import add_store_arguments, check_store
 from fevex.errors import FevexConfigurationError
 from fevex.plugins.commands import Command
 
-__all__ = ["SERVE"]
+__all__ = []
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ import re
 from fevex.plugins.commands import StoreCommands
 from fevex.plugins.discovery import run_store_factory
 
-__all__ = ["SCHEME", "add_store_arguments", "check_store", "store_commands_for", "store_url"]
+__all__ = ["add_store_arguments", "check_store", "store_commands_for", "store_url"]
 
 SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):")
 

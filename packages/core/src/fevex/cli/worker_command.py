@@ -19,7 +19,7 @@ from fevex.plugins.commands import Command
 if TYPE_CHECKING:
     from fevex.app import Fevex
 
-__all__ = ["WORKER"]
+__all__ = []
 
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
 

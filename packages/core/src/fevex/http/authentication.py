@@ -20,7 +20,7 @@ from starlette.requests import Request
 from fevex.errors import FevexError
 from fevex.runtime.context import ExecutionContext
 
-__all__ = ["ANONYMOUS", "Authenticate", "authenticated_context", "same_namespace"]
+__all__ = ["Authenticate", "authenticated_context", "same_namespace"]
 
 Authenticate = Callable[
     [Request], ExecutionContext | Mapping[str, Any] | Awaitable[ExecutionContext | None] | None

@@ -20,7 +20,7 @@ from fevex.http.errors import FevexHttpError
 from fevex.http.operations import Model, operation_named
 from fevex.runtime.records import AgentRun, Session
 
-__all__ = ["PARSERS", "Call", "Observation", "RunPage", "call", "error_from_response"]
+__all__ = ["Call", "Observation", "RunPage", "call", "error_from_response"]
 
 # How long a client keeps reconnecting without receiving anything, by default.
 RECONNECT_FOR = 60.0

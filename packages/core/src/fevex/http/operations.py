@@ -43,19 +43,7 @@ from fevex.runtime.records import RunStatus
 if TYPE_CHECKING:
     from fevex.app import Fevex
 
-__all__ = [
-    "DEFAULT_RUN_PAGE",
-    "ERROR_MEANINGS",
-    "MAX_RUN_PAGE",
-    "OPERATIONS",
-    "READ_ERRORS",
-    "RUN_STATUSES",
-    "WRITE_ERRORS",
-    "Answer",
-    "Model",
-    "Operation",
-    "operation_named",
-]
+__all__ = ["Answer", "Model", "Operation", "operation_named"]
 
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 MAX_RUN_PAGE = 1000

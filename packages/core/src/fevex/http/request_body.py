@@ -26,7 +26,6 @@ from fevex.errors import FevexError
 
 __all__ = [
     "MAX_ID_LENGTH",
-    "MAX_SECONDS",
     "Field",
     "any_json",
     "check_query",
