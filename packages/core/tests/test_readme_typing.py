@@ -93,13 +93,13 @@ SAMPLE = textwrap.dedent(
             await app.run_agent(support, "Charge 30 EUR")
         except RunPausedError as paused:
             (approval,) = paused.approvals
-            reveal_type(approval)  # E: fevex.runtime.approval.PendingApproval
+            reveal_type(approval)  # E: fevex.errors.PendingApproval
             resumed = await app.resume_run(
                 paused.run_id, approval.approve(actor="reviewer-42"), definition=support
             )
             reveal_type(resumed.output)  # E: readme_examples.Answer
             decision = approval.reject(actor="reviewer-42", reason="Blocked card.")
-            reveal_type(decision)  # E: fevex.runtime.approval.ApprovalDecision
+            reveal_type(decision)  # E: fevex.errors.ApprovalDecision
         done = await app.run_workflow(review, Order(text="..."))
         reveal_type(done.output)  # E: str
         team = await app.run_team(software, "Add a login page")

@@ -3,17 +3,20 @@
 ``category`` says which part of the system raised it, ``severity`` how bad it is and
 ``recoverable`` whether retrying the same operation later can succeed. An error raised
 from a run carries that run's ``run_id``.
+
+The approvals a :class:`RunPausedError` carries (:class:`PendingApproval`, and the
+:class:`ApprovalDecision` each one builds) live here, beside the error that carries them:
+the taxonomy sits below every other package and needs nothing above it. Their public home
+is ``fevex.runtime`` (and ``fevex``), which re-exports them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from fevex._ground.storable_text import UNSTORABLE_TEXT
-
-if TYPE_CHECKING:
-    from fevex.runtime.approval import PendingApproval
 
 ErrorCategory = Literal["configuration", "validation", "model", "tool", "run", "store", "plugin"]
 ErrorSeverity = Literal["fatal", "error", "warning"]
@@ -148,6 +151,71 @@ class RunCancelledError(FevexRunError):
         )
         self.run_id = run_id
         self.reason = reason
+
+
+Actor = str | Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision:
+    """A person's decision on a pending approval; ``actor`` must carry an ``id``.
+    ``reason`` (for a rejection) is what the model reads about it."""
+
+    approval_id: str
+    decision: Literal["approve", "reject"]
+    actor: Mapping[str, Any]
+    type: Literal["approval"] = "approval"
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """A tool call that waits for a person's decision: ``id`` is the approval's, which the
+    decision names; ``input`` the call's arguments (valid for the tool) as JSON; ``run_id``
+    the run to resume with the decision: the paused run itself, or for a workflow or a
+    team, the child run whose approval it waits for.
+
+    ``approve(actor=...)`` and ``reject(actor=..., reason=...)`` build the
+    :class:`ApprovalDecision` to pass to ``resume_run``; the actor is an id or a mapping
+    with an ``id``.
+    """
+
+    id: str
+    tool_name: str
+    tool_call_id: str
+    input: Any
+    risk: str | None = None
+    run_id: str | None = None
+
+    def approve(self, *, actor: Actor) -> ApprovalDecision:
+        return ApprovalDecision(self.id, "approve", _actor(actor))
+
+    def reject(self, *, actor: Actor, reason: str | None = None) -> ApprovalDecision:
+        return ApprovalDecision(self.id, "reject", _actor(actor), reason=reason)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], run_id: str | None = None) -> PendingApproval:
+        risk = data.get("risk")
+        return cls(
+            id=str(data.get("id", "")),
+            tool_name=str(data.get("tool_name", "")),
+            tool_call_id=str(data.get("tool_call_id", "")),
+            input=data.get("input"),
+            risk=risk if isinstance(risk, str) else None,
+            run_id=run_id,
+        )
+
+
+def _actor(actor: Actor) -> Mapping[str, Any]:
+    described: Mapping[str, Any] = {"id": actor} if isinstance(actor, str) else dict(actor)
+    check_actor(described)
+    return described
+
+
+def check_actor(actor: Any) -> None:
+    """``INVALID_ARGUMENT`` unless ``actor`` is a mapping with a non-empty ``id``."""
+    if not isinstance(actor, Mapping) or not isinstance(actor.get("id"), str) or not actor["id"]:
+        raise FevexRunError("INVALID_ARGUMENT", "actor must be a mapping with a non-empty 'id'.")
 
 
 class RunPausedError(FevexRunError):

@@ -363,20 +363,7 @@ def create_mcp_tool_provider(
     """
     _require_sdk()
     wanted = _features(features)
-    if (
-        isinstance(max_resource_chars, bool)
-        or not isinstance(max_resource_chars, int)
-        or max_resource_chars < 1
-    ):
-        raise configuration_error(
-            FEATURE_UNSUPPORTED, "MCP provider: max_resource_chars must be a positive integer."
-        )
-    if transport not in (None, "streamable-http", "stdio"):
-        raise configuration_error(
-            TRANSPORT_UNSUPPORTED,
-            f"MCP transport {transport!r} is not supported: fevex-mcp speaks Streamable "
-            "HTTP (url=) and stdio (command=); legacy HTTP+SSE is out of scope.",
-        )
+    _check_options(max_resource_chars, transport)
     channel: Channel
     if command is not None or transport == "stdio":
         if url is not None or transport == "streamable-http":
@@ -396,17 +383,38 @@ def create_mcp_tool_provider(
         parsed = parse_command(command, args, env, inherit_env, cwd, startup_timeout, call_timeout)
         channel = StdioChannel(parsed)
     else:
-        endpoint = parse_endpoint(url)
-        if isinstance(headers, Mapping):
-            headers = check_header_map(headers)
-        elif headers is not None and not callable(headers):
-            raise configuration_error(
-                HEADERS_INVALID,
-                "MCP provider: headers must be a mapping, or a callable that receives the "
-                f"caller's context and returns one (got {type(headers).__name__}).",
-            )
-        channel = HttpChannel(endpoint, headers)
+        channel = _http_channel(url, headers)
     return MCPToolProvider(channel, features=wanted, max_resource_chars=max_resource_chars)
+
+
+def _check_options(max_resource_chars: int, transport: str | None) -> None:
+    if (
+        isinstance(max_resource_chars, bool)
+        or not isinstance(max_resource_chars, int)
+        or max_resource_chars < 1
+    ):
+        raise configuration_error(
+            FEATURE_UNSUPPORTED, "MCP provider: max_resource_chars must be a positive integer."
+        )
+    if transport not in (None, "streamable-http", "stdio"):
+        raise configuration_error(
+            TRANSPORT_UNSUPPORTED,
+            f"MCP transport {transport!r} is not supported: fevex-mcp speaks Streamable "
+            "HTTP (url=) and stdio (command=); legacy HTTP+SSE is out of scope.",
+        )
+
+
+def _http_channel(url: str | None, headers: HeadersSource) -> HttpChannel:
+    endpoint = parse_endpoint(url)
+    if isinstance(headers, Mapping):
+        headers = check_header_map(headers)
+    elif headers is not None and not callable(headers):
+        raise configuration_error(
+            HEADERS_INVALID,
+            "MCP provider: headers must be a mapping, or a callable that receives the "
+            f"caller's context and returns one (got {type(headers).__name__}).",
+        )
+    return HttpChannel(endpoint, headers)
 
 
 def _features(features: Iterable[str]) -> frozenset[str]:

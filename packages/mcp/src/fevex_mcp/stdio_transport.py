@@ -97,65 +97,10 @@ async def stdio_streams(command: StdioCommand, record: ProcessRecord) -> AsyncIt
     # From here to the task group, no await: a cancellation in between would leak it.
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def read_stdout() -> None:
-        assert process.stdout is not None
-        try:
-            async with read_writer:
-                await read_messages(process.stdout)
-            if record.oversized:
-                # Drained to the end, so that the pipe closes once the server is stopped.
-                record.ended.set()
-                async for _ in process.stdout:
-                    pass
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            pass
-        finally:
-            record.ended.set()
-
-    async def read_messages(stdout: anyio.abc.ByteReceiveStream) -> None:
-        buffer = bytearray()
-        async for chunk in stdout:
-            # Only the new chunk is searched: a long line costs its length once.
-            start = len(buffer)
-            buffer += chunk
-            end = buffer.find(b"\n", start)
-            while end >= 0:
-                if end > MAX_MESSAGE_BYTES:
-                    record.oversized = True
-                    return
-                line = bytes(buffer[:end])
-                del buffer[: end + 1]
-                if line.strip():
-                    await read_writer.send(_parse(line))
-                end = buffer.find(b"\n")
-            if len(buffer) > MAX_MESSAGE_BYTES:
-                record.oversized = True
-                return
-
-    async def read_stderr() -> None:
-        assert process.stderr is not None
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            async for chunk in process.stderr:
-                record.keep_stderr(chunk)
-
-    async def write_stdin() -> None:
-        assert process.stdin is not None
-        try:
-            async with write_reader:
-                async for message in write_reader:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send(data.encode() + b"\n")
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            # The server stopped reading: end the session rather than leave a request
-            # waiting for an answer that cannot come.
-            await read_writer.aclose()
-            record.ended.set()
-
     async with anyio.create_task_group() as group:
-        group.start_soon(read_stdout)
-        group.start_soon(read_stderr)
-        group.start_soon(write_stdin)
+        group.start_soon(_read_stdout, process, read_writer, record)
+        group.start_soon(_read_stderr, process, record)
+        group.start_soon(_write_stdin, process, write_reader, read_writer, record)
         try:
             yield read_stream, write_stream
         finally:
@@ -165,6 +110,79 @@ async def stdio_streams(command: StdioCommand, record: ProcessRecord) -> AsyncIt
                 for stream in (read_stream, write_stream, read_writer, write_reader):
                     await stream.aclose()
             group.cancel_scope.cancel()
+
+
+async def _read_stdout(
+    process: anyio.abc.Process,
+    read_writer: MemoryObjectSendStream[SessionMessage | Exception],
+    record: ProcessRecord,
+) -> None:
+    """Hand the server's messages to the session until its output ends (or a message is
+    over ``MAX_MESSAGE_BYTES``); either way ``record.ended`` is set."""
+    assert process.stdout is not None
+    try:
+        async with read_writer:
+            await _read_messages(process.stdout, read_writer, record)
+        if record.oversized:
+            # Drained to the end, so that the pipe closes once the server is stopped.
+            record.ended.set()
+            async for _ in process.stdout:
+                pass
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        pass
+    finally:
+        record.ended.set()
+
+
+async def _read_messages(
+    stdout: anyio.abc.ByteReceiveStream,
+    read_writer: MemoryObjectSendStream[SessionMessage | Exception],
+    record: ProcessRecord,
+) -> None:
+    buffer = bytearray()
+    async for chunk in stdout:
+        # Only the new chunk is searched: a long line costs its length once.
+        start = len(buffer)
+        buffer += chunk
+        end = buffer.find(b"\n", start)
+        while end >= 0:
+            if end > MAX_MESSAGE_BYTES:
+                record.oversized = True
+                return
+            line = bytes(buffer[:end])
+            del buffer[: end + 1]
+            if line.strip():
+                await read_writer.send(_parse(line))
+            end = buffer.find(b"\n")
+        if len(buffer) > MAX_MESSAGE_BYTES:
+            record.oversized = True
+            return
+
+
+async def _read_stderr(process: anyio.abc.Process, record: ProcessRecord) -> None:
+    assert process.stderr is not None
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        async for chunk in process.stderr:
+            record.keep_stderr(chunk)
+
+
+async def _write_stdin(
+    process: anyio.abc.Process,
+    write_reader: MemoryObjectReceiveStream[SessionMessage],
+    read_writer: MemoryObjectSendStream[SessionMessage | Exception],
+    record: ProcessRecord,
+) -> None:
+    assert process.stdin is not None
+    try:
+        async with write_reader:
+            async for message in write_reader:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await process.stdin.send(data.encode() + b"\n")
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        # The server stopped reading: end the session rather than leave a request
+        # waiting for an answer that cannot come.
+        await read_writer.aclose()
+        record.ended.set()
 
 
 async def _stop(process: anyio.abc.Process, record: ProcessRecord) -> None:

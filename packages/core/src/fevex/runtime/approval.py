@@ -1,13 +1,17 @@
-"""Pending approvals as a paused run lists them, and the decisions ``resume_run`` takes."""
+"""Pending approvals as a paused run lists them, and the decisions ``resume_run`` takes.
+
+The value types are defined with :class:`~fevex.errors.RunPausedError`, which carries them
+(so the error taxonomy needs nothing from the runtime); this is where the runtime reads
+them from a run's ``pause`` and checks a decision.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from fevex._ground.storable_text import UNSTORABLE_TEXT
-from fevex.errors import FevexRunError
+from fevex.errors import ApprovalDecision, FevexRunError, PendingApproval, check_actor
 
 __all__ = [
     "ApprovalDecision",
@@ -17,58 +21,6 @@ __all__ = [
     "pending_approvals",
     "waiting_children",
 ]
-
-Actor = str | Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalDecision:
-    """A person's decision on a pending approval; ``actor`` must carry an ``id``.
-    ``reason`` (for a rejection) is what the model reads about it."""
-
-    approval_id: str
-    decision: Literal["approve", "reject"]
-    actor: Mapping[str, Any]
-    type: Literal["approval"] = "approval"
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PendingApproval:
-    """A tool call that waits for a person's decision: ``id`` is the approval's, which the
-    decision names; ``input`` the call's arguments (valid for the tool) as JSON; ``run_id``
-    the run to resume with the decision: the paused run itself, or for a workflow or a
-    team, the child run whose approval it waits for.
-
-    ``approve(actor=...)`` and ``reject(actor=..., reason=...)`` build the
-    :class:`ApprovalDecision` to pass to ``resume_run``; the actor is an id or a mapping
-    with an ``id``.
-    """
-
-    id: str
-    tool_name: str
-    tool_call_id: str
-    input: Any
-    risk: str | None = None
-    run_id: str | None = None
-
-    def approve(self, *, actor: Actor) -> ApprovalDecision:
-        return ApprovalDecision(self.id, "approve", _actor(actor))
-
-    def reject(self, *, actor: Actor, reason: str | None = None) -> ApprovalDecision:
-        return ApprovalDecision(self.id, "reject", _actor(actor), reason=reason)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], run_id: str | None = None) -> PendingApproval:
-        risk = data.get("risk")
-        return cls(
-            id=str(data.get("id", "")),
-            tool_name=str(data.get("tool_name", "")),
-            tool_call_id=str(data.get("tool_call_id", "")),
-            input=data.get("input"),
-            risk=risk if isinstance(risk, str) else None,
-            run_id=run_id,
-        )
 
 
 def pending_approvals(pause: Any, run_id: str | None = None) -> tuple[PendingApproval, ...]:
@@ -89,17 +41,6 @@ def waiting_children(pause: Any) -> tuple[str, ...]:
     return (
         tuple(item for item in listed if isinstance(item, str)) if isinstance(listed, list) else ()
     )
-
-
-def _actor(actor: Actor) -> Mapping[str, Any]:
-    described: Mapping[str, Any] = {"id": actor} if isinstance(actor, str) else dict(actor)
-    check_actor(described)
-    return described
-
-
-def check_actor(actor: Any) -> None:
-    if not isinstance(actor, Mapping) or not isinstance(actor.get("id"), str) or not actor["id"]:
-        raise FevexRunError("INVALID_ARGUMENT", "actor must be a mapping with a non-empty 'id'.")
 
 
 def approval_decision(decision: Any) -> tuple[str, str, Mapping[str, Any], str | None]:

@@ -269,17 +269,7 @@ def define_tool(
 
     if isinstance(credentials, str):
         raise _invalid("credentials must be a list of names, not a string.")
-    if retry is None:
-        retry_policy = NO_RETRY
-    elif isinstance(retry, RetryPolicy):
-        retry_policy = retry
-    elif isinstance(retry, Mapping):
-        try:
-            retry_policy = RetryPolicy(**retry)
-        except TypeError as error:
-            raise _invalid(f"retry: {error}") from None
-    else:
-        raise _invalid("retry must be a RetryPolicy or a mapping.")
+    retry_policy = _retry_policy(retry)
     if errors_to_model is True:
         errors_to_model = "always"
     elif errors_to_model is False:
@@ -309,11 +299,28 @@ def define_tool(
             context_parameter=shape.context_parameter,
         )
         definition.check()
-        check_schema(definition.input_schema, "INVALID_TOOL", f"Tool {tool_name}: input_schema")
-        if definition.output_schema is not None:
-            check_schema(
-                definition.output_schema, "INVALID_TOOL", f"Tool {tool_name}: output_schema"
-            )
+        _check_schemas(definition)
         return definition
 
     return build if function is None else build(function)
+
+
+def _retry_policy(retry: RetryPolicy | Mapping[str, Any] | None) -> RetryPolicy:
+    if retry is None:
+        return NO_RETRY
+    if isinstance(retry, RetryPolicy):
+        return retry
+    if isinstance(retry, Mapping):
+        try:
+            return RetryPolicy(**retry)
+        except TypeError as error:
+            raise _invalid(f"retry: {error}") from None
+    raise _invalid("retry must be a RetryPolicy or a mapping.")
+
+
+def _check_schemas(definition: ToolDefinition[Any, Any]) -> None:
+    """Each schema the tool was given or read from its function is a valid JSON Schema."""
+    where = f"Tool {definition.name}"
+    check_schema(definition.input_schema, "INVALID_TOOL", f"{where}: input_schema")
+    if definition.output_schema is not None:
+        check_schema(definition.output_schema, "INVALID_TOOL", f"{where}: output_schema")

@@ -189,6 +189,32 @@ class AgentLoop:
             len(result.tool_calls),
             extra={"run_id": run_id, "step": step, "tool_calls": len(result.tool_calls)},
         )
+        completed_payload = self._completed_payload(step, result)
+        if not result.tool_calls:
+            yield await sink.emit("model.completed", completed_payload, usage=state.usage.to_json())
+            output, output_json = self._answer(result, reader.text)
+            yield await self.execution.complete(
+                output,
+                output_json,
+                state.usage.to_json(),
+                tuple(state.transcript_json),
+                cost=state.cost,
+            )
+            return
+        state.add(Message("assistant", _assistant_parts(result, reader.text)))
+        state.pending = PendingCalls(step, list(result.tool_calls))
+        yield await sink.emit(
+            "model.completed",
+            completed_payload,
+            usage=state.usage.to_json(),
+            checkpoint=state.checkpoint,
+        )
+        self._check_token_budgets(result.usage)
+
+    def _completed_payload(self, step: int, result: ModelResult) -> dict[str, Any]:
+        """The ``model.completed`` event of ``step``; with the app's ``calculate_cost``,
+        the step's cost, which is added to the run's total here."""
+        state = self.state
         completed_payload = {
             "step": step,
             "output": result.output,
@@ -208,28 +234,16 @@ class AgentLoop:
             if cost is not None:
                 completed_payload["cost"] = cost.to_json()
                 self._add_cost(cost)
-        if not result.tool_calls:
-            yield await sink.emit("model.completed", completed_payload, usage=state.usage.to_json())
-            self._check_token_budgets(result.usage)
-            output, output_json, text = self._final_output(result, reader.text)
-            state.add(Message("assistant", _assistant_parts(result, text)))
-            yield await self.execution.complete(
-                output,
-                output_json,
-                state.usage.to_json(),
-                tuple(state.transcript_json),
-                cost=state.cost,
-            )
-            return
-        state.add(Message("assistant", _assistant_parts(result, reader.text)))
-        state.pending = PendingCalls(step, list(result.tool_calls))
-        yield await sink.emit(
-            "model.completed",
-            completed_payload,
-            usage=state.usage.to_json(),
-            checkpoint=state.checkpoint,
-        )
+        return completed_payload
+
+    def _answer(self, result: ModelResult, text: str) -> tuple[Any, Any]:
+        """The run's output and its JSON form, from a step that called no tool; the answer
+        joins the conversation. Token budgets are checked first: an answer over budget
+        fails the run."""
         self._check_token_budgets(result.usage)
+        output, output_json, kept = self._final_output(result, text)
+        self.state.add(Message("assistant", _assistant_parts(result, kept)))
+        return output, output_json
 
     async def _stream_model(
         self, model_input: ModelInput, step: int, reader: ModelStreamReader
@@ -405,17 +419,7 @@ class AgentLoop:
             assert tool is not None
             runner = self._runner(tool, call)
             step_id = tool_step_id(call.id)
-            journalled = state.journal.lookup(step_id, "tool", call.input)
-            recovered = journalled is not None and journalled.status == "started"
-            if recovered and tool.definition.idempotency != "keyed":
-                raise FevexRunError(
-                    "TOOL_EFFECT_UNCERTAIN",
-                    f"The run stopped while tool {call.name} (call {call.id}) was running, and "
-                    "the tool is not idempotent, so fevex will not repeat it. Check the effect "
-                    "and start a new run.",
-                    category="tool",
-                    details={"tool_name": call.name, "tool_call_id": call.id},
-                )
+            recovered = self._recovered(call, tool, step_id)
             if not recovered and tool.definition.approval == "required":
                 decision = pending.decisions.get(call.id)
                 # A reviewer is asked only about input the tool would accept: invalid input
@@ -427,14 +431,7 @@ class AgentLoop:
                             yield event
                     return
                 if decision is not None and decision["decision"] == "reject":
-                    reason = decision.get("reason")
-                    rejection = {
-                        "code": "TOOL_REJECTED",
-                        "message": f"A reviewer rejected this call of {call.name}"
-                        + (f": {reason}" if isinstance(reason, str) and reason else "."),
-                    }
-                    pending.results.append(ToolResultPart(call.id, call.name, rejection, True))
-                    pending.approval = None
+                    rejection = self._reject(call, decision.get("reason"))
                     yield await sink.emit(
                         "tool.failed",
                         {**base, "error": rejection, "actor": decision.get("actor")},
@@ -458,39 +455,14 @@ class AgentLoop:
             try:
                 output = await runner.execute()
             except FevexError as error:
-                message = runner.retry_message(error)
-                retries_left = self._retries_left(error) if message is not None else 0
-                if message is None or retries_left == 0:
-                    state.journal.failed(step_id, error.to_json())
+                retried = self._hand_back(error, runner, step_id, base, where)
+                if retried is None:
                     yield await sink.emit(
                         "tool.failed", {**base, "error": error.to_json(), **_retries(runner)}
                     )
                     raise
-                left = None if retries_left is None else retries_left - 1
-                result = {"code": error.code, "message": message}
-                pending.results.append(ToolResultPart(call.id, call.name, result, True))
-                # Failed, not started: recovery must never run this call again.
-                state.journal.failed(step_id, {**error.to_json(), "retry": True})
-                logger.warning(
-                    "Run %s: tool %s failed with %s; the error goes back to the model "
-                    "(%s tool retries left)",
-                    runner.run_id,
-                    call.name,
-                    error.code,
-                    "unlimited" if left is None else left,
-                    extra={**where, "code": error.code, "retries_left": left},
-                )
                 yield await sink.emit(
-                    "tool.failed",
-                    {
-                        **base,
-                        "error": result,
-                        "retry": True,
-                        "retries_left": left,
-                        **_retries(runner),
-                    },
-                    durable=True,
-                    checkpoint=state.checkpoint,
+                    "tool.failed", retried, durable=True, checkpoint=state.checkpoint
                 )
                 continue
             logger.debug(
@@ -511,6 +483,71 @@ class AgentLoop:
             )
         state.add(Message("tool", tuple(pending.results)))
         state.pending = None
+
+    def _recovered(self, call: ToolCall, tool: PreparedTool, step_id: str) -> bool:
+        """Whether an earlier process started ``call`` and stopped before its end (the
+        journal says ``started``); a tool that is not idempotent is then never run again."""
+        journalled = self.state.journal.lookup(step_id, "tool", call.input)
+        recovered = journalled is not None and journalled.status == "started"
+        if recovered and tool.definition.idempotency != "keyed":
+            raise FevexRunError(
+                "TOOL_EFFECT_UNCERTAIN",
+                f"The run stopped while tool {call.name} (call {call.id}) was running, and "
+                "the tool is not idempotent, so fevex will not repeat it. Check the effect "
+                "and start a new run.",
+                category="tool",
+                details={"tool_name": call.name, "tool_call_id": call.id},
+            )
+        return recovered
+
+    def _reject(self, call: ToolCall, reason: Any) -> dict[str, Any]:
+        """The error result a reviewer's rejection of ``call`` hands the model (``reason``
+        is the decision's); the call never runs."""
+        pending = self.state.pending
+        assert pending is not None
+        rejection = {
+            "code": "TOOL_REJECTED",
+            "message": f"A reviewer rejected this call of {call.name}"
+            + (f": {reason}" if isinstance(reason, str) and reason else "."),
+        }
+        pending.results.append(ToolResultPart(call.id, call.name, rejection, True))
+        pending.approval = None
+        return rejection
+
+    def _hand_back(
+        self,
+        error: FevexError,
+        runner: ToolCallRun,
+        step_id: str,
+        base: dict[str, Any],
+        where: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """Journal the failed call; the ``tool.failed`` payload of a failure that goes back
+        to the model as an error result, or ``None`` when it fails the run."""
+        state = self.state
+        pending = state.pending
+        assert pending is not None
+        call = runner.call
+        message = runner.retry_message(error)
+        retries_left = self._retries_left(error) if message is not None else 0
+        if message is None or retries_left == 0:
+            state.journal.failed(step_id, error.to_json())
+            return None
+        left = None if retries_left is None else retries_left - 1
+        result = {"code": error.code, "message": message}
+        pending.results.append(ToolResultPart(call.id, call.name, result, True))
+        # Failed, not started: recovery must never run this call again.
+        state.journal.failed(step_id, {**error.to_json(), "retry": True})
+        logger.warning(
+            "Run %s: tool %s failed with %s; the error goes back to the model "
+            "(%s tool retries left)",
+            runner.run_id,
+            call.name,
+            error.code,
+            "unlimited" if left is None else left,
+            extra={**where, "code": error.code, "retries_left": left},
+        )
+        return {**base, "error": result, "retry": True, "retries_left": left, **_retries(runner)}
 
     def _retries_left(self, error: FevexError) -> int | None:
         """Retries the run has left before this one (``None``: unlimited); with none left,
