@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from fevex._ground.canonical_json import json_digest
+from fevex._ground.canonical_json import canonical_json, json_digest
 from fevex._internal.engine.journal import input_digest
 
 pytestmark = pytest.mark.anyio
@@ -43,7 +43,9 @@ journal_app = _journal_app()
 @pytest.mark.parametrize("row", DIGESTS, ids=[str(i) for i in range(len(DIGESTS))])
 def test_the_digests_of_older_code_are_computed_again(row: dict[str, Any]) -> None:
     assert input_digest(row["input"]) == row["journal"]
-    assert json_digest(row["input"]) == row["labelled"]
+    # A cassette digests a model input as canonical_json wrote and read it back (``-0.0``
+    # as ``0.0``): that value is the one its stored digests are of.
+    assert json_digest(json.loads(canonical_json(row["input"]))) == row["labelled"]
 
 
 def test_the_fixture_covers_the_shapes_a_digest_must_keep_apart() -> None:
@@ -54,7 +56,8 @@ def test_the_fixture_covers_the_shapes_a_digest_must_keep_apart() -> None:
     assert {"b": 1, "a": 2} in values
     assert "😀" in text
     assert "中" in text
-    assert len({row["journal"] for row in DIGESTS}) == len(DIGESTS) - 1  # -0.0 and 0.0 differ
+    # Key order makes no digest of its own; -0.0 and 0.0 do.
+    assert len({row["journal"] for row in DIGESTS}) == len(DIGESTS) - 1
 
 
 async def _continue(url: str, run_id: str) -> None:

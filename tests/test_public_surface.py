@@ -26,7 +26,12 @@ DISTRIBUTION_ROOTS = [
     "fevex_sqlite",
 ]
 # Names this reshaping made public, by package.
-ADDED: dict[str, set[str]] = {}
+ADDED: dict[str, set[str]] = {
+    # The one walker of JSON Schema documents and the one digest of JSON values, which the
+    # core and the plugins (fevex-openai's strict mode, fevex-openapi's subset, fevex-mcp's
+    # pins) share; plugins may import only what a barrel exports.
+    "fevex.schemas": {"JsonSchemaVisitor", "Subschema", "SubschemaShapeError", "json_digest"},
+}
 
 
 def _public_packages() -> dict[str, list[str]]:
