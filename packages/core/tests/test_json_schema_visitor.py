@@ -111,3 +111,24 @@ def test_the_digest_hashes_the_compact_sorted_text_of_the_value_as_given() -> No
     for refused in (float("nan"), float("inf"), {"a": object()}):
         with pytest.raises(TypeError):
             json_digest(refused)
+
+
+def test_a_model_schema_closes_its_objects_and_leaves_its_data_alone() -> None:
+    from pydantic import BaseModel
+
+    from fevex.schemas.schema import compile_schema
+
+    class Child(BaseModel):
+        name: str
+
+    class Settings(BaseModel):
+        properties: dict[str, int]
+        preset: dict[str, Any] = {"properties": {"a": 1}}
+        children: list[Child] = []
+
+    schema = compile_schema(Settings).json_schema()
+    assert schema["additionalProperties"] is False
+    assert schema["$defs"]["Child"]["additionalProperties"] is False
+    # Before the visitor, the walk closed the map of properties too, and the default.
+    assert set(schema["properties"]) == {"properties", "preset", "children"}
+    assert schema["properties"]["preset"]["default"] == {"properties": {"a": 1}}

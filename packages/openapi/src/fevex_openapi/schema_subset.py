@@ -95,10 +95,6 @@ ANNOTATION_KEYWORDS = frozenset(
 _SUBSCHEMAS = JsonSchemaVisitor(
     ("items", "additionalProperties", "not", "properties", "allOf", "anyOf", "oneOf")
 )
-_SHAPE_PROBLEMS = {
-    "object": "{} must be an object of schemas",
-    "array": "{} must be a non-empty array of schemas",
-}
 _TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
 _COMPONENT_SCHEMAS = "#/components/schemas/"
 _DEFS = "#/$defs/"
@@ -230,7 +226,7 @@ class SchemaBuilder:
         try:
             children = _SUBSCHEMAS.under(keyword, value)
         except SubschemaShapeError as error:
-            raise _invalid(here, _SHAPE_PROBLEMS[error.shape].format(keyword)) from None
+            raise _invalid(here, str(error)) from None
         return _SUBSCHEMAS.rebuilt(keyword, children, convert)
 
     def _reference(self, ref: Any, here: str, refs: dict[str, str], base: str) -> str:

@@ -33,7 +33,7 @@ def json_digest(value: Any) -> str:
 
     It hashes the compact text of ``value`` exactly as given, without normalizing it first:
     keys sorted, UTF-8, no whitespace, which is the text :func:`canonical_json` writes for
-    every value whose floats are not ``-0.0``; ``-0.0`` keeps its sign, as in the digests
+    every value it accepts that holds no ``-0.0``. ``-0.0`` keeps its sign, as in the digests
     the journal has stored since its first format (a stored run replays only if those stay
     what they were). NaN, infinities and values that are not JSON raise ``TypeError``.
     """
