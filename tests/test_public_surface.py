@@ -92,6 +92,10 @@ ADDED: dict[str, set[str]] = {
     # spec, and the command it adds: plugins import them here, not from the CLI above them;
     # and the callback every plugin's hook implementation receives (Register).
     "fevex.plugins": {"Command", "CommandRegistry", "StoreCommands", "Register"},
+    # The one walker of JSON Schema documents and the one digest of JSON values, which the
+    # core and the plugins (fevex-openai's strict mode, fevex-openapi's subset, fevex-mcp's
+    # pins) share; plugins may import only what a barrel exports.
+    "fevex.schemas": {"JsonSchemaVisitor", "Subschema", "SubschemaShapeError", "json_digest"},
 }
 
 

@@ -11,24 +11,21 @@ turn a resource the app reviewed into another kind of thing under the same name.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
-__all__ = ["Pins", "fingerprint"]
+from fevex.schemas import json_digest
 
-
-def fingerprint(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+__all__ = ["Pins"]
 
 
 class Pins:
-    """The fingerprint each item had when this provider first saw it."""
+    """The digest each item had when this provider first saw it (the core's one digest of a
+    JSON value, which pins remote tool schemas too)."""
 
     def __init__(self) -> None:
         self._first: dict[str, str] = {}
 
     def holds(self, key: str, value: Any) -> bool:
         """Whether ``value`` is what ``key`` was first seen as (pinning it if new)."""
-        seen = fingerprint(value)
+        seen = json_digest(value)
         return self._first.setdefault(key, seen) == seen

@@ -11,7 +11,8 @@ from fevex_openai.base_url import check_base_url
 from fevex_openai.model import ClientSettings, OpenAIApi, OpenAIModel, SchemaPolicy
 from fevex_openai.profile import OPENAI_PROFILE, ProviderProfile
 from fevex_openai.provider import OpenAIProvider, create_openai
-from fevex_openai.strict_schema import OPENAI_STRICT_SUBSET, StrictSubset, check_strict_schema
+from fevex_openai.strict_schema import check_strict_schema
+from fevex_openai.strict_subset import OPENAI_STRICT_SUBSET, StrictSubset
 
 __all__ = [
     "OPENAI_PROFILE",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fevex.errors import FevexConfigurationError
-from fevex_openai.strict_schema import OPENAI_STRICT_SUBSET, StrictSubset
+from fevex_openai.strict_subset import OPENAI_STRICT_SUBSET, StrictSubset
 
 __all__ = ["OPENAI_PROFILE", "ProviderProfile"]
 

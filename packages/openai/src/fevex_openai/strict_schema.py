@@ -2,8 +2,9 @@
 
 Strict mode (``strict: true`` on tools, and on OpenAI's JSON-schema output format) makes
 the model follow the schema exactly, but providers accept only part of JSON Schema there.
-One checker serves every provider; a :class:`StrictSubset` says what a provider accepts.
-OpenAI's, from its Structured Outputs guide:
+One checker serves every provider; the :class:`~fevex_openai.StrictSubset` of its profile
+(:mod:`fevex_openai.strict_subset`) says what a provider accepts. OpenAI's, from its
+Structured Outputs guide:
 
 - the root is an object, not ``anyOf``;
 - every object sets ``additionalProperties: false`` and lists every property in
@@ -21,79 +22,14 @@ is. Size limits (total properties, nesting depth, enum values) are left to the p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fevex.errors import FevexRunError
+from fevex.schemas import JsonSchemaVisitor, Subschema, SubschemaShapeError
 from fevex_openai.error_mapping import invalid_request
+from fevex_openai.profile import ProviderProfile
 
-if TYPE_CHECKING:
-    from fevex_openai.profile import ProviderProfile
-
-__all__ = ["OPENAI_STRICT_SUBSET", "StrictSubset", "check_strict_schema"]
-
-
-@dataclass(frozen=True, slots=True)
-class StrictSubset:
-    """The part of JSON Schema a provider's strict mode accepts.
-
-    - ``keywords``: for each JSON type the provider supports, the keywords a schema of that
-      type may use (besides ``type``, the annotations and the definitions);
-    - ``untyped_keywords``: the keywords a schema without ``type`` may use, and
-      ``type_stand_ins`` the ones that make a schema without ``type`` acceptable;
-    - ``annotations``: accepted on any schema (beside a ``$ref`` too, unless ``ref_alone``);
-    - ``formats``: the accepted ``format`` values;
-    - ``definitions``: the keywords that hold reusable schemas;
-    - ``type_lists``: whether ``"type": ["string", "null"]`` is accepted;
-    - ``refs_into_definitions_only``: ``$ref`` may point only at ``#`` or into the
-      definitions, rather than anywhere in the document.
-    """
-
-    keywords: Mapping[str, frozenset[str]]
-    untyped_keywords: frozenset[str]
-    type_stand_ins: frozenset[str]
-    annotations: frozenset[str]
-    formats: frozenset[str]
-    definitions: frozenset[str] = frozenset({"$defs", "definitions"})
-    type_lists: bool = True
-    ref_alone: bool = True
-    refs_into_definitions_only: bool = False
-
-
-_OPENAI_KEYWORDS = frozenset(
-    {
-        "enum",
-        "const",
-        "anyOf",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "pattern",
-        "format",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-        "minItems",
-        "maxItems",
-    }
-)
-
-OPENAI_STRICT_SUBSET = StrictSubset(
-    # OpenAI lists its keywords without tying them to types.
-    keywords={
-        kind: _OPENAI_KEYWORDS
-        for kind in ("string", "number", "integer", "boolean", "object", "array", "null")
-    },
-    untyped_keywords=_OPENAI_KEYWORDS,
-    type_stand_ins=frozenset({"anyOf"}),
-    annotations=frozenset({"title", "description"}),
-    formats=frozenset(
-        {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
-    ),
-)
+__all__ = ["check_strict_schema"]
 
 
 def check_strict_schema(schema: Any, profile: ProviderProfile, *, tool: str | None = None) -> None:
@@ -118,6 +54,10 @@ class _Checker:
         self.where = f"the input schema of tool {tool!r}" if tool else "the output schema"
         # Each location is checked once, so recursive references terminate.
         self.checked: set[str] = set()
+        # Strict mode accepts no other keyword that holds schemas.
+        self.visitor = JsonSchemaVisitor(
+            ("anyOf", "properties", "items"), definitions=self.subset.definitions
+        )
 
     def fail(self, keyword: str, path: tuple[str, ...], reason: str) -> FevexRunError:
         pointer = _pointer(path)
@@ -188,17 +128,9 @@ class _Checker:
             stand_ins = ", ".join(sorted(subset.type_stand_ins))
             raise self.fail("type", path, f"every schema needs a type (or {stand_ins}, or $ref).")
         for keyword in sorted(subset.definitions & set(node)):
-            definitions = node[keyword]
-            if not isinstance(definitions, Mapping):
-                raise self.fail(keyword, path, "definitions must be a JSON object.")
-            for name, definition in definitions.items():
-                self.check(definition, (*path, keyword, str(name)))
+            self.check_each(self.subschemas(keyword, node[keyword], path), path)
         if "anyOf" in node:
-            variants = node["anyOf"]
-            if not isinstance(variants, list) or not variants:
-                raise self.fail("anyOf", path, "anyOf must be a non-empty list of schemas.")
-            for index, variant in enumerate(variants):
-                self.check(variant, (*path, "anyOf", str(index)))
+            self.check_each(self.subschemas("anyOf", node["anyOf"], path), path)
         if "enum" in node and not (isinstance(node["enum"], list) and node["enum"]):
             raise self.fail("enum", path, "enum must be a non-empty list.")
         if "object" in types or "properties" in node:
@@ -206,7 +138,7 @@ class _Checker:
         if "array" in types or "items" in node:
             if "items" not in node:
                 raise self.fail("items", path, "an array must say what its items are.")
-            self.check(node["items"], (*path, "items"))
+            self.check_each(self.subschemas("items", node["items"], path), path)
         fmt = node.get("format")
         if fmt is not None and fmt not in subset.formats:
             raise self.fail(
@@ -223,13 +155,12 @@ class _Checker:
                 "every object must set additionalProperties to false (with pydantic: "
                 "model_config = ConfigDict(extra='forbid')).",
             )
-        properties = node.get("properties", {})
-        if not isinstance(properties, Mapping):
-            raise self.fail("properties", path, "properties must be a JSON object.")
+        properties = self.subschemas("properties", node.get("properties", {}), path)
+        names = [child.key for child in properties]
         required = node.get("required", [])
         if not isinstance(required, list):
             raise self.fail("required", path, "required must be a list of property names.")
-        missing = [name for name in properties if name not in required]
+        missing = [name for name in names if name not in required]
         if missing:
             raise self.fail(
                 "required",
@@ -237,13 +168,27 @@ class _Checker:
                 f"every property must be required, but {', '.join(map(repr, missing))} "
                 "is not (make it nullable instead of optional, without a default).",
             )
-        unknown = [name for name in required if name not in properties]
+        unknown = [name for name in required if name not in names]
         if unknown:
             raise self.fail(
                 "required", path, f"required names {', '.join(map(repr, unknown))}, not defined."
             )
-        for name, prop in properties.items():
-            self.check(prop, (*path, "properties", str(name)))
+        self.check_each(properties, path)
+
+    def subschemas(self, keyword: str, value: Any, path: tuple[str, ...]) -> list[Subschema]:
+        try:
+            return self.visitor.under(keyword, value)
+        except SubschemaShapeError as error:
+            if error.shape == "array":
+                problem = f"{keyword} must be a non-empty list of schemas."
+            else:
+                what = "definitions" if keyword in self.subset.definitions else keyword
+                problem = f"{what} must be a JSON object."
+            raise self.fail(keyword, path, problem) from None
+
+    def check_each(self, children: list[Subschema], path: tuple[str, ...]) -> None:
+        for child in children:
+            self.check(child.schema, (*path, *(str(step) for step in child.steps)))
 
     def check_ref(self, node: Mapping[str, Any], path: tuple[str, ...]) -> None:
         siblings = sorted(key for key in node if key != "$ref")

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urljoin
 
-from fevex.schemas import linear_pattern
+from fevex.schemas import JsonSchemaVisitor, Subschema, SubschemaShapeError, linear_pattern
 from fevex_openapi.document import OpenApiDocument, escape_part, reference_of, unescape_part
 from fevex_openapi.errors import configuration_error
 from fevex_openapi.openapi30 import nullable_schema, translate_30_schema
@@ -91,6 +91,10 @@ ANNOTATION_KEYWORDS = frozenset(
     }
 )
 
+# The keywords of the subset that hold schemas; every other constraint holds a value.
+_SUBSCHEMAS = JsonSchemaVisitor(
+    ("items", "additionalProperties", "not", "properties", "allOf", "anyOf", "oneOf")
+)
 _TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
 _COMPONENT_SCHEMAS = "#/components/schemas/"
 _DEFS = "#/$defs/"
@@ -214,21 +218,16 @@ class SchemaBuilder:
             return value
         if keyword == "$ref":
             return self._reference(value, here, refs, base)
-        if keyword in ("items", "additionalProperties", "not"):
-            return self._convert(value, here, refs, base)
-        if keyword == "properties":
-            if not isinstance(value, dict):
-                raise _invalid(here, "properties must be an object of schemas")
-            return {
-                name: self._convert(item, f"{here}/{escape_part(name)}", refs, base)
-                for name, item in value.items()
-            }
-        # allOf, anyOf, oneOf
-        if not isinstance(value, list) or not value:
-            raise _invalid(here, f"{keyword} must be a non-empty array of schemas")
-        return [
-            self._convert(item, f"{here}/{index}", refs, base) for index, item in enumerate(value)
-        ]
+
+        def convert(child: Subschema) -> Any:
+            where = here if child.key is None else f"{here}/{escape_part(str(child.key))}"
+            return self._convert(child.schema, where, refs, base)
+
+        try:
+            children = _SUBSCHEMAS.under(keyword, value)
+        except SubschemaShapeError as error:
+            raise _invalid(here, str(error)) from None
+        return _SUBSCHEMAS.rebuilt(keyword, children, convert)
 
     def _reference(self, ref: Any, here: str, refs: dict[str, str], base: str) -> str:
         location = here.rsplit("/", 1)[0]

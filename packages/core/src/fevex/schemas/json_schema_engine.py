@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from fevex.schemas.json_schema_budget import TooComplexError, ValidationBudget, budget
+from fevex.schemas.json_schema_visitor import JsonSchemaVisitor
 from fevex.schemas.pattern import linear_pattern
 from fevex.schemas.schema import MAX_JSON_DEPTH, ensure_json
 
@@ -40,6 +41,7 @@ _MAX_REFERENCE_STEPS = 100_000
 # A reference that refers back to itself without consuming the value nests until this.
 _MAX_REFERENCE_DEPTH = 2 * MAX_JSON_DEPTH
 _MAX_SHOWN = 64
+_EVERY_SUBSCHEMA = JsonSchemaVisitor()
 
 _MESSAGES = {
     "minimum": "below the minimum",
@@ -206,9 +208,9 @@ def _check_subschemas(document: Any) -> frozenset[str]:
                 # reaches is checked as well, unless it is a metaschema fevex ships.
                 if id(resolved.contents) not in bundled:
                     stack.append((resolved.contents, resolved.resolver, (*path, keyword)))
-        for steps, child in _children(schema):
-            resource = DRAFT202012.create_resource(child)
-            stack.append((child, resolver.in_subresource(resource), (*path, *steps)))
+        for child in _EVERY_SUBSCHEMA.subschemas(schema):
+            resource = DRAFT202012.create_resource(child.schema)
+            stack.append((child.schema, resolver.in_subresource(resource), (*path, *child.steps)))
     return frozenset(declared)
 
 
@@ -229,27 +231,6 @@ def _metaschemas() -> tuple[Any, frozenset[int]]:
         elif isinstance(node, list):
             stack.extend(node)
     return REGISTRY, frozenset(nodes)
-
-
-_SCHEMA = (
-    *("items", "contains", "additionalProperties", "propertyNames", "not", "if", "then"),
-    *("else", "unevaluatedItems", "unevaluatedProperties", "contentSchema"),
-)
-_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_SCHEMA_MAPS = ("$defs", "definitions", "properties", "patternProperties", "dependentSchemas")
-
-
-def _children(schema: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], Any]]:
-    """The subschemas of ``schema``, each with the path that leads to it."""
-    for keyword in _SCHEMA:
-        if keyword in schema:
-            yield (keyword,), schema[keyword]
-    for keyword in _SCHEMA_LISTS:
-        for index, child in enumerate(schema.get(keyword) or ()):
-            yield (keyword, index), child
-    for keyword in _SCHEMA_MAPS:
-        for name, child in (schema.get(keyword) or {}).items():
-            yield (keyword, name), child
 
 
 def _check_pattern(pattern: str, path: tuple[str | int, ...]) -> None:

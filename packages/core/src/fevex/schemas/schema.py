@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fevex._ground.storable_text import UNSTORABLE_TEXT
 from fevex.errors import FevexRunError
+from fevex.schemas.json_schema_visitor import JsonSchemaVisitor
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 __all__ = ["CompiledSchema", "Schema", "compile_schema", "ensure_json"]
+
+_EVERY_SUBSCHEMA = JsonSchemaVisitor()
 
 
 @runtime_checkable
@@ -101,11 +104,9 @@ def _closed(schema: Any) -> Any:
     if isinstance(schema, dict):
         if "properties" in schema and "additionalProperties" not in schema:
             schema["additionalProperties"] = False
-        for value in schema.values():
-            _closed(value)
-    elif isinstance(schema, list):
-        for item in schema:
-            _closed(item)
+        # Subschemas only: a field named "properties", or a default that holds one, is data.
+        for child in _EVERY_SUBSCHEMA.subschemas(schema):
+            _closed(child.schema)
     return schema
 
 

@@ -16,11 +16,10 @@ that changed under a stored run: ``STEP_MISMATCH``, never a guess.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from fevex._ground.canonical_json import DIGEST_PREFIX, json_digest
 from fevex.errors import FevexRunError
 
 __all__ = ["JournalEntry", "StepJournal", "input_digest"]
@@ -29,9 +28,12 @@ StepStatus = Literal["started", "completed", "failed"]
 
 
 def input_digest(value: Any) -> str:
-    """A stable digest of a JSON value: key order and whitespace do not change it."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """A stable digest of a JSON value: key order and whitespace do not change it.
+
+    The journal keeps the bare hexadecimal of :func:`json_digest`, as it has since its first
+    format: a stored run replays only if the digests of its steps stay what they were.
+    """
+    return json_digest(value).removeprefix(DIGEST_PREFIX)
 
 
 @dataclass(slots=True)
