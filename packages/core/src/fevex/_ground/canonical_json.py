@@ -15,7 +15,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["DIGEST_PREFIX", "canonical_json", "json_digest"]
+__all__ = ["canonical_json", "json_digest"]
 
 #: What every digest of :func:`json_digest` starts with: the algorithm, for a reader of a
 #: stored digest.

@@ -19,7 +19,6 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 __all__ = [
-    "SUBSCHEMA_KEYWORDS",
     "JsonSchemaVisitor",
     "Subschema",
     "SubschemaShape",
