@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.waits_probe import install, soon, start_probe
+from tests.waits_probe import create_probe_app, probe_kind, soon, start_probe
 
-from fevex import Fevex, FevexRunError, RunPausedError, create_fevex
+from fevex import Fevex, FevexRunError, RunPausedError
 from fevex.runtime import InMemoryRunStore, RunLease
 from fevex.testing import FakeModel
 
@@ -27,14 +27,12 @@ pytestmark = pytest.mark.anyio
 
 
 def make_app(store: Any) -> Fevex:
-    app = create_fevex(
+    return create_probe_app(
         models={"fake": FakeModel({"output": "hi"})},
         agents=[],
         run_store=store,
         lease_seconds=5.0,
     )
-    install(app)
-    return app
 
 
 @pytest.fixture
@@ -84,7 +82,7 @@ async def test_an_event_the_run_does_not_wait_for_changes_nothing(
     apps: tuple[Fevex, Fevex],
 ) -> None:
     app, other = apps
-    kind = install(other)
+    kind = probe_kind(other)
     run = await start_probe(app, [("event", {"name": "approved"})])
     before = await app.get_run(run.id)
 
@@ -247,12 +245,10 @@ async def test_a_paused_waiting_run_is_cancelled_and_stays_so(apps: tuple[Fevex,
 
 
 WORKER_APP = """
-from fevex import create_fevex
 from fevex.testing import FakeModel
-from tests.waits_probe import install
+from tests.waits_probe import create_probe_app
 
-app = create_fevex(models={"fake": FakeModel({"output": "hi"})}, agents=[], lease_seconds=5.0)
-install(app)
+app = create_probe_app(models={"fake": FakeModel({"output": "hi"})}, agents=[], lease_seconds=5.0)
 """
 
 

@@ -14,11 +14,18 @@ from fevex._ground.clock import new_id, utc_now
 from fevex._internal.engine.execution import Execution
 from fevex._internal.engine.journal import StepJournal
 from fevex._internal.engine.kernel import Kernel, child_run
-from fevex._internal.engine.waits import children_pause, event_pause, timer_pause
+from fevex._internal.engine.run_kind import (
+    LaunchRequest,
+    NewRun,
+    ReadSession,
+    approval_not_found,
+)
+from fevex._internal.engine.waits import children_pause, event_pause, receive_event, timer_pause
+from fevex.app import _create_fevex
 from fevex.errors import FevexRunError
 from fevex.events import RunEvent
 from fevex.models import Usage
-from fevex.runtime import AgentRun, ExecutionContext, Session
+from fevex.runtime import AgentRun, ApprovalDecision, ExecutionContext, Session
 
 KIND = "probe"
 
@@ -76,6 +83,7 @@ class ProbeDriver:
 
 class ProbeKind:
     reads_session = False
+    background_batching = True
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
@@ -85,8 +93,22 @@ class ProbeKind:
     def names(self) -> Collection[str]:
         return ("probe", "child")
 
+    async def launch(self, request: LaunchRequest, read_session: ReadSession) -> NewRun:
+        run = probe_run(request.input, context=request.context)
+        return NewRun(run, ProbeDriver(self.kernel, list(run.input), StepJournal()))
+
     def check(self, run: AgentRun) -> None:
         return None
+
+    def decide_approval(
+        self, run: AgentRun, checkpoint: dict[str, Any], decision: ApprovalDecision
+    ) -> None:
+        raise approval_not_found(run.id, decision.approval_id)
+
+    def receive_event(
+        self, run: AgentRun, checkpoint: dict[str, Any], payload: Any, actor: Any
+    ) -> None:
+        receive_event(checkpoint, run.pause or {}, payload, actor)
 
     def driver(self, run: AgentRun, checkpoint: Any, session: Session | None) -> ProbeDriver:
         return ProbeDriver(
@@ -118,9 +140,15 @@ def probe_run(
     )
 
 
-def install(app: Fevex) -> ProbeKind:
-    kind = ProbeKind(app._kernel)
-    app._kernel.kinds = {**app._kernel.kinds, KIND: kind}
+def create_probe_app(**options: Any) -> Fevex:
+    """``create_fevex(**options)``, with the probe kind registered besides the app's own."""
+    return _create_fevex({KIND: ProbeKind}, **options)
+
+
+def probe_kind(app: Fevex) -> ProbeKind:
+    """The probe kind ``app`` was created with (by :func:`create_probe_app`)."""
+    kind = app._kernel.kinds[KIND]
+    assert isinstance(kind, ProbeKind)
     return kind
 
 

@@ -1,64 +1,49 @@
-"""The app: a validated composition of agents, tools and models, bound to a run store."""
+"""The app: a validated composition of agents, tools and models, bound to a run store.
+
+``Fevex`` is the face: every run it starts or continues goes through one private launcher
+(:mod:`fevex._internal.launch.launcher`) over the execution kernel, whose run kinds (agent,
+workflow, team) are registered when the app is created.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import logging
 import os
-import re
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
 
-from fevex._ground.clock import new_id, utc_now
-from fevex._ground.names import did_you_mean
+from fevex._ground.clock import utc_now
 from fevex._ground.storable_text import is_storable
-from fevex._internal.agents.agent_kind import AgentKind
 from fevex._internal.agents.knowledge_context import attach_knowledge, open_memory_store
-from fevex._internal.composition.connections import ConnectionResolver
 from fevex._internal.composition.registry import Composition, Problems, compose
 from fevex._internal.composition.tool_runner import CredentialResolver, ToolExceptionHook
 from fevex._internal.engine.event_sink import Observers
-from fevex._internal.engine.execution import Execution
-from fevex._internal.engine.kernel import Kernel, deadline_of, seconds_of
+from fevex._internal.engine.kernel import Kernel, KindFactory, seconds_of
 from fevex._internal.engine.recovery_sweep import sweep_expired_runs, wake_due_runs
-from fevex._internal.launch.blocking_twins import BlockingTwins
-from fevex._internal.workflows.team_kind import TeamKind
-from fevex._internal.workflows.workflow_kind import WorkflowKind
-from fevex.agents import AgentDefinition, Limits
-from fevex.errors import (
-    FevexConfigurationError,
-    FevexRunError,
-    RunPausedError,
+from fevex._internal.launch.blocking_twins import BlockingTwins, blocking, blocking_iterator
+from fevex._internal.launch.launcher import Launcher
+from fevex._internal.launch.run_arguments import (
+    AgentInput,
+    TypedDefinition,
 )
+from fevex._internal.launch.run_kinds import app_run_kinds
+from fevex._internal.launch.run_methods import RunMethods
+from fevex.agents import AgentDefinition
+from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.events import RunEvent
 from fevex.knowledge import ContextProviderDefinition, MemoryStore, SkillDefinition
-from fevex.messages import ContentPart, Message
-from fevex.models import ModelGateway, Usage
+from fevex.models import ModelGateway
 from fevex.policies.policy import Policy
-from fevex.runtime.approval import (
-    ApprovalDecision,
-    PendingApproval,
-    approval_decision,
-    check_actor,
-    pending_approvals,
-    waiting_children,
-)
-from fevex.runtime.context import ExecutionContext
+from fevex.runtime.approval import ApprovalDecision, check_actor
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.records import AgentRun, RunStatus, Session
 from fevex.runtime.recovery import RecoverySweep, WakeSweep
-from fevex.runtime.run_store import (
-    EventOrder,
-    RunStore,
-    missing_store_methods,
-)
-from fevex.runtime.store_rules import RunListing, check_event_page, check_session_id
-from fevex.schemas.schema import ensure_json
-from fevex.teams import TeamDefinition, TeamLimits
+from fevex.runtime.run_result import RunResult
+from fevex.runtime.run_store import EventOrder, RunStore, missing_store_methods
+from fevex.runtime.store_rules import RunListing
+from fevex.teams import TeamDefinition
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
 from fevex.workflows import WorkflowDefinition
@@ -72,37 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["AgentInput", "Fevex", "RunResult", "create_fevex"]
 
 OutputT = TypeVar("OutputT")
-# What context= takes: who the run is for (see ExecutionContext), stored with the run.
-RunContext = ExecutionContext | Mapping[str, Any] | None
-# Text, a user message or content parts; a value of the agent's input_schema when it has one.
-AgentInput = str | Message | Sequence[ContentPart] | Mapping[str, Any]
-# An agent of the app: its name, or its definition (which types the run's output).
-AgentReference = str | AgentDefinition[Any]
-# A workflow of the app: its name (the version registered last), or its definition.
-WorkflowReference = str | WorkflowDefinition[Any, Any]
-# A team of the app: its name (the version registered last), or its definition.
-TeamReference = str | TeamDefinition[Any, Any]
-# A definition whose runs' output type is known: what types a result read back by run id.
-TypedDefinition = (
-    AgentDefinition[OutputT] | WorkflowDefinition[Any, OutputT] | TeamDefinition[Any, OutputT]
-)
-logger = logging.getLogger("fevex")
-# A run id a caller chooses: what every store keeps as a key and every URL path carries.
-_RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-# Nesting of workflows and teams whose pauses are searched for their children's approvals.
-_MAX_RUN_TREE_DEPTH = 8
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult(Generic[OutputT]):
-    """A finished run: ``output`` is the validated value (the agent's output schema type,
-    or text), ``events`` every event this call committed."""
-
-    run_id: str
-    session_id: str
-    output: OutputT
-    usage: Usage
-    events: tuple[RunEvent, ...]
 
 
 def create_fevex(
@@ -153,6 +107,47 @@ def create_fevex(
     manager (``async with create_fevex(...) as app``, or ``with`` in scripts) that closes
     it on exit.
     """
+    return _create_fevex(
+        {},
+        models=models,
+        agents=agents,
+        tools=tools,
+        run_store=run_store,
+        on_event=on_event,
+        credentials=credentials,
+        policies=policies,
+        connections=connections,
+        workflows=workflows,
+        teams=teams,
+        lease_seconds=lease_seconds,
+        observability=observability,
+        context_providers=context_providers,
+        memory_store=memory_store,
+        on_tool_exception=on_tool_exception,
+    )
+
+
+def _create_fevex(
+    run_kinds: Mapping[str, KindFactory],
+    *,
+    models: Mapping[str, ModelGateway] | None = None,
+    agents: Iterable[AgentDefinition[Any]] = (),
+    tools: Iterable[ToolDefinition[Any, Any]] = (),
+    run_store: RunStore | str | None = None,
+    on_event: Callable[[RunEvent], Any] | Sequence[Callable[[RunEvent], Any]] | None = None,
+    credentials: CredentialResolver = None,
+    policies: Iterable[Policy] = (),
+    connections: Iterable[ConnectionDefinition] = (),
+    workflows: Iterable[WorkflowDefinition[Any, Any]] = (),
+    teams: Iterable[TeamDefinition[Any, Any]] = (),
+    lease_seconds: float = 30.0,
+    observability: Observability | None = None,
+    context_providers: Iterable[ContextProviderDefinition | SkillDefinition] = (),
+    memory_store: MemoryStore | str | None = None,
+    on_tool_exception: ToolExceptionHook | None = None,
+) -> Fevex:
+    """:func:`create_fevex`, with ``run_kinds`` registered besides the app's own: the
+    private hook through which a test brings a kind of run of its own."""
     problems = Problems()
     composition = compose(
         models=models,
@@ -167,27 +162,8 @@ def create_fevex(
         problems=problems,
         on_tool_exception=on_tool_exception,
     )
-    if (
-        not isinstance(lease_seconds, int | float)
-        or isinstance(lease_seconds, bool)
-        or lease_seconds <= 0
-    ):
-        problems.add(
-            FevexConfigurationError("INVALID_CONFIG", "lease_seconds must be positive seconds.")
-        )
-    if observability is not None:
-        from fevex.observability.configuration import Observability
-
-        if isinstance(observability, Observability):
-            for problem in observability.problems():
-                problems.add(problem)
-        else:
-            problems.add(
-                FevexConfigurationError(
-                    "INVALID_OBSERVABILITY",
-                    f"observability must be an Observability, not {type(observability).__name__}.",
-                )
-            )
+    _check_lease_seconds(lease_seconds, problems)
+    _check_observability(observability, problems)
     knowledge = attach_knowledge(composition, context_providers, problems)
     # The store is opened only for a valid composition: opening one can create it.
     problems.raise_if_any()
@@ -199,6 +175,48 @@ def create_fevex(
         tracing = open_pipeline(observability)
     if observability is not None and observability.calculate_cost is not None:
         composition = dataclasses.replace(composition, calculate_cost=observability.calculate_cost)
+    app = Fevex(
+        composition,
+        _open_run_store(run_store),
+        lease_seconds=float(lease_seconds),
+        tracing=tracing,
+        run_kinds=run_kinds,
+    )
+    app.memory_store = knowledge.memory_store
+    return app
+
+
+def _check_lease_seconds(lease_seconds: object, problems: Problems) -> None:
+    if (
+        not isinstance(lease_seconds, int | float)
+        or isinstance(lease_seconds, bool)
+        or lease_seconds <= 0
+    ):
+        problems.add(
+            FevexConfigurationError("INVALID_CONFIG", "lease_seconds must be positive seconds.")
+        )
+
+
+def _check_observability(observability: object, problems: Problems) -> None:
+    if observability is None:
+        return
+    from fevex.observability.configuration import Observability
+
+    if isinstance(observability, Observability):
+        for problem in observability.problems():
+            problems.add(problem)
+    else:
+        problems.add(
+            FevexConfigurationError(
+                "INVALID_OBSERVABILITY",
+                f"observability must be an Observability, not {type(observability).__name__}.",
+            )
+        )
+
+
+def _open_run_store(run_store: RunStore | str | None) -> RunStore:
+    """The store ``run_store`` is or names (``FEVEX_RUN_STORE`` when ``None``, else an
+    in-memory store), refused unless it implements the whole run-store contract."""
     if run_store is None and not os.environ.get("FEVEX_RUN_STORE"):
         store: RunStore = InMemoryRunStore()
     elif run_store is None or isinstance(run_store, str):
@@ -220,12 +238,10 @@ def create_fevex(
             f"The run store {type(store).__name__} lacks {', '.join(missing)} of the run-store "
             "contract; upgrade the store's plugin or implement them.",
         )
-    app = Fevex(composition, store, lease_seconds=float(lease_seconds), tracing=tracing)
-    app.memory_store = knowledge.memory_store
-    return app
+    return store
 
 
-class Fevex(BlockingTwins):
+class Fevex(RunMethods, BlockingTwins):
     """Runs agents and answers questions about runs and sessions.
 
     Every coroutine method has a blocking twin with a ``_sync`` suffix for scripts. Use it
@@ -242,23 +258,19 @@ class Fevex(BlockingTwins):
         *,
         lease_seconds: float = 30.0,
         tracing: TracePipeline | None = None,
+        run_kinds: Mapping[str, KindFactory] | None = None,
     ) -> None:
         self._composition = composition
         self.run_store = store
         self.lease_seconds = lease_seconds
         self._tracing = tracing
-        self._agent_kind = AgentKind(composition, ConnectionResolver(composition.connections))
         self._kernel = Kernel(
             store,
-            {"agent": self._agent_kind},
+            {**app_run_kinds(composition), **(run_kinds or {})},
             Observers(composition.observers, tracing),
             lease_seconds=lease_seconds,
         )
-        self._workflow_kind = WorkflowKind(composition, self._kernel, self._agent_kind)
-        self._kernel.kinds = {**self._kernel.kinds, "workflow": self._workflow_kind}
-        self._team_kind = TeamKind(composition, self._kernel, self._agent_kind)
-        self._kernel.kinds = {**self._kernel.kinds, "team": self._team_kind}
-        self._background: set[asyncio.Task[None]] = set()
+        self._launcher = Launcher(self._kernel)
 
     @property
     def agents(self) -> tuple[str, ...]:
@@ -300,415 +312,6 @@ class Fevex(BlockingTwins):
         traceback: TracebackType | None,
     ) -> None:
         self.close_sync()
-
-    def _agent_name(self, agent: AgentReference) -> str:
-        """The name of one of this app's agents; ``AGENT_NOT_FOUND`` otherwise."""
-        agents = self._composition.agents
-        if isinstance(agent, AgentDefinition):
-            prepared = agents.get(agent.name)
-            if prepared is None or (
-                prepared.definition is not agent and prepared.definition != agent
-            ):
-                raise FevexRunError(
-                    "AGENT_NOT_FOUND",
-                    f"The agent definition {agent.name!r} is not one this app was created with;"
-                    " pass it in create_fevex(agents=[...]).",
-                )
-            return agent.name
-        if not isinstance(agent, str) or agent not in agents:
-            suggestion = did_you_mean(agent, agents) if isinstance(agent, str) else ""
-            raise FevexRunError(
-                "AGENT_NOT_FOUND", f"There is no agent named {agent!r}.{suggestion}"
-            )
-        return agent
-
-    async def _begin(
-        self,
-        agent: AgentReference,
-        input: AgentInput,
-        session_id: str | None,
-        timeout: float | None,
-        *,
-        context: RunContext = None,
-        batching: bool = False,
-        run_id: str | None = None,
-    ) -> Execution:
-        agent_name = self._agent_name(agent)
-        if run_id is not None:
-            _check_run_id(run_id)
-        context_json = None if context is None else ExecutionContext.of(context).to_json()
-        deadline = deadline_of(timeout)
-        session = None
-        if session_id is not None:
-            # Before the store reads it: every store refuses it alike (store_rules).
-            check_session_id(session_id)
-            session = await self.run_store.get_session(session_id)
-        else:
-            session_id = new_id("ses")
-        run, loop = self._agent_kind.new_run(agent_name, input, session_id, context_json, session)
-        if run_id is not None:
-            run = dataclasses.replace(run, id=run_id, root_run_id=run_id)
-        return await self._kernel.start(
-            run,
-            loop,
-            session_revision=None if session is None else session.revision,
-            opening={"agent_name": agent_name, "session_id": session_id, "input": run.input},
-            deadline=deadline,
-            batching=batching,
-        )
-
-    async def _pending_approvals(
-        self, run_id: str, pause: Any, depth: int = 0
-    ) -> tuple[PendingApproval, ...]:
-        """The approvals a pause waits for: its own, or those of the children it waits for
-        (a workflow's agent step, a team's delegation), each naming the run to resume."""
-        found = pending_approvals(pause, run_id)
-        if depth >= _MAX_RUN_TREE_DEPTH:
-            return found
-        for child_id in waiting_children(pause):
-            child = await self.run_store.get_run(child_id)
-            if child is not None and child.status == "paused":
-                found += await self._pending_approvals(child.id, child.pause, depth + 1)
-        return found
-
-    async def _result(self, execution: Execution) -> RunResult[Any]:
-        events = [event async for event in self._kernel.events(execution)]
-        if execution.pause is not None:
-            raise RunPausedError(
-                execution.run_id,
-                execution.pause,
-                approvals=await self._pending_approvals(execution.run_id, execution.pause),
-            )
-        run = execution.sink.run
-        usage: Usage = getattr(execution.driver, "usage", Usage())
-        return RunResult(run.id, run.session_id, execution.output, usage, tuple(events))
-
-    # -- starting runs --------------------------------------------------------------
-
-    @overload
-    async def run_agent(
-        self,
-        agent: AgentDefinition[OutputT],
-        input: AgentInput,
-        *,
-        session_id: str | None = None,
-        timeout: float | None = None,
-        context: RunContext = None,
-        run_id: str | None = None,
-    ) -> RunResult[OutputT]: ...
-
-    @overload
-    async def run_agent(
-        self,
-        agent: str,
-        input: AgentInput,
-        *,
-        session_id: str | None = None,
-        timeout: float | None = None,
-        context: RunContext = None,
-        run_id: str | None = None,
-    ) -> RunResult[Any]: ...
-
-    async def run_agent(
-        self,
-        agent: AgentReference,
-        input: AgentInput,
-        *,
-        session_id: str | None = None,
-        timeout: float | None = None,
-        context: RunContext = None,
-        run_id: str | None = None,
-    ) -> RunResult[Any]:
-        """Run an agent to its end and return the validated output.
-
-        ``agent`` is the agent's name or its definition; with the definition, the result is
-        typed by the agent's output (``RunResult[Answer]``). ``run_id`` names the new run
-        (default: a fresh id): a run with that id stored already is refused with
-        ``RUN_CONFLICT`` and nothing runs, so that a caller keyed by something durable (a
-        message's delivery id) starts its run at most once.
-
-        Raises ``RunPausedError`` when a tool waits for approval, and the run's error
-        after persisting ``run.failed`` or ``run.cancelled``.
-        """
-        return await self._result(
-            await self._begin(
-                agent, input, session_id, timeout, context=context, batching=True, run_id=run_id
-            )
-        )
-
-    async def stream_agent(
-        self,
-        agent: AgentReference,
-        input: AgentInput,
-        *,
-        session_id: str | None = None,
-        timeout: float | None = None,
-        context: RunContext = None,
-        run_id: str | None = None,
-    ) -> AsyncGenerator[RunEvent, None]:
-        """Yield each committed event as it happens. The run advances only while you ask
-        for events; closing the iterator early cancels the run and persists that. A run
-        that pauses ends the stream with ``run.paused``. ``run_id`` as for ``run_agent``."""
-        execution = await self._begin(
-            agent, input, session_id, timeout, context=context, run_id=run_id
-        )
-        async with aclosing(self._kernel.events(execution)) as stream:
-            async for event in stream:
-                yield event
-
-    async def start_agent(
-        self,
-        agent: AgentReference,
-        input: AgentInput,
-        *,
-        session_id: str | None = None,
-        timeout: float | None = None,
-        context: RunContext = None,
-        run_id: str | None = None,
-    ) -> AgentRun:
-        """Start a run in the background and return its first snapshot; ``run_id`` as for
-        ``run_agent``."""
-        execution = await self._begin(
-            agent, input, session_id, timeout, context=context, run_id=run_id
-        )
-        return self._in_background(execution)
-
-    def _in_background(self, execution: Execution) -> AgentRun:
-        """Drive ``execution`` in a task of its own and return the run's first snapshot."""
-        task = asyncio.create_task(self._drain(execution))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return execution.sink.run
-
-    async def _drain(self, execution: Execution) -> None:
-        # The outcome is in the store; the error has nobody to reach here.
-        try:
-            async for _ in self._kernel.events(execution):
-                pass
-        except (Exception, asyncio.CancelledError):
-            pass
-
-    # -- workflows ------------------------------------------------------------------
-
-    async def _begin_function(
-        self,
-        kind: WorkflowKind,
-        reference: WorkflowReference | TeamReference,
-        input: Any,
-        *,
-        context: RunContext,
-        timeout: float | None,
-        limits: Limits | TeamLimits | None,
-        batching: bool,
-    ) -> Execution:
-        """Start a run of a durable function (a workflow, or a team: ``kind`` says)."""
-        context_json = None if context is None else ExecutionContext.of(context).to_json()
-        deadline = deadline_of(timeout)
-        run, driver = kind.begin(reference, input, context_json, limits)
-        return await self._kernel.start(
-            run,
-            driver,
-            session_revision=None,
-            opening={
-                f"{run.kind}_name": run.name,
-                "version": run.version,
-                "session_id": run.session_id,
-                "input": run.input,
-            },
-            deadline=deadline,
-            batching=batching,
-        )
-
-    @overload
-    async def run_workflow(
-        self,
-        workflow: WorkflowDefinition[Any, OutputT],
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: Limits | None = None,
-    ) -> RunResult[OutputT]: ...
-
-    @overload
-    async def run_workflow(
-        self,
-        workflow: str,
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: Limits | None = None,
-    ) -> RunResult[Any]: ...
-
-    async def run_workflow(
-        self,
-        workflow: WorkflowReference,
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: Limits | None = None,
-    ) -> RunResult[Any]:
-        """Run a workflow to its end and return its validated output.
-
-        ``workflow`` is its name (the version registered last) or its definition (that
-        version). ``limits`` narrows the definition's limits for this run; the effective
-        limits are checkpointed. Raises ``RunPausedError`` when it waits (an event, a
-        timer, a child run that paused), and the run's error after persisting it."""
-        return await self._result(
-            await self._begin_function(
-                self._workflow_kind,
-                workflow,
-                input,
-                context=context,
-                timeout=timeout,
-                limits=limits,
-                batching=True,
-            )
-        )
-
-    async def stream_workflow(
-        self,
-        workflow: WorkflowReference,
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: Limits | None = None,
-    ) -> AsyncGenerator[RunEvent, None]:
-        """Yield the committed events of the workflow and of its child runs (each
-        ``RunEvent.run_id`` says whose), until it ends or pauses (``run.paused``). A
-        workflow's events are yielded as each of its passes ends or pauses."""
-        execution = await self._begin_function(
-            self._workflow_kind,
-            workflow,
-            input,
-            context=context,
-            timeout=timeout,
-            limits=limits,
-            batching=False,
-        )
-        async with aclosing(self._kernel.events(execution)) as stream:
-            async for event in stream:
-                yield event
-
-    async def start_workflow(
-        self,
-        workflow: WorkflowReference,
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: Limits | None = None,
-    ) -> AgentRun:
-        """Start a workflow in the background and return its first snapshot."""
-        execution = await self._begin_function(
-            self._workflow_kind,
-            workflow,
-            input,
-            context=context,
-            timeout=timeout,
-            limits=limits,
-            batching=True,
-        )
-        return self._in_background(execution)
-
-    # -- teams ----------------------------------------------------------------------
-
-    @overload
-    async def run_team(
-        self,
-        team: TeamDefinition[Any, OutputT],
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: TeamLimits | None = None,
-    ) -> RunResult[OutputT]: ...
-
-    @overload
-    async def run_team(
-        self,
-        team: str,
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: TeamLimits | None = None,
-    ) -> RunResult[Any]: ...
-
-    async def run_team(
-        self,
-        team: TeamReference,
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: TeamLimits | None = None,
-    ) -> RunResult[Any]:
-        """Run a team to its end and return its validated output.
-
-        ``team`` is its name (the version registered last) or its definition. ``limits``
-        narrows the definition's ``TeamLimits`` for this run; the effective limits are
-        checkpointed. Raises ``RunPausedError`` when a delegation's child run pauses (an
-        approval), and the run's error after persisting it."""
-        return await self._result(
-            await self._begin_function(
-                self._team_kind,
-                team,
-                input,
-                context=context,
-                timeout=timeout,
-                limits=limits,
-                batching=True,
-            )
-        )
-
-    async def stream_team(
-        self,
-        team: TeamReference,
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: TeamLimits | None = None,
-    ) -> AsyncGenerator[RunEvent, None]:
-        """Yield the committed events of the team and of its delegations' child runs
-        (each ``RunEvent.run_id`` says whose), until it ends or pauses."""
-        execution = await self._begin_function(
-            self._team_kind,
-            team,
-            input,
-            context=context,
-            timeout=timeout,
-            limits=limits,
-            batching=False,
-        )
-        async with aclosing(self._kernel.events(execution)) as stream:
-            async for event in stream:
-                yield event
-
-    async def start_team(
-        self,
-        team: TeamReference,
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: TeamLimits | None = None,
-    ) -> AgentRun:
-        """Start a team in the background and return its first snapshot."""
-        execution = await self._begin_function(
-            self._team_kind,
-            team,
-            input,
-            context=context,
-            timeout=timeout,
-            limits=limits,
-            batching=True,
-        )
-        return self._in_background(execution)
 
     # -- durable continuation -------------------------------------------------------
 
@@ -766,69 +369,10 @@ class Fevex(BlockingTwins):
         ``definition`` (the run's agent, workflow or team definition) types the result by
         its output; a run of another definition is refused with ``RUN_DEFINITION_MISMATCH``
         before anything changes."""
-        decided = None if decision is None else approval_decision(decision)
-        run = await self.get_run(run_id)
-        if definition is not None:
-            check_run_definition(run, definition)
-        if run.status != "paused":
-            raise FevexRunError(
-                "RUN_NOT_PAUSED",
-                f"Run {run_id} is {run.status}; only a paused run resumes.",
-                run_id=run_id,
-            )
-        if decided is None:
-            return await self._continued(
-                await self._kernel.continue_due(run_id, timeout=timeout), wait
-            )
-        approval_id, verdict, actor, reason = decided
-
-        def decide(_: AgentRun, checkpoint: dict[str, Any]) -> None:
-            pending = checkpoint.get("pending")
-            approval = pending.get("approval") if isinstance(pending, dict) else None
-            if not isinstance(approval, dict) or approval.get("id") != approval_id:
-                raise FevexRunError(
-                    "APPROVAL_NOT_FOUND",
-                    f"Run {run_id} has no pending approval {approval_id!r}; nothing was changed.",
-                )
-            assert isinstance(pending, dict)
-            decisions = pending.get("decisions")
-            pending["decisions"] = {
-                **(decisions if isinstance(decisions, dict) else {}),
-                str(approval.get("tool_call_id")): {
-                    "decision": verdict,
-                    "actor": dict(actor),
-                    **({"reason": reason} if reason is not None else {}),
-                },
-            }
-
-        execution = await self._kernel.take_over(
-            run_id,
-            status="paused",
-            opening_type="run.resumed",
-            opening_payload={
-                "reason": "approval",
-                "approval_id": approval_id,
-                "decision": verdict,
-                "actor": dict(actor),
-            },
-            decide=decide,
-            timeout=timeout,
+        launcher = self._launcher
+        return await launcher.continued(
+            wait, launcher.resume, run_id, decision, definition, timeout
         )
-        return await self._continued(execution, wait)
-
-    async def _continued(self, execution: Execution, wait: bool) -> RunResult[Any] | AgentRun:
-        if wait:
-            return await self._result(execution)
-        # A takeover's opening rides on the run's next commit; a caller told "continued"
-        # must find the decision durable first, so it is committed before the answer.
-        try:
-            await execution.sink.flush()
-        except BaseException:
-            self._kernel.forget(execution)
-            raise
-        taken = await self.get_run(execution.run_id)
-        self._in_background(execution)
-        return taken
 
     @overload
     async def send_event(
@@ -870,20 +414,10 @@ class Fevex(BlockingTwins):
         "received_at"}``. A run that does not wait for this event (another event, running,
         ended) is refused with ``EVENT_NOT_EXPECTED`` and nothing changes; so is a payload
         or an actor its definition refuses. ``payload`` must be plain JSON."""
-        if not isinstance(name, str) or not name:
-            raise FevexRunError("INVALID_ARGUMENT", "The event name must be a non-empty string.")
-        if actor is not None:
-            check_actor(actor)
-        try:
-            ensure_json(payload)
-        except TypeError as error:
-            raise FevexRunError(
-                "INVALID_ARGUMENT", f"The event payload is not JSON: {error}."
-            ) from None
-        execution = await self._kernel.deliver_event(
-            run_id, name, payload, None if actor is None else dict(actor), timeout=timeout
+        launcher = self._launcher
+        return await launcher.continued(
+            wait, launcher.send_event, run_id, name, payload, actor, timeout
         )
-        return await self._continued(execution, wait)
 
     @overload
     async def recover_run(
@@ -919,10 +453,8 @@ class Fevex(BlockingTwins):
         tool that is not idempotent fails the run with ``TOOL_EFFECT_UNCERTAIN``. A run
         that was asked to cancel (``cancel_requested``) is cancelled instead, and this
         raises ``RunCancelledError``."""
-        check_actor(actor)
-        return await self._continued(
-            await self._kernel.recover(run_id, actor, timeout=timeout), wait
-        )
+        launcher = self._launcher
+        return await launcher.continued(wait, launcher.recover, run_id, actor, timeout)
 
     async def recover_expired_runs(
         self, *, actor: Mapping[str, Any], limit: int | None = None
@@ -940,7 +472,7 @@ class Fevex(BlockingTwins):
         could take are reported as ``unclaimed``.
         """
         check_actor(actor)
-        return await sweep_expired_runs(self, actor, limit)
+        return await sweep_expired_runs(self._kernel, actor, limit)
 
     async def wake_due_runs(self, *, limit: int | None = None) -> WakeSweep:
         """Claim the paused runs this app can continue whose wake-up is due (a timer that
@@ -948,7 +480,7 @@ class Fevex(BlockingTwins):
         continue each whose wait is over; one that woke early pauses again. Several
         processes may call this at once: a store never lets two claim one run, and a
         claimer that dies leaves the run due again once its lease lapses."""
-        return await wake_due_runs(self, limit)
+        return await wake_due_runs(self._kernel, limit)
 
     # -- consulting and controlling runs --------------------------------------------
 
@@ -964,9 +496,7 @@ class Fevex(BlockingTwins):
         order: EventOrder = "asc",
     ) -> list[RunEvent]:
         """A run's events by sequence; ``after`` is an event id of the same run."""
-        check_event_page(after, limit, order)
-        await self.get_run(run_id)
-        return list(await self.run_store.list_events(run_id, after=after, limit=limit, order=order))
+        return await self._kernel.list_events(run_id, after=after, limit=limit, order=order)
 
     async def follow_events(
         self,
@@ -1094,9 +624,7 @@ class Fevex(BlockingTwins):
         """Stop background runs, flush observability (see ``flush_observability``; its
         failures are logged), close the models the app built from ``provider:model``
         references (those with an ``aclose()``), and close the run store."""
-        for task in list(self._background):
-            task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await self._launcher.close()
         if self._tracing is not None:
             await self._tracing.close()
         for model in self._composition.owned_models:
@@ -1107,28 +635,18 @@ class Fevex(BlockingTwins):
         if self.memory_store is not None:
             await self.memory_store.close()
 
+    # -- blocking twins (of run_*, stream_* and start_*: RunMethods'; those typed otherwise
+    # than their coroutine: BlockingTwins') -----------------------------------------------
 
-def _check_run_id(run_id: object) -> None:
-    if not isinstance(run_id, str) or _RUN_ID.fullmatch(run_id) is None:
-        raise FevexRunError(
-            "INVALID_ARGUMENT",
-            "run_id must be 1 to 128 letters, digits or the characters _ . : -",
-        )
-
-
-def check_run_definition(run: AgentRun, definition: TypedDefinition[Any]) -> None:
-    """Refuse ``definition`` as the type of ``run``'s result unless the run is of it."""
-    kind = (
-        "agent"
-        if isinstance(definition, AgentDefinition)
-        else "workflow"
-        if isinstance(definition, WorkflowDefinition)
-        else "team"
-    )
-    if (run.kind, run.name) != (kind, definition.name):
-        raise FevexRunError(
-            "RUN_DEFINITION_MISMATCH",
-            f"Run {run.id} is a run of {run.kind} {run.name!r}, not of {kind} "
-            f"{definition.name!r}; pass its own definition (or none).",
-            run_id=run.id,
-        )
+    recover_expired_runs_sync = blocking(recover_expired_runs)
+    wake_due_runs_sync = blocking(wake_due_runs)
+    get_run_sync = blocking(get_run)
+    list_events_sync = blocking(list_events)
+    follow_events_sync = blocking_iterator(follow_events)
+    follow_event_pages_sync = blocking_iterator(follow_event_pages)
+    list_runs_sync = blocking(list_runs)
+    cancel_run_sync = blocking(cancel_run)
+    get_session_sync = blocking(get_session)
+    compact_session_sync = blocking(compact_session)
+    flush_observability_sync = blocking(flush_observability)
+    close_sync = blocking(close)

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fevex._ground.clock import utc_now
+from fevex._internal.launch.run_arguments import RunContext
 from fevex._internal.launch.sync import run_sync
-from fevex.app import Fevex, RunContext
+from fevex.app import Fevex
 from fevex.channels.adapter import ChannelAdapter, ChannelMessage, ChannelOutput
 from fevex.errors import FevexError, FevexRunError
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun
@@ -123,12 +124,48 @@ async def handle_channel_input(
             f"The adapter {adapter.name!r} parsed the input into {type(message).__name__}, "
             "not a ChannelMessage.",
         )
-    emitted: list[ChannelEvent] = []
+    events = _ChannelEvents(adapter.name, message, on_event)
+    await events.emit("channel.message.received")
+    run_id = delivery_run_id(adapter.name, message.delivery_id)
+    handled = await _existing_run(fevex, run_id)
+    if handled is not None:
+        return await events.ignored(handled)
 
-    async def emit(type: str, run_id: str | None = None, **payload: Any) -> None:
+    session_id: str | None = conversation_session_id(adapter.name, message.conversation_id)
+    if resolve_session_id is not None:
+        resolved = resolve_session_id(message)
+        session_id = await resolved if inspect.isawaitable(resolved) else resolved
+    handled = await _run_agent(fevex, agent_name, message, session_id, context, run_id, events)
+    if handled is not None:
+        return await events.ignored(handled)
+
+    run = await fevex.get_run(run_id)
+    if run.status not in TERMINAL_STATUSES:
+        await events.emit("channel.run.paused", run_id, status=run.status)
+        return ChannelResult(False, message, run, events=tuple(events.emitted))
+    await events.emit("channel.run.completed", run_id)
+    delivery = await adapter.deliver(ChannelOutput(message, run, run.output))
+    await events.emit("channel.message.delivered", run_id)
+    return ChannelResult(False, message, run, delivery, tuple(events.emitted))
+
+
+class _ChannelEvents:
+    """The channel events of one message: kept for its result, and shown to ``on_event``
+    as each happens."""
+
+    def __init__(
+        self, channel: str, message: ChannelMessage, on_event: OnChannelEvent | None
+    ) -> None:
+        self.channel = channel
+        self.message = message
+        self.on_event = on_event
+        self.emitted: list[ChannelEvent] = []
+
+    async def emit(self, type: str, run_id: str | None = None, **payload: Any) -> None:
+        message = self.message
         event = ChannelEvent(
             type,
-            adapter.name,
+            self.channel,
             message.id,
             message.delivery_id,
             message.conversation_id,
@@ -136,28 +173,34 @@ async def handle_channel_input(
             run_id,
             payload,
         )
-        emitted.append(event)
-        if on_event is None:
+        self.emitted.append(event)
+        if self.on_event is None:
             return
         # An observer's failure never affects the run, as for the app's on_event.
         try:
-            outcome = on_event(event)
+            outcome = self.on_event(event)
             if inspect.isawaitable(outcome):
                 await outcome
         except Exception:
             logger.warning("channel on_event observer failed on %s", type, exc_info=True)
 
-    await emit("channel.message.received")
-    run_id = delivery_run_id(adapter.name, message.delivery_id)
-    handled = await _existing_run(fevex, run_id)
-    if handled is not None:
-        await emit("channel.message.ignored", run_id, status=handled.status)
-        return ChannelResult(True, message, handled, events=tuple(emitted))
+    async def ignored(self, handled: AgentRun) -> ChannelResult:
+        """The result of a delivery handled before, by the run it started then."""
+        await self.emit("channel.message.ignored", handled.id, status=handled.status)
+        return ChannelResult(True, self.message, handled, events=tuple(self.emitted))
 
-    session_id: str | None = conversation_session_id(adapter.name, message.conversation_id)
-    if resolve_session_id is not None:
-        resolved = resolve_session_id(message)
-        session_id = await resolved if inspect.isawaitable(resolved) else resolved
+
+async def _run_agent(
+    fevex: Fevex,
+    agent_name: str,
+    message: ChannelMessage,
+    session_id: str | None,
+    context: RunContext,
+    run_id: str,
+    events: _ChannelEvents,
+) -> AgentRun | None:
+    """Run the agent on the message under ``run_id``, to its end or its pause; the run a
+    concurrent delivery of the same id created first, when that refused this one's."""
     content: Any = message.content if isinstance(message.content, str) else list(message.content)
     started = False
     try:
@@ -165,33 +208,24 @@ async def handle_channel_input(
             fevex.stream_agent(
                 agent_name, content, session_id=session_id, context=context, run_id=run_id
             )
-        ) as events:
-            async for event in events:
+        ) as stream:
+            async for event in stream:
                 if event.type == "run.started":
                     started = True
-                    await emit(
+                    await events.emit(
                         "channel.run.started", run_id, session_id=event.payload.get("session_id")
                     )
     except FevexError as error:
         if started:
-            await emit("channel.run.failed", run_id, code=error.code)
+            await events.emit("channel.run.failed", run_id, code=error.code)
         elif error.code == "RUN_CONFLICT":
             # Refused at creation: a concurrent delivery of the same id created the run first
             # (ignored, as any redelivery), or the conversation's session is busy (raised).
             handled = await _existing_run(fevex, run_id)
             if handled is not None:
-                await emit("channel.message.ignored", run_id, status=handled.status)
-                return ChannelResult(True, message, handled, events=tuple(emitted))
+                return handled
         raise
-
-    run = await fevex.get_run(run_id)
-    if run.status not in TERMINAL_STATUSES:
-        await emit("channel.run.paused", run_id, status=run.status)
-        return ChannelResult(False, message, run, events=tuple(emitted))
-    await emit("channel.run.completed", run_id)
-    delivery = await adapter.deliver(ChannelOutput(message, run, run.output))
-    await emit("channel.message.delivered", run_id)
-    return ChannelResult(False, message, run, delivery, tuple(emitted))
+    return None
 
 
 def handle_channel_input_sync(

@@ -1,29 +1,35 @@
-"""Agent runs as the kernel sees them: a new run's record and driver, and the driver that
-continues a stored one from its checkpoint."""
+"""Agent runs as the kernel sees them: a new run's record and driver, the driver that
+continues a stored one from its checkpoint, and the approval decisions recorded in it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fevex._ground.clock import new_id, utc_now
+from fevex._ground.names import did_you_mean
 from fevex._internal.agents.agent_loop import AgentLoop
 from fevex._internal.agents.run_input import run_input
-from fevex._internal.agents.run_state import RunState
+from fevex._internal.agents.run_state import RunState, record_decision
 from fevex._internal.composition.connections import ConnectionResolver
 from fevex._internal.composition.registry import Composition, PreparedAgent
-from fevex.agents import Limits
+from fevex._internal.engine.run_kind import LaunchRequest, NewRun, ReadSession
+from fevex.agents import AgentDefinition, Limits
 from fevex.errors import FevexRunError
 from fevex.messages import Message
+from fevex.runtime.approval import ApprovalDecision
 from fevex.runtime.records import AgentRun, Session
+from fevex.runtime.store_rules import check_session_id
 
 __all__ = ["AgentKind"]
 
 
 class AgentKind:
-    """The :class:`~fevex._internal.engine.kernel.RunKind` of agent runs."""
+    """The :class:`~fevex._internal.engine.run_kind.RunKind` of agent runs."""
 
     # A resumed agent continues its session's conversation.
     reads_session = True
+    # A background agent commits each output delta: a follower elsewhere reads them live.
+    background_batching = False
 
     def __init__(self, composition: Composition, connections: ConnectionResolver) -> None:
         self.composition = composition
@@ -66,6 +72,48 @@ class AgentKind:
         )
         return run, self._loop(prepared, session, RunState([user_message], limits=limits))
 
+    async def launch(self, request: LaunchRequest, read_session: ReadSession) -> NewRun:
+        """A new run of the agent ``request`` names, in the session it names (read here:
+        the run continues its conversation) or a new one."""
+        name = self.name_of(request.reference)
+        session_id = request.session_id
+        session = None
+        if session_id is not None:
+            # Before the store reads it: every store refuses it alike (store_rules).
+            check_session_id(session_id)
+            session = await read_session(session_id)
+        else:
+            session_id = new_id("ses")
+        run, loop = self.new_run(name, request.input, session_id, request.context, session)
+        return NewRun(
+            run,
+            loop,
+            opening={"agent_name": name, "session_id": session_id, "input": run.input},
+            session_revision=None if session is None else session.revision,
+        )
+
+    def name_of(self, reference: Any) -> str:
+        """The name of one of this app's agents, given by name or definition;
+        ``AGENT_NOT_FOUND`` otherwise."""
+        agents = self.composition.agents
+        if isinstance(reference, AgentDefinition):
+            prepared = agents.get(reference.name)
+            if prepared is None or (
+                prepared.definition is not reference and prepared.definition != reference
+            ):
+                raise FevexRunError(
+                    "AGENT_NOT_FOUND",
+                    f"The agent definition {reference.name!r} is not one this app was created "
+                    "with; pass it in create_fevex(agents=[...]).",
+                )
+            return reference.name
+        if not isinstance(reference, str) or reference not in agents:
+            suggestion = did_you_mean(reference, agents) if isinstance(reference, str) else ""
+            raise FevexRunError(
+                "AGENT_NOT_FOUND", f"There is no agent named {reference!r}.{suggestion}"
+            )
+        return reference
+
     def check(self, run: AgentRun) -> None:
         self.agent(run.agent_name)
 
@@ -73,12 +121,23 @@ class AgentKind:
         prepared = self.agent(run.agent_name)
         return self._loop(prepared, session, RunState.from_checkpoint(run.id, checkpoint))
 
+    def decide_approval(
+        self, run: AgentRun, checkpoint: dict[str, Any], decision: ApprovalDecision
+    ) -> None:
+        record_decision(checkpoint, run.id, decision)
+
     def accept_event(self, run: AgentRun, name: str, payload: Any, actor: Any) -> Any:
         raise FevexRunError(
             "EVENT_NOT_EXPECTED",
             f"Run {run.id} is an agent run; agent runs wait for approvals, not events.",
             details={"run_id": run.id, "event": name, "status": run.status},
         )
+
+    def receive_event(
+        self, run: AgentRun, checkpoint: dict[str, Any], payload: Any, actor: Any
+    ) -> None:
+        # Never reached: accept_event refuses every event first.
+        self.accept_event(run, str((run.pause or {}).get("event")), payload, actor)
 
     def _loop(self, prepared: PreparedAgent, session: Session | None, state: RunState) -> AgentLoop:
         return AgentLoop(

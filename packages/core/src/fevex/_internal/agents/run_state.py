@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fevex._internal.engine.journal import StepJournal
+from fevex._internal.engine.run_kind import approval_not_found
 from fevex.agents import Limits
 from fevex.errors import FevexRunError
 from fevex.events.cost import Cost
 from fevex.messages import Message, ToolResultPart, content_part_from_json, message_from_json
 from fevex.models import ToolCall, Usage
+from fevex.runtime.approval import ApprovalDecision
 
 CHECKPOINT_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
@@ -170,6 +172,26 @@ class RunState:
                 "no version of fevex can continue the run.",
                 details={"run_id": run_id, "reason": "malformed"},
             ) from None
+
+
+def record_decision(checkpoint: dict[str, Any], run_id: str, decision: ApprovalDecision) -> None:
+    """Record ``decision`` on the approval the checkpoint's pending tool calls wait for;
+    ``APPROVAL_NOT_FOUND`` unless they wait for that one. The loop reads it on its next
+    pass (:class:`PendingCalls` ``decisions``, by tool call id)."""
+    pending = checkpoint.get("pending")
+    approval = pending.get("approval") if isinstance(pending, dict) else None
+    if not isinstance(approval, dict) or approval.get("id") != decision.approval_id:
+        raise approval_not_found(run_id, decision.approval_id)
+    assert isinstance(pending, dict)
+    decisions = pending.get("decisions")
+    pending["decisions"] = {
+        **(decisions if isinstance(decisions, dict) else {}),
+        str(approval.get("tool_call_id")): {
+            "decision": decision.decision,
+            "actor": dict(decision.actor),
+            **({"reason": decision.reason} if decision.reason is not None else {}),
+        },
+    }
 
 
 def tool_step_id(call_id: str) -> str:

@@ -6,8 +6,10 @@ recovery, a wake-up, an event: :meth:`Kernel.take_over`), follows runs executing
 (:meth:`Kernel.follow`), and cancels runs, here or in another process
 (:meth:`Kernel.cancel`). Each run it executes is an
 :class:`~fevex._internal.engine.execution.Execution` (lease renewal, deadline, cancellation,
-pauses and the final commit) advanced by the step driver of the run's *kind*: a
-:class:`RunKind` rebuilds that driver from the run's checkpoint. ``Fevex`` is a front over
+pauses and the final commit) advanced by the step driver of the run's *kind*. The kinds
+are registered when the kernel is created; each owns its checkpoint format (a
+:class:`~fevex._internal.engine.run_kind.RunKind` builds and rebuilds its drivers, decides
+approvals and receives events), and the kernel only calls them. ``Fevex`` is a front over
 it; nothing else writes a run.
 """
 
@@ -17,27 +19,29 @@ import asyncio
 import dataclasses
 import os
 import socket
-from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, Literal, Protocol
+from types import MappingProxyType
+from typing import Any, Literal
 
 from fevex._ground.clock import new_id
 from fevex._ground.names import did_you_mean
 from fevex._ground.storable_text import is_storable
 from fevex._internal.engine.event_sink import EventSink, Observers
-from fevex._internal.engine.execution import Execution, StepDriver, log_run
+from fevex._internal.engine.execution import Execution, log_run
+from fevex._internal.engine.run_kind import Driver, RunKind
 from fevex._internal.engine.waits import (
     paused_until,
-    receive_event,
     resolve_wake_up,
     waits_for_event,
 )
 from fevex.errors import FevexError, FevexRunError, RunCancelledError
 from fevex.events import RunEvent
-from fevex.models import Usage
+from fevex.runtime.approval import ApprovalDecision
 from fevex.runtime.context import ExecutionContext
-from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
+from fevex.runtime.records import TERMINAL_STATUSES, AgentRun
 from fevex.runtime.run_store import (
+    EventOrder,
     NotifyingRunStore,
     RunLease,
     RunStore,
@@ -47,69 +51,41 @@ from fevex.runtime.run_store import (
 )
 from fevex.runtime.store_rules import check_event_page
 
-__all__ = ["Driver", "Kernel", "RunKind", "child_run"]
+__all__ = ["Kernel", "KindFactory", "child_run"]
 
 # Changes a takeover makes to the checkpoint before the driver is built from it (an
 # approval decision, a received event); it raises to refuse, and nothing is written.
 Decide = Callable[[AgentRun, dict[str, Any]], None]
-
-
-class Driver(StepDriver, Protocol):
-    """A step driver as the kernel holds it: its steps, its usage so far, its checkpoint."""
-
-    @property
-    def usage(self) -> Usage: ...
-
-    def checkpoint(self) -> dict[str, Any]: ...
-
-
-class RunKind(Protocol):
-    """What a kind of run (agent, workflow, team) gives the kernel."""
-
-    @property
-    def names(self) -> Collection[str]:
-        """The names of the definitions of this kind the app has."""
-        ...
-
-    @property
-    def reads_session(self) -> bool:
-        """Whether :meth:`driver` needs the run's session (an agent continues its
-        conversation; a workflow or a team keeps none), so that a takeover reads it only
-        then."""
-        ...
-
-    def check(self, run: AgentRun) -> None:
-        """Raise when this app cannot continue ``run`` (its definition is missing)."""
-        ...
-
-    def driver(self, run: AgentRun, checkpoint: Any, session: Session | None) -> Driver:
-        """The driver that continues ``run`` from its stored checkpoint;
-        ``CHECKPOINT_UNSUPPORTED`` when it cannot be read."""
-        ...
-
-    def accept_event(self, run: AgentRun, name: str, payload: Any, actor: Any) -> Any:
-        """The payload ``send_event`` stores for the run's wait, checked as the run's
-        definition asks; raise to refuse it."""
-        ...
+# A run kind as the app registers it: built once, with the kernel that runs it (and the
+# children its runs start).
+KindFactory = Callable[["Kernel"], RunKind]
 
 
 class Kernel:
     def __init__(
         self,
         store: RunStore,
-        kinds: Mapping[str, RunKind],
+        kinds: Mapping[str, KindFactory],
         observers: Observers,
         *,
         lease_seconds: float,
     ) -> None:
         self.store = store
-        self.kinds = kinds
         self.observers = observers
         self.lease_seconds = lease_seconds
         # One owner id per app: a recovered run is taken over under a new generation even
         # when a restarted process happens to reuse the id.
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{new_id('app')}"
         self.active: dict[str, Execution] = {}
+        # Registered once, here: the kinds are the kernel's for its whole life.
+        self._kinds: Mapping[str, RunKind] = MappingProxyType(
+            {name: make(self) for name, make in kinds.items()}
+        )
+
+    @property
+    def kinds(self) -> Mapping[str, RunKind]:
+        """The kinds of run this kernel executes, by the name runs record as their kind."""
+        return self._kinds
 
     @property
     def names(self) -> frozenset[str]:
@@ -409,6 +385,31 @@ class Kernel:
             raise _not_due(await self.get_run(run_id))
         return execution
 
+    async def decide(
+        self, run_id: str, decision: ApprovalDecision, *, timeout: float | None
+    ) -> Execution:
+        """Take over a paused run with ``decision`` on its pending approval, recorded by
+        the run's kind in its checkpoint, and continue it; ``APPROVAL_NOT_FOUND`` (nothing
+        written) when the run does not wait for that approval."""
+        actor = dict(decision.actor)
+
+        def decide(run: AgentRun, checkpoint: dict[str, Any]) -> None:
+            self.kind(run).decide_approval(run, checkpoint, decision)
+
+        return await self.take_over(
+            run_id,
+            status="paused",
+            opening_type="run.resumed",
+            opening_payload={
+                "reason": "approval",
+                "approval_id": decision.approval_id,
+                "decision": decision.decision,
+                "actor": actor,
+            },
+            decide=decide,
+            timeout=timeout,
+        )
+
     async def deliver_event(
         self,
         run_id: str,
@@ -423,12 +424,13 @@ class Kernel:
         run = await self.get_run(run_id)
         if not waits_for_event(run, name):
             raise _not_expected(run, name)
-        accepted = self.kind(run).accept_event(run, name, payload, actor)
+        kind = self.kind(run)
+        accepted = kind.accept_event(run, name, payload, actor)
 
         def decide(stored_run: AgentRun, checkpoint: dict[str, Any]) -> None:
             if not waits_for_event(stored_run, name):
                 raise _not_expected(stored_run, name)
-            receive_event(checkpoint, stored_run.pause or {}, accepted, actor)
+            kind.receive_event(stored_run, checkpoint, accepted, actor)
 
         return await self.take_over(
             run_id,
@@ -443,6 +445,14 @@ class Kernel:
         )
 
     # -- following ------------------------------------------------------------------
+
+    async def list_events(
+        self, run_id: str, *, after: str | None, limit: int | None, order: EventOrder
+    ) -> list[RunEvent]:
+        """A run's events by sequence (see ``Fevex.list_events``)."""
+        check_event_page(after, limit, order)
+        await self.get_run(run_id)
+        return list(await self.store.list_events(run_id, after=after, limit=limit, order=order))
 
     async def follow(
         self, run_id: str, after: str | None, *, poll_interval: float, page_size: int

@@ -1,33 +1,35 @@
-"""One recovery pass: claim the expired runs this app can continue, one at a time, and
+"""One recovery pass: claim the expired runs a kernel can continue, one at a time, and
 report what it did, left, or could not take; one wake-up pass: claim the paused runs whose
-wake-up is due, and continue those whose wait is over. One bad run never stops a pass."""
+wake-up is due, and continue those whose wait is over. One bad run never stops a pass.
+
+Each pass drives the runs it takes to their end or their next pause here; what they led to
+is in the store, which is what the pass reports."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fevex.errors import FevexError, RunCancelledError, RunPausedError
+from fevex._internal.engine.execution import Execution
+from fevex._internal.engine.kernel import Kernel
+from fevex.errors import FevexError, RunCancelledError
 from fevex.runtime.records import TERMINAL_STATUSES, AgentRun
 from fevex.runtime.recovery import RecoverySweep, SkippedRun, WakeSweep
-
-if TYPE_CHECKING:
-    from fevex.app import Fevex
 
 logger = logging.getLogger("fevex")
 
 
 async def sweep_expired_runs(
-    app: Fevex, actor: Mapping[str, Any], limit: int | None
+    kernel: Kernel, actor: Mapping[str, Any], limit: int | None
 ) -> RecoverySweep:
-    store = app.run_store
-    agents = app._kernel.names
+    store = kernel.store
+    agents = kernel.names
     recovered: list[AgentRun] = []
     skipped: list[SkippedRun] = []
     handled: set[str] = set()
     while limit is None or len(recovered) + len(skipped) < limit:
-        claimed = await store.claim_expired_run(app.lease_owner, app.lease_seconds, names=agents)
+        claimed = await store.claim_expired_run(kernel.owner, kernel.lease_seconds, names=agents)
         if claimed is None or claimed[0] in handled:
             # A run handled already came back because its lease ran out during this pass:
             # the next pass takes it.
@@ -35,11 +37,11 @@ async def sweep_expired_runs(
         run_id, lease = claimed
         handled.add(run_id)
         try:
-            execution = await app._kernel.recover(run_id, actor, lease=lease)
+            execution = await kernel.recover(run_id, actor, lease=lease)
         except Exception as error:
             if isinstance(error, FevexError) and error.code == "LEASE_LOST":
                 continue  # as below: another worker took the run over
-            run = await _settled_run(app, run_id)
+            run = await _settled_run(kernel, run_id)
             if run is not None and run.status in TERMINAL_STATUSES:
                 if not isinstance(error, RunCancelledError):
                     logger.warning("recovery ended run %s as %s: %s", run_id, run.status, error)
@@ -48,7 +50,7 @@ async def sweep_expired_runs(
                 skipped.append(_skipped(run_id, error))
             continue
         try:
-            await app._result(execution)
+            await _drive(kernel, execution)
         except FevexError as error:
             if error.code == "LEASE_LOST":
                 # Another worker took the run over (this pass stalled past its lease): the
@@ -57,7 +59,7 @@ async def sweep_expired_runs(
             # Otherwise the run's outcome is in the store.
         except Exception:
             logger.warning("recovering run %s failed unexpectedly", run_id, exc_info=True)
-        recovered.append(await app.get_run(run_id))
+        recovered.append(await kernel.get_run(run_id))
     try:
         # Plain reads, best-effort: the runs this pass took are done either way.
         mine = await store.expired_run_ids(limit=100, names=agents)
@@ -87,9 +89,15 @@ async def sweep_expired_runs(
     return RecoverySweep(tuple(recovered), tuple(skipped), unclaimed, len(handled))
 
 
-async def _settled_run(app: Fevex, run_id: str) -> AgentRun | None:
+async def _drive(kernel: Kernel, execution: Execution) -> None:
+    """Drive ``execution`` to its end or its next pause; raises the run's error."""
+    async for _ in kernel.events(execution):
+        pass
+
+
+async def _settled_run(kernel: Kernel, run_id: str) -> AgentRun | None:
     try:
-        return await app.run_store.get_run(run_id)
+        return await kernel.store.get_run(run_id)
     except Exception:
         return None
 
@@ -104,15 +112,14 @@ def _skipped(run_id: str, error: Exception) -> SkippedRun:
     )
 
 
-async def wake_due_runs(app: Fevex, limit: int | None) -> WakeSweep:
+async def wake_due_runs(kernel: Kernel, limit: int | None) -> WakeSweep:
     """Claim the paused runs whose wake-up is due (a timer, the end of a child) among those
-    this app can continue, one at a time, and continue each whose wait is over."""
+    the kernel can continue, one at a time, and continue each whose wait is over."""
     woken: list[AgentRun] = []
     skipped: list[SkippedRun] = []
     handled: set[str] = set()
-    kernel = app._kernel
     while limit is None or len(handled) < limit:
-        claimed = await app.run_store.claim_due_run(
+        claimed = await kernel.store.claim_due_run(
             kernel.owner, kernel.lease_seconds, names=kernel.names
         )
         if claimed is None or claimed[0] in handled:
@@ -123,19 +130,18 @@ async def wake_due_runs(app: Fevex, limit: int | None) -> WakeSweep:
             execution = await kernel.wake(run_id, lease)
             if execution is None:
                 continue  # early: paused again until its wake-up is due
-            await app._result(execution)
-        except RunPausedError:
-            pass
+            # Paused again or ended, the run's outcome is in the store.
+            await _drive(kernel, execution)
         except FevexError as error:
             if error.code == "LEASE_LOST":
                 continue
             # Ended or paused again, the run's outcome is in the store; otherwise it was left.
-            run = await _settled_run(app, run_id)
+            run = await _settled_run(kernel, run_id)
             if run is None or run.status == "running":
                 skipped.append(_skipped(run_id, error))
                 continue
         except Exception as error:
             skipped.append(_skipped(run_id, error))
             continue
-        woken.append(await app.get_run(run_id))
+        woken.append(await kernel.get_run(run_id))
     return WakeSweep(tuple(woken), tuple(skipped), len(handled))

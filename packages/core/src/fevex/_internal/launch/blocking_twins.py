@@ -1,46 +1,108 @@
-"""The blocking twins of :class:`fevex.Fevex`'s coroutine methods, for scripts: each runs
-its coroutine on the thread's reusable event loop (see :mod:`fevex._internal.launch.sync`)."""
+"""The blocking twins of the app's coroutine methods, for scripts: each runs its coroutine on
+the thread's reusable event loop (see :mod:`fevex._internal.launch.sync`).
+
+A twin that takes what its coroutine method takes and returns what it returns is derived
+from the method (:class:`blocking`, :class:`blocking_iterator`). The twins whose types
+differ from their method's (a result typed by the definition passed, no ``wait=``) are
+written out once, over the app's launcher.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
+from fevex._internal.launch.launcher import Launcher
+from fevex._internal.launch.run_arguments import (
+    AgentInput,
+    AgentReference,
+    RunArguments,
+    RunContext,
+    TeamReference,
+    TypedDefinition,
+    WorkflowReference,
+)
+from fevex._internal.launch.run_kinds import AGENT, TEAM, WORKFLOW
 from fevex._internal.launch.sync import iterate_sync, run_sync
+from fevex.agents import AgentDefinition, Limits
+from fevex.runtime.approval import ApprovalDecision
+from fevex.runtime.run_result import RunResult
+from fevex.teams import TeamDefinition, TeamLimits
+from fevex.workflows import WorkflowDefinition
 
-if TYPE_CHECKING:
-    from fevex.agents import AgentDefinition, Limits
-    from fevex.app import (
-        AgentInput,
-        AgentReference,
-        Fevex,
-        RunContext,
-        RunResult,
-        TeamReference,
-        TypedDefinition,
-        WorkflowReference,
-    )
-    from fevex.events import RunEvent
-    from fevex.observability.report import ObservabilityReport
-    from fevex.runtime.approval import ApprovalDecision
-    from fevex.runtime.records import AgentRun, RunStatus, Session
-    from fevex.runtime.recovery import RecoverySweep, WakeSweep
-    from fevex.runtime.run_store import EventOrder
-    from fevex.teams import TeamDefinition, TeamLimits
-    from fevex.workflows import WorkflowDefinition
+__all__ = ["BlockingTwins", "blocking", "blocking_iterator"]
 
-__all__ = ["BlockingTwins"]
-
+P = ParamSpec("P")
+T = TypeVar("T")
 OutputT = TypeVar("OutputT")
 
 
-def _app(twins: BlockingTwins) -> Fevex:
-    """The app whose coroutine method a twin runs (``Fevex`` is the one subclass)."""
-    return cast("Fevex", twins)
+class blocking(Generic[P, T]):
+    """``name_sync = blocking(name)`` in a class body: the blocking twin of the coroutine
+    method ``name``, with its parameters and its result."""
+
+    def __init__(
+        self,
+        method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]],
+        doc: str | None = None,
+    ) -> None:
+        self._method = method
+        self.__doc__ = doc
+
+    @overload
+    def __get__(self, app: None, owner: type[Any]) -> blocking[P, T]: ...
+
+    @overload
+    def __get__(self, app: object, owner: type[Any] | None = None) -> Callable[P, T]: ...
+
+    def __get__(
+        self, app: object, owner: type[Any] | None = None
+    ) -> blocking[P, T] | Callable[P, T]:
+        if app is None:
+            return self
+        method = self._method
+
+        def twin(*args: P.args, **kwargs: P.kwargs) -> T:
+            return run_sync(method(app, *args, **kwargs))
+
+        return twin
+
+
+class blocking_iterator(Generic[P, T]):
+    """``name_sync = blocking_iterator(name)``: the blocking twin of the method ``name``
+    that returns an async iterator, as a plain iterator; closing it closes the method's."""
+
+    def __init__(
+        self, method: Callable[Concatenate[Any, P], AsyncIterator[T]], doc: str | None = None
+    ) -> None:
+        self._method = method
+        self.__doc__ = doc
+
+    @overload
+    def __get__(self, app: None, owner: type[Any]) -> blocking_iterator[P, T]: ...
+
+    @overload
+    def __get__(self, app: object, owner: type[Any] | None = None) -> Callable[P, Iterator[T]]: ...
+
+    def __get__(
+        self, app: object, owner: type[Any] | None = None
+    ) -> blocking_iterator[P, T] | Callable[P, Iterator[T]]:
+        if app is None:
+            return self
+        method = self._method
+
+        def twin(*args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+            return iterate_sync(method(app, *args, **kwargs))
+
+        return twin
 
 
 class BlockingTwins:
-    """Every coroutine method of the app, as a blocking call with a ``_sync`` suffix."""
+    """The twins typed otherwise than their coroutine methods: a run's result typed by the
+    definition passed (``run_agent_sync(support, ...)`` is a ``RunResult[Answer]``), and a
+    continuation that always waits for its run (no ``wait=``)."""
+
+    _launcher: Launcher
 
     @overload
     def run_agent_sync(
@@ -76,62 +138,8 @@ class BlockingTwins:
         context: RunContext = None,
         run_id: str | None = None,
     ) -> RunResult[Any]:
-        return run_sync(
-            _app(self).run_agent(
-                agent,
-                input,
-                session_id=session_id,
-                timeout=timeout,
-                context=context,
-                run_id=run_id,
-            )
-        )
-
-    def stream_agent_sync(
-        self,
-        agent: AgentReference,
-        input: AgentInput,
-        *,
-        session_id: str | None = None,
-        timeout: float | None = None,
-        context: RunContext = None,
-        run_id: str | None = None,
-    ) -> Iterator[RunEvent]:
-        return iterate_sync(
-            _app(self).stream_agent(
-                agent,
-                input,
-                session_id=session_id,
-                timeout=timeout,
-                context=context,
-                run_id=run_id,
-            )
-        )
-
-    def start_agent_sync(
-        self,
-        agent: AgentReference,
-        input: AgentInput,
-        *,
-        session_id: str | None = None,
-        timeout: float | None = None,
-        context: RunContext = None,
-        run_id: str | None = None,
-    ) -> AgentRun:
-        """Start a run in the background and return its first snapshot. The run advances
-        while this thread is in a later blocking call of the app (``get_run_sync``,
-        ``follow_events_sync``, ``close_sync``, ...); ``close_sync`` cancels it if it is
-        still running."""
-        return run_sync(
-            _app(self).start_agent(
-                agent,
-                input,
-                session_id=session_id,
-                timeout=timeout,
-                context=context,
-                run_id=run_id,
-            )
-        )
+        arguments = RunArguments(agent, input, context, timeout, session_id, run_id)
+        return run_sync(self._launcher.run(AGENT, arguments))
 
     @overload
     def run_workflow_sync(
@@ -164,41 +172,8 @@ class BlockingTwins:
         timeout: float | None = None,
         limits: Limits | None = None,
     ) -> RunResult[Any]:
-        return run_sync(
-            _app(self).run_workflow(
-                workflow, input, context=context, timeout=timeout, limits=limits
-            )
-        )
-
-    def stream_workflow_sync(
-        self,
-        workflow: WorkflowReference,
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: Limits | None = None,
-    ) -> Iterator[RunEvent]:
-        return iterate_sync(
-            _app(self).stream_workflow(
-                workflow, input, context=context, timeout=timeout, limits=limits
-            )
-        )
-
-    def start_workflow_sync(
-        self,
-        workflow: WorkflowReference,
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: Limits | None = None,
-    ) -> AgentRun:
-        return run_sync(
-            _app(self).start_workflow(
-                workflow, input, context=context, timeout=timeout, limits=limits
-            )
-        )
+        arguments = RunArguments(workflow, input, context, timeout, limits=limits)
+        return run_sync(self._launcher.run(WORKFLOW, arguments))
 
     @overload
     def run_team_sync(
@@ -231,35 +206,8 @@ class BlockingTwins:
         timeout: float | None = None,
         limits: TeamLimits | None = None,
     ) -> RunResult[Any]:
-        return run_sync(
-            _app(self).run_team(team, input, context=context, timeout=timeout, limits=limits)
-        )
-
-    def stream_team_sync(
-        self,
-        team: TeamReference,
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: TeamLimits | None = None,
-    ) -> Iterator[RunEvent]:
-        return iterate_sync(
-            _app(self).stream_team(team, input, context=context, timeout=timeout, limits=limits)
-        )
-
-    def start_team_sync(
-        self,
-        team: TeamReference,
-        input: Any = None,
-        *,
-        context: RunContext = None,
-        timeout: float | None = None,
-        limits: TeamLimits | None = None,
-    ) -> AgentRun:
-        return run_sync(
-            _app(self).start_team(team, input, context=context, timeout=timeout, limits=limits)
-        )
+        arguments = RunArguments(team, input, context, timeout, limits=limits)
+        return run_sync(self._launcher.run(TEAM, arguments))
 
     @overload
     def resume_run_sync(
@@ -289,22 +237,16 @@ class BlockingTwins:
         definition: TypedDefinition[Any] | None = None,
         timeout: float | None = None,
     ) -> RunResult[Any]:
+        launcher = self._launcher
         return run_sync(
-            _app(self).resume_run(run_id, decision, definition=definition, timeout=timeout)
+            launcher.continued(True, launcher.resume, run_id, decision, definition, timeout)
         )
 
     def recover_run_sync(
         self, run_id: str, *, actor: Mapping[str, Any], timeout: float | None = None
     ) -> RunResult[Any]:
-        return run_sync(_app(self).recover_run(run_id, actor=actor, timeout=timeout))
-
-    def recover_expired_runs_sync(
-        self, *, actor: Mapping[str, Any], limit: int | None = None
-    ) -> RecoverySweep:
-        return run_sync(_app(self).recover_expired_runs(actor=actor, limit=limit))
-
-    def wake_due_runs_sync(self, *, limit: int | None = None) -> WakeSweep:
-        return run_sync(_app(self).wake_due_runs(limit=limit))
+        launcher = self._launcher
+        return run_sync(launcher.continued(True, launcher.recover, run_id, actor, timeout))
 
     def send_event_sync(
         self,
@@ -315,85 +257,7 @@ class BlockingTwins:
         actor: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> RunResult[Any]:
-        return run_sync(_app(self).send_event(run_id, name, payload, actor=actor, timeout=timeout))
-
-    def get_run_sync(self, run_id: str) -> AgentRun:
-        return run_sync(_app(self).get_run(run_id))
-
-    def list_events_sync(
-        self,
-        run_id: str,
-        *,
-        after: str | None = None,
-        limit: int | None = None,
-        order: EventOrder = "asc",
-    ) -> list[RunEvent]:
-        return run_sync(_app(self).list_events(run_id, after=after, limit=limit, order=order))
-
-    def follow_events_sync(
-        self,
-        run_id: str,
-        *,
-        after: str | None = None,
-        poll_interval: float = 0.2,
-        page_size: int = 100,
-    ) -> Iterator[RunEvent]:
-        return iterate_sync(
-            _app(self).follow_events(
-                run_id, after=after, poll_interval=poll_interval, page_size=page_size
-            )
-        )
-
-    def follow_event_pages_sync(
-        self,
-        run_id: str,
-        *,
-        after: str | None = None,
-        poll_interval: float = 0.2,
-        page_size: int = 100,
-    ) -> Iterator[Sequence[RunEvent]]:
-        return iterate_sync(
-            _app(self).follow_event_pages(
-                run_id, after=after, poll_interval=poll_interval, page_size=page_size
-            )
-        )
-
-    def list_runs_sync(
-        self,
-        *,
-        status: RunStatus | None = None,
-        kind: str | None = None,
-        name: str | None = None,
-        session_id: str | None = None,
-        parent_run_id: str | None = None,
-        limit: int = 50,
-        after: str | None = None,
-    ) -> list[AgentRun]:
+        launcher = self._launcher
         return run_sync(
-            _app(self).list_runs(
-                status=status,
-                kind=kind,
-                name=name,
-                session_id=session_id,
-                parent_run_id=parent_run_id,
-                limit=limit,
-                after=after,
-            )
+            launcher.continued(True, launcher.send_event, run_id, name, payload, actor, timeout)
         )
-
-    def cancel_run_sync(self, run_id: str, *, timeout: float | None = None) -> AgentRun:
-        return run_sync(_app(self).cancel_run(run_id, timeout=timeout))
-
-    def get_session_sync(self, session_id: str) -> Session:
-        return run_sync(_app(self).get_session(session_id))
-
-    def compact_session_sync(
-        self, session_id: str, summary: str, *, revision: int | None = None
-    ) -> Session:
-        return run_sync(_app(self).compact_session(session_id, summary, revision=revision))
-
-    def flush_observability_sync(self) -> ObservabilityReport:
-        return run_sync(_app(self).flush_observability())
-
-    def close_sync(self) -> None:
-        run_sync(_app(self).close())

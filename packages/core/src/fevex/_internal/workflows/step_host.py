@@ -24,7 +24,7 @@ from fevex.tools import ToolDefinition
 
 if TYPE_CHECKING:
     from fevex._internal.engine.journal import JournalEntry
-    from fevex._internal.engine.kernel import Driver
+    from fevex._internal.engine.run_kind import Driver
 
 __all__ = ["AgentChild", "Announcement", "StepEvents", "StepHost"]
 

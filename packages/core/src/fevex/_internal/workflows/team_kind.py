@@ -50,7 +50,7 @@ TEAM_EVENTS = dataclasses.replace(
 
 
 class TeamKind(WorkflowKind):
-    """The :class:`~fevex._internal.engine.kernel.RunKind` of team runs."""
+    """The :class:`~fevex._internal.engine.run_kind.RunKind` of team runs."""
 
     step_events = TEAM_EVENTS
 

@@ -12,11 +12,19 @@ from fevex._internal.composition.registry import Composition, PreparedWorkflow
 from fevex._internal.composition.tool_runner import summarize
 from fevex._internal.engine.journal import StepJournal
 from fevex._internal.engine.kernel import Kernel
+from fevex._internal.engine.run_kind import (
+    LaunchRequest,
+    NewRun,
+    ReadSession,
+    approval_not_found,
+)
+from fevex._internal.engine.waits import receive_event
 from fevex._internal.workflows.step_host import StepEvents
 from fevex._internal.workflows.workflow_driver import WorkflowDriver
 from fevex._internal.workflows.workflow_state import WorkflowState, limits_json
 from fevex.agents import Limits
 from fevex.errors import FevexRunError
+from fevex.runtime.approval import ApprovalDecision
 from fevex.runtime.records import AgentRun, Session
 from fevex.schemas.schema import ensure_json
 from fevex.workflows.definition import WorkflowDefinition
@@ -35,11 +43,13 @@ WORKFLOW_EVENTS = StepEvents(
 
 
 class WorkflowKind:
-    """The :class:`~fevex._internal.engine.kernel.RunKind` of workflow runs."""
+    """The :class:`~fevex._internal.engine.run_kind.RunKind` of workflow runs."""
 
     # A workflow (and a team) keeps its state in its checkpoint, not in a conversation.
     reads_session = False
     step_events = WORKFLOW_EVENTS
+    # Its events are committed as each pass ends or pauses, in the background too.
+    background_batching = True
 
     def __init__(self, composition: Composition, kernel: Kernel, agents: AgentKind) -> None:
         self.composition = composition
@@ -135,12 +145,36 @@ class WorkflowKind:
         state = WorkflowState(input_json, limits_json(effective), StepJournal())
         return run, WorkflowDriver(self, prepared, state)
 
+    async def launch(self, request: LaunchRequest, read_session: ReadSession) -> NewRun:
+        run, driver = self.begin(request.reference, request.input, request.context, request.limits)
+        return NewRun(
+            run,
+            driver,
+            opening={
+                f"{run.kind}_name": run.name,
+                "version": run.version,
+                "session_id": run.session_id,
+                "input": run.input,
+            },
+        )
+
     def check(self, run: AgentRun) -> None:
         self.workflow(run.name, run.version or "")
 
     def driver(self, run: AgentRun, checkpoint: Any, session: Session | None) -> WorkflowDriver:
         prepared = self.workflow(run.name, run.version or "")
         return WorkflowDriver(self, prepared, WorkflowState.from_checkpoint(run.id, checkpoint))
+
+    def decide_approval(
+        self, run: AgentRun, checkpoint: dict[str, Any], decision: ApprovalDecision
+    ) -> None:
+        # Its approvals are its children's: each is decided on the child run.
+        raise approval_not_found(run.id, decision.approval_id)
+
+    def receive_event(
+        self, run: AgentRun, checkpoint: dict[str, Any], payload: Any, actor: Any
+    ) -> None:
+        receive_event(checkpoint, run.pause or {}, payload, actor)
 
     def accept_event(self, run: AgentRun, name: str, payload: Any, actor: Any) -> Any:
         prepared = self.workflow(run.name, run.version or "")
