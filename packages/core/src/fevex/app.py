@@ -635,8 +635,9 @@ class Fevex(RunMethods, BlockingTwins):
         if self.memory_store is not None:
             await self.memory_store.close()
 
-    # -- blocking twins (of run_*, stream_* and start_*: RunMethods'; those typed otherwise
-    # than their coroutine: BlockingTwins') -----------------------------------------------
+    # -- blocking twins -------------------------------------------------------------
+    # (Those of run_*, stream_* and start_* are RunMethods'; those typed otherwise than
+    # their coroutine method, BlockingTwins'.)
 
     recover_expired_runs_sync = blocking(recover_expired_runs)
     wake_due_runs_sync = blocking(wake_due_runs)

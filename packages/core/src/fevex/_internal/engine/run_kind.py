@@ -43,14 +43,13 @@ class Driver(StepDriver, Protocol):
 @dataclass(frozen=True, slots=True)
 class LaunchRequest:
     """A caller's request for a new run: the definition (its name or itself), the input,
-    the run's context as JSON and what only some kinds take (an agent's session and run id,
-    a workflow's or a team's limits)."""
+    the run's context as JSON and what only some kinds take (an agent's session, a
+    workflow's or a team's limits). A run id the caller chose is the launcher's to apply."""
 
     reference: Any
     input: Any
     context: dict[str, Any] | None = None
     session_id: str | None = None
-    run_id: str | None = None
     limits: Any = None
 
 

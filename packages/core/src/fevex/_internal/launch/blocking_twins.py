@@ -67,6 +67,10 @@ class blocking(Generic[P, T]):
 
         return twin
 
+    def __call__(self, app: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """The twin as read from the class, called with the app first (as a function)."""
+        return run_sync(self._method(app, *args, **kwargs))
+
 
 class blocking_iterator(Generic[P, T]):
     """``name_sync = blocking_iterator(name)``: the blocking twin of the method ``name``
@@ -95,6 +99,10 @@ class blocking_iterator(Generic[P, T]):
             return iterate_sync(method(app, *args, **kwargs))
 
         return twin
+
+    def __call__(self, app: Any, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        """The twin as read from the class, called with the app first (as a function)."""
+        return iterate_sync(self._method(app, *args, **kwargs))
 
 
 class BlockingTwins:

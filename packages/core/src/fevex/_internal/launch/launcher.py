@@ -84,7 +84,6 @@ class Launcher:
             arguments.input,
             context,
             session_id=arguments.session_id,
-            run_id=arguments.run_id,
             limits=arguments.limits,
         )
         new = await self.kernel.kinds[kind].launch(request, self.kernel.store.get_session)
