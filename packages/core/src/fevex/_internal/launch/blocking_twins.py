@@ -2,15 +2,16 @@
 the thread's reusable event loop (see :mod:`fevex._internal.launch.sync`).
 
 A twin that takes what its coroutine method takes and returns what it returns is derived
-from the method (:class:`blocking`, :class:`blocking_iterator`). The twins whose types
+from the method (:func:`blocking`, :func:`blocking_iterator`). The twins whose types
 differ from their method's (a result typed by the definition passed, no ``wait=``) are
 written out once, over the app's launcher.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from fevex._internal.launch.launcher import Launcher
 from fevex._internal.launch.run_arguments import (
@@ -34,75 +35,43 @@ __all__ = ["BlockingTwins", "blocking", "blocking_iterator"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+AppT = TypeVar("AppT")
+TwinT = TypeVar("TwinT", bound=Callable[..., Any])
 OutputT = TypeVar("OutputT")
 
 
-class blocking(Generic[P, T]):
+def blocking(
+    method: Callable[Concatenate[AppT, P], Coroutine[Any, Any, T]], doc: str | None = None
+) -> Callable[Concatenate[AppT, P], T]:
     """``name_sync = blocking(name)`` in a class body: the blocking twin of the coroutine
-    method ``name``, with its parameters and its result."""
+    method ``name``, with its parameters and its result (and its docstring, or ``doc``)."""
 
-    def __init__(
-        self,
-        method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]],
-        doc: str | None = None,
-    ) -> None:
-        self._method = method
-        self.__doc__ = doc
+    def twin(app: AppT, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(method(app, *args, **kwargs))
 
-    @overload
-    def __get__(self, app: None, owner: type[Any]) -> blocking[P, T]: ...
-
-    @overload
-    def __get__(self, app: object, owner: type[Any] | None = None) -> Callable[P, T]: ...
-
-    def __get__(
-        self, app: object, owner: type[Any] | None = None
-    ) -> blocking[P, T] | Callable[P, T]:
-        if app is None:
-            return self
-        method = self._method
-
-        def twin(*args: P.args, **kwargs: P.kwargs) -> T:
-            return run_sync(method(app, *args, **kwargs))
-
-        return twin
-
-    def __call__(self, app: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """The twin as read from the class, called with the app first (as a function)."""
-        return run_sync(self._method(app, *args, **kwargs))
+    return _named_after(twin, method, doc)
 
 
-class blocking_iterator(Generic[P, T]):
+def blocking_iterator(
+    method: Callable[Concatenate[AppT, P], AsyncIterator[T]], doc: str | None = None
+) -> Callable[Concatenate[AppT, P], Iterator[T]]:
     """``name_sync = blocking_iterator(name)``: the blocking twin of the method ``name``
     that returns an async iterator, as a plain iterator; closing it closes the method's."""
 
-    def __init__(
-        self, method: Callable[Concatenate[Any, P], AsyncIterator[T]], doc: str | None = None
-    ) -> None:
-        self._method = method
-        self.__doc__ = doc
+    def twin(app: AppT, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        return iterate_sync(method(app, *args, **kwargs))
 
-    @overload
-    def __get__(self, app: None, owner: type[Any]) -> blocking_iterator[P, T]: ...
+    return _named_after(twin, method, doc)
 
-    @overload
-    def __get__(self, app: object, owner: type[Any] | None = None) -> Callable[P, Iterator[T]]: ...
 
-    def __get__(
-        self, app: object, owner: type[Any] | None = None
-    ) -> blocking_iterator[P, T] | Callable[P, Iterator[T]]:
-        if app is None:
-            return self
-        method = self._method
-
-        def twin(*args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
-            return iterate_sync(method(app, *args, **kwargs))
-
-        return twin
-
-    def __call__(self, app: Any, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
-        """The twin as read from the class, called with the app first (as a function)."""
-        return iterate_sync(self._method(app, *args, **kwargs))
+def _named_after(twin: TwinT, method: Callable[..., Any], doc: str | None) -> TwinT:
+    """``twin`` as introspection shows it: the method's parameters, its own name."""
+    functools.update_wrapper(twin, method)
+    twin.__name__ = f"{method.__name__}_sync"
+    twin.__qualname__ = f"{method.__qualname__}_sync"
+    if doc is not None:
+        twin.__doc__ = doc
+    return twin
 
 
 class BlockingTwins:
