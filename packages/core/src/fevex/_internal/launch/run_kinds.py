@@ -10,7 +10,7 @@ from fevex._internal.workflows import team_kind, workflow_kind
 from fevex._internal.workflows.team_kind import TeamKind
 from fevex._internal.workflows.workflow_kind import WorkflowKind
 
-__all__ = ["AGENT", "TEAM", "WORKFLOW", "app_run_kinds"]
+__all__ = ["app_run_kinds"]
 
 # The kind names runs record (AgentRun.kind), by which the launcher starts them.
 AGENT = "agent"
