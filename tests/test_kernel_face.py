@@ -1,15 +1,27 @@
 """The kernel's face: every coroutine method of the app has its blocking twin, the runs of
 every kind start through one launcher (each ``run_*``, ``stream_*`` and ``start_*`` is a
-call of it, not a body of its own), and nothing below the face imports it."""
+call of it, not a body of its own), nothing below the face imports it, and an approval
+decision is the run kind's to accept or refuse."""
 
 from __future__ import annotations
 
 import ast
 import inspect
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import fevex
-from fevex import Fevex
+from fevex import (
+    Fevex,
+    FevexRunError,
+    RunPausedError,
+    WorkflowStep,
+    create_fevex,
+    define_workflow,
+)
+from fevex.testing import FakeModel
 
 SOURCE = Path(fevex.__file__).parent
 LAUNCH_PREFIXES = ("run_", "stream_", "start_")
@@ -90,3 +102,24 @@ def test_every_run_stream_and_start_method_is_a_call_of_the_launcher() -> None:
     assert {f"{prefix}{kind}_sync" for prefix in ("stream_", "start_") for kind in kinds} & set(
         bodies
     ) == set()
+
+
+@pytest.mark.anyio
+async def test_a_decision_on_a_workflow_run_is_refused_by_its_kind_and_changes_nothing() -> None:
+    @define_workflow(name="waiting", version="1", events={"go": None})
+    async def waiting(step: WorkflowStep, input: Any) -> str:
+        await step.wait_for_event("wait", "go")
+        return "went"
+
+    async with create_fevex(models={"default": FakeModel()}, workflows=[waiting]) as app:
+        with pytest.raises(RunPausedError) as paused:
+            await app.run_workflow(waiting)
+        before = await app.get_run(paused.value.run_id)
+        decision = {"approval_id": "apr_1", "decision": "approve", "actor": {"id": "ada"}}
+        with pytest.raises(FevexRunError) as refused:
+            await app.resume_run(before.id, decision)
+        assert refused.value.code == "APPROVAL_NOT_FOUND"
+        assert await app.get_run(before.id) == before
+        # The event the workflow's kind accepts continues it.
+        done = await app.send_event(before.id, "go", {"now": True})
+        assert done.output == "went"
