@@ -385,7 +385,7 @@ class Kernel:
             raise _not_due(await self.get_run(run_id))
         return execution
 
-    async def decide(
+    async def decide_approval(
         self, run_id: str, decision: ApprovalDecision, *, timeout: float | None
     ) -> Execution:
         """Take over a paused run with ``decision`` on its pending approval, recorded by

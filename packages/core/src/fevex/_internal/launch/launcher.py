@@ -124,7 +124,7 @@ class Launcher:
             return await self.kernel.continue_due(run_id, timeout=timeout)
         approval_id, verdict, actor, reason = decided
         choice: Literal["approve", "reject"] = "approve" if verdict == "approve" else "reject"
-        return await self.kernel.decide(
+        return await self.kernel.decide_approval(
             run_id, ApprovalDecision(approval_id, choice, actor, reason=reason), timeout=timeout
         )
 
