@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import aclosing
 from typing import Any, Literal, ParamSpec, overload
 
@@ -58,9 +58,11 @@ class Launcher:
 
     # -- new runs -------------------------------------------------------------------
 
-    async def run(self, kind: str, arguments: RunArguments) -> RunResult[Any]:
+    def run(self, kind: str, arguments: RunArguments) -> Coroutine[Any, Any, RunResult[Any]]:
         """Run to its end and return the result; ``RunPausedError`` when it pauses."""
-        return await self.result(await self._begin(kind, arguments, batching=True))
+        # The caller awaits result() itself: every resumption of a run's coroutine passes
+        # through each frame above it, so the launch path adds none.
+        return self.result(self._begin, kind, arguments, batching=True)
 
     async def stream(self, kind: str, arguments: RunArguments) -> AsyncGenerator[RunEvent, None]:
         """Each committed event as it happens; closing the stream early cancels the run."""
@@ -186,9 +188,9 @@ class Launcher:
         """The end of the run ``take(*args, **kwargs)`` takes over (:meth:`resume`,
         :meth:`send_event`, :meth:`recover`), or with ``wait`` false its snapshot once the
         takeover is durable, the run going on in the background."""
-        execution = await take(*args, **kwargs)
         if wait:
-            return await self.result(execution)
+            return await self.result(take, *args, **kwargs)
+        execution = await take(*args, **kwargs)
         # A takeover's opening rides on the run's next commit; a caller told "continued"
         # must find the decision durable first, so it is committed before the answer.
         try:
@@ -202,9 +204,12 @@ class Launcher:
 
     # -- outcomes -------------------------------------------------------------------
 
-    async def result(self, execution: Execution) -> RunResult[Any]:
-        """Drive ``execution`` to its end: its result, or ``RunPausedError`` listing the
-        approvals its pause waits for."""
+    async def result(
+        self, take: Callable[P, Awaitable[Execution]], *args: P.args, **kwargs: P.kwargs
+    ) -> RunResult[Any]:
+        """Drive the execution ``take(*args, **kwargs)`` starts or takes over to its end:
+        its result, or ``RunPausedError`` listing the approvals its pause waits for."""
+        execution = await take(*args, **kwargs)
         events = [event async for event in self.kernel.events(execution)]
         if execution.pause is not None:
             raise RunPausedError(
