@@ -93,9 +93,11 @@ class ProbeKind:
     def names(self) -> Collection[str]:
         return ("probe", "child")
 
-    async def launch(self, request: LaunchRequest, read_session: ReadSession) -> NewRun:
-        run = probe_run(request.input, context=request.context)
-        return NewRun(run, ProbeDriver(self.kernel, list(run.input), StepJournal()))
+    async def launch(
+        self, request: LaunchRequest, context: dict[str, Any] | None, read_session: ReadSession
+    ) -> NewRun:
+        run = probe_run(request.input, context=context)
+        return NewRun(run, ProbeDriver(self.kernel, list(run.input), StepJournal()), {})
 
     def check(self, run: AgentRun) -> None:
         return None

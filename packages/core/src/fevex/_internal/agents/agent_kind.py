@@ -72,7 +72,9 @@ class AgentKind:
         )
         return run, self._loop(prepared, session, RunState([user_message], limits=limits))
 
-    async def launch(self, request: LaunchRequest, read_session: ReadSession) -> NewRun:
+    async def launch(
+        self, request: LaunchRequest, context: dict[str, Any] | None, read_session: ReadSession
+    ) -> NewRun:
         """A new run of the agent ``request`` names, in the session it names (read here:
         the run continues its conversation) or a new one."""
         name = self.name_of(request.reference)
@@ -84,12 +86,12 @@ class AgentKind:
             session = await read_session(session_id)
         else:
             session_id = new_id("ses")
-        run, loop = self.new_run(name, request.input, session_id, request.context, session)
+        run, loop = self.new_run(name, request.input, session_id, context, session)
         return NewRun(
             run,
             loop,
-            opening={"agent_name": name, "session_id": session_id, "input": run.input},
-            session_revision=None if session is None else session.revision,
+            {"agent_name": name, "session_id": session_id, "input": run.input},
+            None if session is None else session.revision,
         )
 
     def name_of(self, reference: Any) -> str:

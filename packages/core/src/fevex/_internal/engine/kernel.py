@@ -77,15 +77,11 @@ class Kernel:
         # when a restarted process happens to reuse the id.
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{new_id('app')}"
         self.active: dict[str, Execution] = {}
-        # Registered once, here: the kinds are the kernel's for its whole life.
-        self._kinds: Mapping[str, RunKind] = MappingProxyType(
+        # The kinds of run this kernel executes, by the name runs record as their kind:
+        # registered once, here, and the kernel's for its whole life.
+        self.kinds: Mapping[str, RunKind] = MappingProxyType(
             {name: make(self) for name, make in kinds.items()}
         )
-
-    @property
-    def kinds(self) -> Mapping[str, RunKind]:
-        """The kinds of run this kernel executes, by the name runs record as their kind."""
-        return self._kinds
 
     @property
     def names(self) -> frozenset[str]:

@@ -8,14 +8,15 @@ only ever calls these methods: it never reads or writes a checkpoint's inside it
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
 
 from fevex._internal.engine.execution import StepDriver
 from fevex.errors import FevexRunError
 from fevex.models import Usage
 from fevex.runtime.approval import ApprovalDecision
+from fevex.runtime.context import ExecutionContext
 from fevex.runtime.records import AgentRun, Session
 
 __all__ = [
@@ -42,25 +43,27 @@ class Driver(StepDriver, Protocol):
 
 @dataclass(frozen=True, slots=True)
 class LaunchRequest:
-    """A caller's request for a new run: the definition (its name or itself), the input,
-    the run's context as JSON and what only some kinds take (an agent's session, a
-    workflow's or a team's limits). A run id the caller chose is the launcher's to apply."""
+    """A caller's request for a new run, as given: the definition (its name or itself),
+    the input, the context (checked as the run starts, into the JSON its kind stores) and
+    what only some kinds take (an agent's session and run id, a workflow's or a team's
+    limits). A run id the caller chose is the launcher's to apply."""
 
     reference: Any
     input: Any
-    context: dict[str, Any] | None = None
+    context: ExecutionContext | Mapping[str, Any] | None = None
+    timeout: float | None = None
     session_id: str | None = None
+    run_id: str | None = None
     limits: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class NewRun:
+class NewRun(NamedTuple):
     """A run not stored yet, the driver that executes it, and what its ``run.started``
     event says; ``session_revision`` is the revision of the session it continues."""
 
     run: AgentRun
     driver: Driver
-    opening: dict[str, Any] = field(default_factory=dict)
+    opening: dict[str, Any]
     session_revision: int | None = None
 
 
@@ -86,9 +89,12 @@ class RunKind(Protocol):
         which a follower in another process reads live)."""
         ...
 
-    async def launch(self, request: LaunchRequest, read_session: ReadSession) -> NewRun:
-        """A new run of the definition ``request`` names, refused (``*_NOT_FOUND``,
-        ``INVALID_INPUT``, ...) before anything is stored."""
+    async def launch(
+        self, request: LaunchRequest, context: dict[str, Any] | None, read_session: ReadSession
+    ) -> NewRun:
+        """A new run of the definition ``request`` names, with ``context`` (the request's,
+        as JSON), refused (``*_NOT_FOUND``, ``INVALID_INPUT``, ...) before anything is
+        stored."""
         ...
 
     def check(self, run: AgentRun) -> None:

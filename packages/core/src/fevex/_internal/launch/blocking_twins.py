@@ -13,11 +13,11 @@ import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
+from fevex._internal.engine.run_kind import LaunchRequest
 from fevex._internal.launch.launcher import Launcher
 from fevex._internal.launch.run_arguments import (
     AgentInput,
     AgentReference,
-    RunArguments,
     RunContext,
     TeamReference,
     TypedDefinition,
@@ -115,8 +115,8 @@ class BlockingTwins:
         context: RunContext = None,
         run_id: str | None = None,
     ) -> RunResult[Any]:
-        arguments = RunArguments(agent, input, context, timeout, session_id, run_id)
-        return run_sync(self._launcher.run(AGENT, arguments))
+        request = LaunchRequest(agent, input, context, timeout, session_id, run_id)
+        return run_sync(self._launcher.run(AGENT, request))
 
     @overload
     def run_workflow_sync(
@@ -149,8 +149,8 @@ class BlockingTwins:
         timeout: float | None = None,
         limits: Limits | None = None,
     ) -> RunResult[Any]:
-        arguments = RunArguments(workflow, input, context, timeout, limits=limits)
-        return run_sync(self._launcher.run(WORKFLOW, arguments))
+        request = LaunchRequest(workflow, input, context, timeout, limits=limits)
+        return run_sync(self._launcher.run(WORKFLOW, request))
 
     @overload
     def run_team_sync(
@@ -183,8 +183,8 @@ class BlockingTwins:
         timeout: float | None = None,
         limits: TeamLimits | None = None,
     ) -> RunResult[Any]:
-        arguments = RunArguments(team, input, context, timeout, limits=limits)
-        return run_sync(self._launcher.run(TEAM, arguments))
+        request = LaunchRequest(team, input, context, timeout, limits=limits)
+        return run_sync(self._launcher.run(TEAM, request))
 
     @overload
     def resume_run_sync(

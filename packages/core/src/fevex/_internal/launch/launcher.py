@@ -20,11 +20,9 @@ from fevex._internal.engine.execution import Execution
 from fevex._internal.engine.kernel import Kernel, deadline_of
 from fevex._internal.engine.run_kind import LaunchRequest
 from fevex._internal.launch.run_arguments import (
-    RunArguments,
     TypedDefinition,
     check_run_definition,
     check_run_id,
-    context_json,
 )
 from fevex.errors import FevexRunError, RunPausedError
 from fevex.events import RunEvent
@@ -37,6 +35,7 @@ from fevex.runtime.approval import (
     pending_approvals,
     waiting_children,
 )
+from fevex.runtime.context import ExecutionContext
 from fevex.runtime.records import AgentRun
 from fevex.runtime.run_result import RunResult
 from fevex.schemas.schema import ensure_json
@@ -58,41 +57,37 @@ class Launcher:
 
     # -- new runs -------------------------------------------------------------------
 
-    def run(self, kind: str, arguments: RunArguments) -> Coroutine[Any, Any, RunResult[Any]]:
+    def run(self, kind: str, request: LaunchRequest) -> Coroutine[Any, Any, RunResult[Any]]:
         """Run to its end and return the result; ``RunPausedError`` when it pauses."""
         # The caller awaits result() itself: every resumption of a run's coroutine passes
         # through each frame above it, so the launch path adds none.
-        return self.result(self._begin, kind, arguments, batching=True)
+        return self.result(self._begin, kind, request, batching=True)
 
-    async def stream(self, kind: str, arguments: RunArguments) -> AsyncGenerator[RunEvent, None]:
+    async def stream(self, kind: str, request: LaunchRequest) -> AsyncGenerator[RunEvent, None]:
         """Each committed event as it happens; closing the stream early cancels the run."""
-        execution = await self._begin(kind, arguments, batching=False)
+        execution = await self._begin(kind, request, batching=False)
         async with aclosing(self.kernel.events(execution)) as stream:
             async for event in stream:
                 yield event
 
-    async def start(self, kind: str, arguments: RunArguments) -> AgentRun:
+    async def start(self, kind: str, request: LaunchRequest) -> AgentRun:
         """Start in the background and return the run's first snapshot."""
         batching = self.kernel.kinds[kind].background_batching
-        return self._in_background(await self._begin(kind, arguments, batching=batching))
+        return self._in_background(await self._begin(kind, request, batching=batching))
 
-    async def _begin(self, kind: str, arguments: RunArguments, *, batching: bool) -> Execution:
-        context = context_json(arguments.context)
-        deadline = deadline_of(arguments.timeout)
-        if arguments.run_id is not None:
-            check_run_id(arguments.run_id)
-        request = LaunchRequest(
-            arguments.reference,
-            arguments.input,
-            context,
-            session_id=arguments.session_id,
-            limits=arguments.limits,
-        )
-        new = await self.kernel.kinds[kind].launch(request, self.kernel.store.get_session)
+    async def _begin(self, kind: str, request: LaunchRequest, *, batching: bool) -> Execution:
+        given = request.context
+        context = None if given is None else ExecutionContext.of(given).to_json()
+        deadline = deadline_of(request.timeout)
+        run_id = request.run_id
+        if run_id is not None:
+            check_run_id(run_id)
+        kernel = self.kernel
+        new = await kernel.kinds[kind].launch(request, context, kernel.store.get_session)
         run = new.run
-        if arguments.run_id is not None:
-            run = dataclasses.replace(run, id=arguments.run_id, root_run_id=arguments.run_id)
-        return await self.kernel.start(
+        if run_id is not None:
+            run = dataclasses.replace(run, id=run_id, root_run_id=run_id)
+        return await kernel.start(
             run,
             new.driver,
             session_revision=new.session_revision,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fevex.agents import AgentDefinition
@@ -19,14 +18,12 @@ from fevex.workflows import WorkflowDefinition
 __all__ = [
     "AgentInput",
     "AgentReference",
-    "RunArguments",
     "RunContext",
     "TeamReference",
     "TypedDefinition",
     "WorkflowReference",
     "check_run_definition",
     "check_run_id",
-    "context_json",
 ]
 
 OutputT = TypeVar("OutputT")
@@ -46,11 +43,6 @@ TypedDefinition = (
 )
 # A run id a caller chooses: what every store keeps as a key and every URL path carries.
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-
-
-def context_json(context: RunContext) -> dict[str, Any] | None:
-    """``context=`` as the run stores it; ``INVALID_ARGUMENT`` for what is not one."""
-    return None if context is None else ExecutionContext.of(context).to_json()
 
 
 def check_run_id(run_id: object) -> None:
@@ -77,17 +69,3 @@ def check_run_definition(run: AgentRun, definition: TypedDefinition[Any]) -> Non
             f"{definition.name!r}; pass its own definition (or none).",
             run_id=run.id,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class RunArguments:
-    """A caller's arguments for a new run of any kind, as given: checked by the launcher
-    when the run starts (a stream's when it is first read), never before."""
-
-    reference: Any
-    input: Any
-    context: RunContext = None
-    timeout: float | None = None
-    session_id: str | None = None
-    run_id: str | None = None
-    limits: Any = None

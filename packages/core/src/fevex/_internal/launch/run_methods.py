@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any, TypeVar, overload
 
+from fevex._internal.engine.run_kind import LaunchRequest
 from fevex._internal.launch.blocking_twins import blocking, blocking_iterator
 from fevex._internal.launch.launcher import Launcher
 from fevex._internal.launch.run_arguments import (
     AgentInput,
     AgentReference,
-    RunArguments,
     RunContext,
     TeamReference,
     WorkflowReference,
@@ -81,8 +81,8 @@ class RunMethods:
         Raises ``RunPausedError`` when a tool waits for approval, and the run's error
         after persisting ``run.failed`` or ``run.cancelled``.
         """
-        arguments = RunArguments(agent, input, context, timeout, session_id, run_id)
-        return await self._launcher.run(AGENT, arguments)
+        request = LaunchRequest(agent, input, context, timeout, session_id, run_id)
+        return await self._launcher.run(AGENT, request)
 
     def stream_agent(
         self,
@@ -97,8 +97,8 @@ class RunMethods:
         """Yield each committed event as it happens. The run advances only while you ask
         for events; closing the iterator early cancels the run and persists that. A run
         that pauses ends the stream with ``run.paused``. ``run_id`` as for ``run_agent``."""
-        arguments = RunArguments(agent, input, context, timeout, session_id, run_id)
-        return self._launcher.stream(AGENT, arguments)
+        request = LaunchRequest(agent, input, context, timeout, session_id, run_id)
+        return self._launcher.stream(AGENT, request)
 
     async def start_agent(
         self,
@@ -112,8 +112,8 @@ class RunMethods:
     ) -> AgentRun:
         """Start a run in the background and return its first snapshot; ``run_id`` as for
         ``run_agent``."""
-        arguments = RunArguments(agent, input, context, timeout, session_id, run_id)
-        return await self._launcher.start(AGENT, arguments)
+        request = LaunchRequest(agent, input, context, timeout, session_id, run_id)
+        return await self._launcher.start(AGENT, request)
 
     @overload
     async def run_workflow(
@@ -152,8 +152,8 @@ class RunMethods:
         version). ``limits`` narrows the definition's limits for this run; the effective
         limits are checkpointed. Raises ``RunPausedError`` when it waits (an event, a
         timer, a child run that paused), and the run's error after persisting it."""
-        arguments = RunArguments(workflow, input, context, timeout, limits=limits)
-        return await self._launcher.run(WORKFLOW, arguments)
+        request = LaunchRequest(workflow, input, context, timeout, limits=limits)
+        return await self._launcher.run(WORKFLOW, request)
 
     def stream_workflow(
         self,
@@ -167,8 +167,8 @@ class RunMethods:
         """Yield the committed events of the workflow and of its child runs (each
         ``RunEvent.run_id`` says whose), until it ends or pauses (``run.paused``). A
         workflow's events are yielded as each of its passes ends or pauses."""
-        arguments = RunArguments(workflow, input, context, timeout, limits=limits)
-        return self._launcher.stream(WORKFLOW, arguments)
+        request = LaunchRequest(workflow, input, context, timeout, limits=limits)
+        return self._launcher.stream(WORKFLOW, request)
 
     async def start_workflow(
         self,
@@ -180,8 +180,8 @@ class RunMethods:
         limits: Limits | None = None,
     ) -> AgentRun:
         """Start a workflow in the background and return its first snapshot."""
-        arguments = RunArguments(workflow, input, context, timeout, limits=limits)
-        return await self._launcher.start(WORKFLOW, arguments)
+        request = LaunchRequest(workflow, input, context, timeout, limits=limits)
+        return await self._launcher.start(WORKFLOW, request)
 
     @overload
     async def run_team(
@@ -220,8 +220,8 @@ class RunMethods:
         narrows the definition's ``TeamLimits`` for this run; the effective limits are
         checkpointed. Raises ``RunPausedError`` when a delegation's child run pauses (an
         approval), and the run's error after persisting it."""
-        arguments = RunArguments(team, input, context, timeout, limits=limits)
-        return await self._launcher.run(TEAM, arguments)
+        request = LaunchRequest(team, input, context, timeout, limits=limits)
+        return await self._launcher.run(TEAM, request)
 
     def stream_team(
         self,
@@ -234,8 +234,8 @@ class RunMethods:
     ) -> AsyncGenerator[RunEvent, None]:
         """Yield the committed events of the team and of its delegations' child runs
         (each ``RunEvent.run_id`` says whose), until it ends or pauses."""
-        arguments = RunArguments(team, input, context, timeout, limits=limits)
-        return self._launcher.stream(TEAM, arguments)
+        request = LaunchRequest(team, input, context, timeout, limits=limits)
+        return self._launcher.stream(TEAM, request)
 
     async def start_team(
         self,
@@ -247,8 +247,8 @@ class RunMethods:
         limits: TeamLimits | None = None,
     ) -> AgentRun:
         """Start a team in the background and return its first snapshot."""
-        arguments = RunArguments(team, input, context, timeout, limits=limits)
-        return await self._launcher.start(TEAM, arguments)
+        request = LaunchRequest(team, input, context, timeout, limits=limits)
+        return await self._launcher.start(TEAM, request)
 
     stream_agent_sync = blocking_iterator(stream_agent)
     start_agent_sync = blocking(

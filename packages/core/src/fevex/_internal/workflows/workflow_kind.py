@@ -145,12 +145,14 @@ class WorkflowKind:
         state = WorkflowState(input_json, limits_json(effective), StepJournal())
         return run, WorkflowDriver(self, prepared, state)
 
-    async def launch(self, request: LaunchRequest, read_session: ReadSession) -> NewRun:
-        run, driver = self.begin(request.reference, request.input, request.context, request.limits)
+    async def launch(
+        self, request: LaunchRequest, context: dict[str, Any] | None, read_session: ReadSession
+    ) -> NewRun:
+        run, driver = self.begin(request.reference, request.input, context, request.limits)
         return NewRun(
             run,
             driver,
-            opening={
+            {
                 f"{run.kind}_name": run.name,
                 "version": run.version,
                 "session_id": run.session_id,
