@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from fevex._internal.engine.execution import StepDriver
 from fevex.errors import FevexRunError
@@ -41,7 +41,9 @@ class Driver(StepDriver, Protocol):
     def checkpoint(self) -> dict[str, Any]: ...
 
 
-@dataclass(frozen=True, slots=True)
+# Plain (not frozen) slotted records: one of each is made per run, and a frozen dataclass
+# costs several times as much to make; nothing changes them once made.
+@dataclass(slots=True)
 class LaunchRequest:
     """A caller's request for a new run, as given: the definition (its name or itself),
     the input, the context (checked as the run starts, into the JSON its kind stores) and
@@ -57,7 +59,8 @@ class LaunchRequest:
     limits: Any = None
 
 
-class NewRun(NamedTuple):
+@dataclass(slots=True)
+class NewRun:
     """A run not stored yet, the driver that executes it, and what its ``run.started``
     event says; ``session_revision`` is the revision of the session it continues."""
 
