@@ -61,11 +61,11 @@ class Launcher:
         """Run to its end and return the result; ``RunPausedError`` when it pauses."""
         # The caller awaits result() itself: every resumption of a run's coroutine passes
         # through each frame above it, so the launch path adds none.
-        return self.result(self._begin, kind, request, batching=True)
+        return self.result(self._begin, kind, request, True)
 
     async def stream(self, kind: str, request: LaunchRequest) -> AsyncGenerator[RunEvent, None]:
         """Each committed event as it happens; closing the stream early cancels the run."""
-        execution = await self._begin(kind, request, batching=False)
+        execution = await self._begin(kind, request, False)
         async with aclosing(self.kernel.events(execution)) as stream:
             async for event in stream:
                 yield event
@@ -73,9 +73,9 @@ class Launcher:
     async def start(self, kind: str, request: LaunchRequest) -> AgentRun:
         """Start in the background and return the run's first snapshot."""
         batching = self.kernel.kinds[kind].background_batching
-        return self._in_background(await self._begin(kind, request, batching=batching))
+        return self._in_background(await self._begin(kind, request, batching))
 
-    async def _begin(self, kind: str, request: LaunchRequest, *, batching: bool) -> Execution:
+    async def _begin(self, kind: str, request: LaunchRequest, batching: bool) -> Execution:
         given = request.context
         context = None if given is None else ExecutionContext.of(given).to_json()
         deadline = deadline_of(request.timeout)
