@@ -44,16 +44,25 @@ def json_digest(value: Any) -> str:
     return DIGEST_PREFIX + hashlib.sha256(text).hexdigest()
 
 
+# The compact form, made once: every journalled step digests its input with it.
+_COMPACT = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def _text(value: Any, indent: int | None) -> bytes:
     separators = (",", ":") if indent is None else (",", ": ")
-    text = json.dumps(
-        value,
-        sort_keys=True,
-        separators=separators,
-        ensure_ascii=False,
-        indent=indent,
-        allow_nan=False,
-    )
+    if indent is None:
+        text = _COMPACT.encode(value)
+    else:
+        text = json.dumps(
+            value,
+            sort_keys=True,
+            separators=separators,
+            ensure_ascii=False,
+            indent=indent,
+            allow_nan=False,
+        )
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:

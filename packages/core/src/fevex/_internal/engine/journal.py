@@ -33,7 +33,7 @@ def input_digest(value: Any) -> str:
     The journal keeps the bare hexadecimal of :func:`json_digest`, as it has since its first
     format: a stored run replays only if the digests of its steps stay what they were.
     """
-    return json_digest(value).removeprefix(DIGEST_PREFIX)
+    return json_digest(value)[len(DIGEST_PREFIX) :]
 
 
 @dataclass(slots=True)
