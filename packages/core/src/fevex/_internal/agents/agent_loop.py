@@ -50,6 +50,7 @@ from fevex.models import ModelInput, ModelResult, ModelStreamReader, ToolCall, U
 from fevex.policies.policy import Policy
 from fevex.schemas.schema import ensure_json
 
+# Debug lines are built only when asked for: they sit on every model step and tool call.
 logger = logging.getLogger("fevex")
 
 # While the sink batches (nobody streams the run), a step's deltas after its first
@@ -158,9 +159,9 @@ class AgentLoop:
             )
         step = state.step + 1
         run_id = sink.run.id
-        logger.debug(
-            "Run %s: model step %d started", run_id, step, extra={"run_id": run_id, "step": step}
-        )
+        if logger.isEnabledFor(logging.DEBUG):
+            extra = {"run_id": run_id, "step": step}
+            logger.debug("Run %s: model step %d started", run_id, step, extra=extra)
         started = {"step": step, "model": self.model_name}
         if self.provider is not None:
             started["provider"] = self.provider
@@ -182,13 +183,11 @@ class AgentLoop:
         state.step = step
         state.usage = state.usage + result.usage
         self._provider_state = result.provider_state
-        logger.debug(
-            "Run %s: model step %d completed with %d tool calls",
-            run_id,
-            step,
-            len(result.tool_calls),
-            extra={"run_id": run_id, "step": step, "tool_calls": len(result.tool_calls)},
-        )
+        if logger.isEnabledFor(logging.DEBUG):
+            calls = len(result.tool_calls)
+            extra = {"run_id": run_id, "step": step, "tool_calls": calls}
+            message = "Run %s: model step %d completed with %d tool calls"
+            logger.debug(message, run_id, step, calls, extra=extra)
         completed_payload = self._completed_payload(step, result)
         if not result.tool_calls:
             yield await sink.emit("model.completed", completed_payload, usage=state.usage.to_json())
@@ -449,9 +448,9 @@ class AgentLoop:
                 checkpoint=state.checkpoint,
             )
             where = {"run_id": runner.run_id, "step": pending.step, **base}
-            logger.debug(
-                "Run %s: tool %s started (call %s)", runner.run_id, call.name, call.id, extra=where
-            )
+            if logger.isEnabledFor(logging.DEBUG):
+                message = "Run %s: tool %s started (call %s)"
+                logger.debug(message, runner.run_id, call.name, call.id, extra=where)
             try:
                 output = await runner.execute()
             except FevexError as error:
@@ -465,13 +464,9 @@ class AgentLoop:
                     "tool.failed", retried, durable=True, checkpoint=state.checkpoint
                 )
                 continue
-            logger.debug(
-                "Run %s: tool %s completed (call %s)",
-                runner.run_id,
-                call.name,
-                call.id,
-                extra=where,
-            )
+            if logger.isEnabledFor(logging.DEBUG):
+                message = "Run %s: tool %s completed (call %s)"
+                logger.debug(message, runner.run_id, call.name, call.id, extra=where)
             pending.results.append(ToolResultPart(call.id, call.name, output))
             state.journal.completed(step_id, output)
             # Durable as soon as the effect ended: a crash now must not make it look in flight.
