@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"_internal.composition", "_internal.tracing"},
     {"_internal.agents"},
     {"_internal.workflows"},
+    {"kits"},
     {"_internal.launch", "_internal.hosting"},
     {"app"},
     {"__init__", "channels", "evals", "testing"},
