@@ -13,8 +13,14 @@ from typing import Any
 
 import pytest
 
-from fevex import Fevex, FevexRunError, create_fevex, define_agent, define_tool
-from fevex.runtime import ExecutionContext
+from fevex import (
+    Fevex,
+    FevexConfigurationError,
+    FevexRunError,
+    create_fevex,
+    define_agent,
+    define_tool,
+)
 from fevex.kits.reflection import (
     Reflection,
     ReflectionReport,
@@ -24,6 +30,7 @@ from fevex.kits.reflection import (
 )
 from fevex.models import ModelInput, ModelResult, ToolCall
 from fevex.observability import ContentPolicy, InMemoryTraceExporter, Observability
+from fevex.runtime import ExecutionContext
 from fevex.testing import FunctionModel, model_input_json
 
 pytestmark = pytest.mark.anyio
@@ -85,7 +92,9 @@ class Script:
         return json.dumps([model_input_json(call) for call in self.model.calls])
 
     def errors(self) -> list[str]:
-        return [seen["error"] for seen in self.results if isinstance(seen, dict) and "error" in seen]
+        return [
+            seen["error"] for seen in self.results if isinstance(seen, dict) and "error" in seen
+        ]
 
 
 def _last_result(model_input: ModelInput) -> Any:
@@ -198,17 +207,22 @@ async def test_a_reflection_answers_from_metadata_only_on_every_store(url: str |
         runs = await _history(app)
         report = await reflection.run(app, "Why did the charge fail?", context=ACME)
 
-        assert report.observed and report.observed[0].evidence
+        assert report.observed
+        assert report.observed[0].evidence
         assert report.hypotheses[0].statement == "The charge tool is unreliable."
         assert report.recommendations == ("Add a retry to the charge tool.",)
         assert report.persisted is False
-        assert report.coverage.runs_discovered >= 2 and report.coverage.runs_read == 1
-        assert report.coverage.pages == 2 and report.coverage.model_calls == 4
+        assert report.coverage.runs_discovered >= 2
+        assert report.coverage.runs_read == 1
+        assert report.coverage.pages == 2
+        assert report.coverage.model_calls == 4
         # Neither the secret nor the marker reached the model, nor the other namespace.
         requests = script.requests()
-        assert SECRET not in requests and MARKER not in requests
+        assert SECRET not in requests
+        assert MARKER not in requests
         assert runs["other"] not in requests
-        assert runs["failed"] in requests and "TOOL_FAILED" in requests
+        assert runs["failed"] in requests
+        assert "TOOL_FAILED" in requests
         assert SECRET not in json.dumps(report.to_json())
         # An ordinary agent run: listed, completed, traced.
         listed = await app.list_runs(name="reflection", limit=5)
@@ -220,7 +234,8 @@ async def test_a_reflection_answers_from_metadata_only_on_every_store(url: str |
             for span in exporter.of_kind("run")
             if span.attributes.get("fevex.run.id") == report.run_id
         ]
-        assert run_spans and exporter.of_kind("tool")
+        assert run_spans
+        assert exporter.of_kind("tool")
 
 
 async def test_a_made_up_evidence_id_is_refused_and_can_be_corrected() -> None:
@@ -243,7 +258,9 @@ async def test_a_made_up_evidence_id_is_refused_and_can_be_corrected() -> None:
 def submit_again(script: Script) -> ModelResult:
     discovered = script.results[1]
     ids = [item["evidence_id"] for item in discovered["items"]][:1]
-    return query(action="submit", report={"observed": [{"statement": "Corrected.", "evidence": ids}]})
+    return query(
+        action="submit", report={"observed": [{"statement": "Corrected.", "evidence": ids}]}
+    )
 
 
 async def test_a_finding_still_unsupported_when_the_budget_ends_is_dropped() -> None:
@@ -264,7 +281,8 @@ async def test_a_finding_still_unsupported_when_the_budget_ends_is_dropped() -> 
 
     assert [finding.statement for finding in report.observed] == ["Seen."]
     assert {"unsupported", "budget", "protocol"} <= _kinds(report)
-    assert run.status == "failed" and run.error is not None
+    assert run.status == "failed"
+    assert run.error is not None
     assert run.error["code"] == "MAX_STEPS_EXCEEDED"
 
 
@@ -284,9 +302,11 @@ async def test_another_namespace_is_never_discovered_nor_read(url: str | None) -
         report = await reflection.run(app, "What did other tenants do?", context=ACME)
 
     discovered = {item["run_id"] for item in script.results[1]["items"]}
-    assert planted["other"] not in discovered and planted["ok"] in discovered
+    assert planted["other"] not in discovered
+    assert planted["ok"] in discovered
     assert _codes(script) == ["REFLECTION_RUN_NOT_DISCOVERED"]
-    assert report.coverage.runs_read == 0 and report.coverage.events_read == 0
+    assert report.coverage.runs_read == 0
+    assert report.coverage.events_read == 0
     assert "protocol" in _kinds(report)
 
 
@@ -305,7 +325,8 @@ async def test_the_source_refuses_a_run_of_another_namespace_even_when_named() -
         page = await source.read(scope, runs["ok"], None, 100)
 
     assert refused.value.code == "REFLECTION_RUN_OUT_OF_SCOPE"
-    assert page.items and all(item["run_id"] == runs["ok"] for item in page.items)
+    assert page.items
+    assert all(item["run_id"] == runs["ok"] for item in page.items)
 
 
 async def test_every_budget_ends_in_a_refusal_and_a_limitation() -> None:
@@ -318,7 +339,7 @@ async def test_every_budget_ends_in_a_refusal_and_a_limitation() -> None:
         ),
         ({"max_calls": 4, "reserve_calls": 2}, [discover(), read_failed, done], ""),
     ]
-    for bounds, steps, code in cases:
+    for bounds, steps, _code in cases:
         script = Script(steps)
         reflection = _reflection(**bounds)
         async with _app(None, script, reflection) as app:
@@ -328,7 +349,8 @@ async def test_every_budget_ends_in_a_refusal_and_a_limitation() -> None:
         assert "budget" in _kinds(report), bounds
         if "max_events" in bounds:
             assert report.coverage.events_read == 3
-            assert report.coverage.gaps and not report.coverage.complete
+            assert report.coverage.gaps
+            assert not report.coverage.complete
             assert "incomplete_read" in _kinds(report)
         if "reserve_calls" in bounds:
             # Call 2 of 4 would leave 2, all kept for the report: the read was refused.
@@ -348,10 +370,12 @@ async def test_the_evidence_characters_cut_a_page_short() -> None:
         report = await reflection.run(app, "What happened?", context=ACME)
 
     first = script.results[1]
-    assert first["truncated"] is True and len(first["items"]) == 1
+    assert first["truncated"] is True
+    assert len(first["items"]) == 1
     assert report.coverage.evidence_chars <= 400
     assert len(script.results[2]["items"]) <= 1
-    assert not report.coverage.complete and "budget" in _kinds(report)
+    assert not report.coverage.complete
+    assert "budget" in _kinds(report)
 
 
 async def test_the_model_call_budget_bounds_the_run() -> None:
@@ -363,8 +387,11 @@ async def test_the_model_call_budget_bounds_the_run() -> None:
         run = await app.get_run(report.run_id)
 
     assert len(script.model.calls) == 3
-    assert run.status == "failed" and run.error and run.error["code"] == "MAX_STEPS_EXCEEDED"
-    assert report.observed == () and {"budget", "protocol"} <= _kinds(report)
+    assert run.status == "failed"
+    assert run.error
+    assert run.error["code"] == "MAX_STEPS_EXCEEDED"
+    assert report.observed == ()
+    assert {"budget", "protocol"} <= _kinds(report)
 
 
 async def test_a_malformed_report_is_refused_and_kept_as_a_limitation() -> None:
@@ -391,7 +418,10 @@ async def test_authorize_is_asked_first_and_holds_its_contract() -> None:
         raise PermissionError("not an auditor")
 
     script = Script([done])
-    for authorize, code in ((refuse, "REFLECTION_UNAUTHORIZED"), (lambda *_: True, "KIT_CALLBACK_CONTRACT")):
+    for authorize, code in (
+        (refuse, "REFLECTION_UNAUTHORIZED"),
+        (lambda *_: True, "KIT_CALLBACK_CONTRACT"),
+    ):
         reflection = define_reflection(
             model="reflector", source=run_history_source(authorize=_allow), authorize=authorize
         )
@@ -456,7 +486,7 @@ async def test_a_log_source_reads_exported_spans_without_their_content() -> None
         with pytest.raises(FevexRunError):
             await app.run_agent("support", f"charge {SECRET} {MARKER}", context=ACME)
         await app.flush_observability()
-        failed = [s for s in exporter.of_kind("run") if s.status == "error"][0]
+        failed = next(s for s in exporter.of_kind("run") if s.status == "error")
         traces.append(failed.trace_id)
         assert any(SECRET in json.dumps(dict(s.attributes)) for s in exporter.spans)
         traced = log_source(
@@ -466,12 +496,14 @@ async def test_a_log_source_reads_exported_spans_without_their_content() -> None
         report = await reflection.run(app, "Why did the charge fail?", context=ACME)
 
     requests = script.requests()
-    assert SECRET not in requests and MARKER not in requests
+    assert SECRET not in requests
+    assert MARKER not in requests
     items = script.results[2]["items"]
     assert {item["span_kind"] for item in items} >= {"run", "model", "tool"}
     assert all(item["trace_id"] == traces[0] for item in items)
     assert any(item.get("error_code") == "TOOL_FAILED" for item in items)
-    assert report.observed and report.coverage.source == "spans"
+    assert report.observed
+    assert report.coverage.source == "spans"
 
 
 async def test_expired_data_is_not_returned_and_not_delivered() -> None:
@@ -483,13 +515,30 @@ async def test_expired_data_is_not_returned_and_not_delivered() -> None:
         return (now + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
 
     records = [
-        {"trace_id": "t1", "span_id": "a1", "kind": "run", "status": "ok",
-         "attributes": {"fevex.run.id": "run_old"}, "expires_at": at(-60)},
-        {"trace_id": "t1", "span_id": "b2", "kind": "run", "status": "error",
-         "error_code": "TOOL_FAILED", "attributes": {"fevex.run.id": "run_new"},
-         "expires_at": at(1.5)},
-        {"trace_id": "t1", "span_id": "c3", "kind": "run", "status": "ok",
-         "attributes": {"fevex.run.id": "run_kept"}},
+        {
+            "trace_id": "t1",
+            "span_id": "a1",
+            "kind": "run",
+            "status": "ok",
+            "attributes": {"fevex.run.id": "run_old"},
+            "expires_at": at(-60),
+        },
+        {
+            "trace_id": "t1",
+            "span_id": "b2",
+            "kind": "run",
+            "status": "error",
+            "error_code": "TOOL_FAILED",
+            "attributes": {"fevex.run.id": "run_new"},
+            "expires_at": at(1.5),
+        },
+        {
+            "trace_id": "t1",
+            "span_id": "c3",
+            "kind": "run",
+            "status": "ok",
+            "attributes": {"fevex.run.id": "run_kept"},
+        },
     ]
 
     async def later(seen: Any) -> ModelResult:
@@ -501,15 +550,19 @@ async def test_expired_data_is_not_returned_and_not_delivered() -> None:
         return query(action="submit", report={"observed": observed})
 
     script = Script([discover(), later, done])
-    source = log_source(lambda trace, offset, limit: records[offset:offset + limit],
-                        id="log", trace_id="t1", authorize=_allow)
+    source = log_source(
+        lambda trace, offset, limit: records[offset : offset + limit],
+        id="log",
+        trace_id="t1",
+        authorize=_allow,
+    )
     reflection = _reflection(source=source)
     async with _app(None, script, reflection) as app:
         report = await reflection.run(app, "What happened?", context=ACME)
 
     assert [item["run_id"] for item in script.results[1]["items"]] == ["run_new", "run_kept"]
     assert [finding.statement for finding in report.observed] == ["run_kept was seen."]
-    assert [l.kind for l in report.limitations].count("expired") == 2
+    assert [limitation.kind for limitation in report.limitations].count("expired") == 2
     assert report.expires_at is None
 
 
@@ -524,10 +577,13 @@ async def test_persist_keeps_the_report_in_the_callers_namespace() -> None:
         elsewhere = await app.memory_store.search("other", "failed run tool failure")
 
     assert report.persisted is True
-    assert len(kept) == 1 and elsewhere == []
+    assert len(kept) == 1
+    assert elsewhere == []
     stored = json.loads(kept[0].content)
-    assert stored["run_id"] == report.run_id and stored["persisted"] is True
-    assert SECRET not in kept[0].content and MARKER not in kept[0].content
+    assert stored["run_id"] == report.run_id
+    assert stored["persisted"] is True
+    assert SECRET not in kept[0].content
+    assert MARKER not in kept[0].content
 
 
 def test_run_sync_is_the_blocking_twin(tmp_path: Any) -> None:
@@ -537,15 +593,16 @@ def test_run_sync_is_the_blocking_twin(tmp_path: Any) -> None:
         with pytest.raises(FevexRunError):
             app.run_agent_sync("support", "charge it", context=ACME)
         report = reflection.run_sync(app, "Why did the charge fail?", context=ACME)
-    assert report.observed and report.coverage.runs_read == 1
+    assert report.observed
+    assert report.coverage.runs_read == 1
 
 
 def test_bounds_are_checked_when_defined() -> None:
     source = run_history_source(authorize=_allow)
     for bounds in ({"max_calls": 2, "reserve_calls": 1}, {"max_pages": 0}, {"max_events": True}):
-        with pytest.raises(Exception) as invalid:
+        with pytest.raises(FevexConfigurationError) as invalid:
             define_reflection(model="m", source=source, authorize=_allow, **bounds)
-        assert getattr(invalid.value, "code", None) == "INVALID_REFLECTION"
+        assert invalid.value.code == "INVALID_REFLECTION"
     with pytest.raises(FevexRunError) as contract:
         define_reflection(model="m", source=source, authorize="yes")  # type: ignore[arg-type]
     assert contract.value.code == "KIT_CALLBACK_CONTRACT"

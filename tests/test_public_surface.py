@@ -96,6 +96,23 @@ ADDED: dict[str, set[str]] = {
     # core and the plugins (fevex-openai's strict mode, fevex-openapi's subset, fevex-mcp's
     # pins) share; plugins may import only what a barrel exports.
     "fevex.schemas": {"JsonSchemaVisitor", "Subschema", "SubschemaShapeError", "json_digest"},
+    # The reflection kit (DESIGN §12): its definition and run, the report it delivers with
+    # its parts, the two sources, and the source port (protocol, scope, page, log reader)
+    # an app implements to reflect over a history of its own.
+    "fevex.kits.reflection": {
+        "Finding",
+        "Limitation",
+        "LogReader",
+        "Reflection",
+        "ReflectionCoverage",
+        "ReflectionReport",
+        "ReflectionSource",
+        "SourcePage",
+        "SourceScope",
+        "define_reflection",
+        "log_source",
+        "run_history_source",
+    },
 }
 
 

@@ -2,7 +2,7 @@
 read-only tool, ``history_query``, discovers runs, reads their events and submits the
 report, from fixed metadata only, every observed finding citing evidence it was shown."""
 
-from fevex.kits.reflection.definition import HISTORY_QUERY, Reflection, define_reflection
+from fevex.kits.reflection.definition import Reflection, define_reflection
 from fevex.kits.reflection.report import (
     Finding,
     Limitation,
@@ -19,7 +19,6 @@ from fevex.kits.reflection.sources import (
 )
 
 __all__ = [
-    "HISTORY_QUERY",
     "Finding",
     "Limitation",
     "LogReader",

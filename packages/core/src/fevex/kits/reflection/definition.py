@@ -36,7 +36,7 @@ from fevex.knowledge.memory_store import namespace_of
 from fevex.runtime.context import ExecutionContext
 from fevex.tools import ToolContext, define_tool
 
-__all__ = ["HISTORY_QUERY", "Reflection", "define_reflection"]
+__all__ = ["Reflection", "define_reflection", "history_query"]
 
 _MAX_QUESTION_CHARS = 4_000
 # The bounds that end a run and still leave a report to deliver, with what it had.
@@ -65,6 +65,7 @@ Every item returned has an evidence_id. An observed finding cites the evidence i
 on, only ids returned to you here; what you cannot cite is a hypothesis. Results say what \
 budget is left; leave calls to submit. Once the report is accepted, end with one short line."""
 
+
 class HistoryQuery(BaseModel):
     """One ``history_query`` call: an action and its arguments (the report is checked by
     the reflection itself, so that a malformed one is refused with its own code)."""
@@ -81,7 +82,7 @@ class HistoryQuery(BaseModel):
     report: Any = None
 
 
-async def _history_query(request: HistoryQuery, context: ToolContext) -> dict[str, Any]:
+async def _answer_query(request: HistoryQuery, context: ToolContext) -> dict[str, Any]:
     operation = _OPERATIONS.get(context.run_id)
     if operation is None:
         raise FevexRunError(
@@ -92,12 +93,12 @@ async def _history_query(request: HistoryQuery, context: ToolContext) -> dict[st
     return await operation.answer(request.model_dump(exclude_none=True))
 
 
-HISTORY_QUERY = define_tool(
+history_query = define_tool(
     name="history_query",
     description="Read run history metadata (discover runs, read a run's events) and submit "
     "the report.",
     errors_to_model="input",
-)(_history_query)
+)(_answer_query)
 
 
 class Reflection:
@@ -188,9 +189,7 @@ class Reflection:
         timeout: float | None = None,
     ) -> ReflectionReport:
         """The blocking twin of :meth:`run`, on the thread's loop the app's twins use."""
-        return run_sync(
-            self.run(app, question, context=context, persist=persist, timeout=timeout)
-        )
+        return run_sync(self.run(app, question, context=context, persist=persist, timeout=timeout))
 
     async def _drive(
         self,
@@ -201,7 +200,7 @@ class Reflection:
         timeout: float | None,
     ) -> FevexError | None:
         """Stream the agent run to its end, counting its model calls; the error it ended
-        with, if it failed."""
+        with, if it failed (a stream ends by raising it, after ``run.failed``)."""
         budget = self.budget
         prompt = (
             f"Question: {operation.question}\n"
@@ -217,17 +216,9 @@ class Reflection:
                 async for event in events:
                     if event.type == "model.started":
                         operation.calls = int(event.payload["step"])
-                    elif event.type == "run.failed":
-                        return _error_of(event.payload.get("error"))
         except FevexError as error:
             return error
         return None
-
-
-def _error_of(error: Any) -> FevexRunError:
-    code = error.get("code") if isinstance(error, dict) else None
-    message = error.get("message") if isinstance(error, dict) else None
-    return FevexRunError(str(code or "RUN_FAILED"), str(message or "The run failed."))
 
 
 def define_reflection(
@@ -275,7 +266,7 @@ def define_reflection(
         name=name,
         instructions=_INSTRUCTIONS,
         model=model,
-        tools=[HISTORY_QUERY],
+        tools=[history_query],
         limits=Limits(
             max_steps=max_calls,
             # Every page, plus room for refused calls: the pages bound the reading.

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from fevex._ground.clock import utc_now
@@ -247,8 +247,11 @@ class Operation:
             self.note(
                 "protocol",
                 "no report was accepted before the run ended"
-                + ("; the last one submitted is kept where its evidence holds."
-                   if self.last_draft is not None else "."),
+                + (
+                    "; the last one submitted is kept where its evidence holds."
+                    if self.last_draft is not None
+                    else "."
+                ),
             )
         observed = self._supported(draft.observed, "observed", now)
         hypotheses = self._supported(draft.hypotheses, "hypothesis", now)
@@ -274,9 +277,7 @@ class Operation:
             run_id=run_id,
         )
 
-    def _supported(
-        self, findings: tuple[Finding, ...], what: str, now: str
-    ) -> tuple[Finding, ...]:
+    def _supported(self, findings: tuple[Finding, ...], what: str, now: str) -> tuple[Finding, ...]:
         kept = []
         for finding in findings:
             unknown = [ref for ref in finding.evidence if ref not in self.evidence]
@@ -284,7 +285,9 @@ class Operation:
                 self.note("unsupported", f"an {what} finding citing unseen evidence was dropped.")
                 continue
             expired = [
-                ref for ref in finding.evidence if _expired(self.evidence[ref].get("expires_at"), now)
+                ref
+                for ref in finding.evidence
+                if _expired(self.evidence[ref].get("expires_at"), now)
             ]
             if expired:
                 self.note("expired", f"an {what} finding whose evidence expired was dropped.")

@@ -115,9 +115,7 @@ async def _authorize(
     authorize: Callable[..., Any], scope: SourceScope, query: dict[str, Any]
 ) -> None:
     context = scope.context
-    frozen = frozen_json(
-        {**query, "namespace": context.namespace, "actor": context.actor}, "query"
-    )
+    frozen = frozen_json({**query, "namespace": context.namespace, "actor": context.actor}, "query")
     await call_assertion(
         "authorize",
         authorize,
