@@ -47,3 +47,18 @@ def test_the_readme_first_agent_runs_as_a_script(tmp_path: Path) -> None:
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "Account 42 is active.\n"
+
+
+def test_the_reflection_example_cites_what_it_read_and_never_sees_the_secret() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "kit_reflection.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "support run failed: TOOL_FAILED"
+    assert lines[1].startswith("observed: The refund run failed on its tool. ['ev-")
+    assert lines[-2] == "reflection run: completed"
+    assert lines[-1] == "the secret reached the model: False"

@@ -24,6 +24,7 @@ from fevex import (
 from fevex.kits.reflection import (
     Reflection,
     ReflectionReport,
+    SourcePage,
     define_reflection,
     log_source,
     run_history_source,
@@ -614,3 +615,59 @@ def _no_leftover_operations() -> Iterator[None]:
 
     yield
     assert definition._OPERATIONS == {}
+
+
+class _LeakySource:
+    """A source of the app's own that hands back more than metadata: the reflection
+    projects its items again, so only the fixed fields, of their shapes, reach the model."""
+
+    id = "leaky"
+
+    async def discover(self, scope: Any, filters: Any, cursor: Any, limit: int) -> SourcePage:
+        item = {
+            "type": "run",
+            "run_id": "run_1",
+            "status": "failed",
+            "input": SECRET,
+            "name": f"has spaces {MARKER}",
+            "error_code": f"not a code: {SECRET}",
+            "usage": {"input_tokens": 3, "note": MARKER},
+        }
+        return SourcePage((item,))
+
+    async def read(self, scope: Any, run_id: str, cursor: Any, limit: int) -> SourcePage:
+        return SourcePage(({"type": "event", "run_id": run_id, "payload": {"x": SECRET}},))
+
+
+async def test_every_item_is_projected_again_whatever_the_source_returns() -> None:
+    script = Script(
+        [discover(), lambda seen: query(action="read", run_id="run_1"), submit_citing, done]
+    )
+    reflection = _reflection(source=_LeakySource())
+    async with _app(None, script, reflection) as app:
+        report = await reflection.run(app, "What happened?", context=ACME)
+
+    requests = script.requests()
+    assert SECRET not in requests
+    assert MARKER not in requests
+    shown = script.results[1]["items"][0]
+    assert set(shown) == {"evidence_id", "type", "run_id", "status", "usage"}
+    assert shown["usage"] == {"input_tokens": 3}
+    assert script.results[2]["items"][0] == {
+        "evidence_id": script.results[2]["items"][0]["evidence_id"],
+        "type": "event",
+        "run_id": "run_1",
+    }
+    assert report.observed
+
+
+async def test_a_reflection_run_not_started_by_run_reads_nothing() -> None:
+    script = Script([discover(), done])
+    reflection = _reflection()
+    async with _app(None, script, reflection) as app:
+        await _history(app)
+        with pytest.raises(FevexRunError) as failed:
+            await app.run_agent(reflection.agent, "Why?", context=ACME)
+
+    assert failed.value.code == "REFLECTION_OPERATION_UNKNOWN"
+    assert len(script.model.calls) == 1
