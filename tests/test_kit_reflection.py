@@ -671,3 +671,20 @@ async def test_a_reflection_run_not_started_by_run_reads_nothing() -> None:
 
     assert failed.value.code == "REFLECTION_OPERATION_UNKNOWN"
     assert len(script.model.calls) == 1
+
+
+async def test_a_report_the_memory_store_refuses_is_delivered_unkept() -> None:
+    def long_report(seen: Any) -> ModelResult:
+        ids = [script.results[1]["items"][0]["evidence_id"]]
+        observed = [{"statement": "x" * 1_500, "evidence": ids} for _ in range(8)]
+        return query(action="submit", report={"observed": observed})
+
+    script = Script([discover(), long_report, done])
+    reflection = _reflection()
+    async with _app(None, script, reflection) as app:
+        await _history(app)
+        report = await reflection.run(app, "What happened?", context=ACME, persist=True)
+
+    assert report.persisted is False
+    assert len(report.observed) == 8
+    assert report.limitations[-1].kind == "persistence"

@@ -30,7 +30,7 @@ from fevex.agents import AgentDefinition, Limits, define_agent
 from fevex.errors import FevexConfigurationError, FevexError, FevexRunError
 from fevex.kits.callbacks import call_assertion, check_callable, frozen_json
 from fevex.kits.reflection.operation import Budget, Operation
-from fevex.kits.reflection.report import ReflectionReport
+from fevex.kits.reflection.report import Limitation, ReflectionReport
 from fevex.kits.reflection.sources import ReflectionSource, SourceScope
 from fevex.knowledge.memory_store import namespace_of
 from fevex.runtime.context import ExecutionContext
@@ -169,15 +169,7 @@ class Reflection:
                 raise failure
             operation.note("budget", f"the run ended at a bound of its budget ({failure.code}).")
         report = operation.report(run_id)
-        if persist:
-            content = json.dumps(report.to_json() | {"persisted": True}, sort_keys=True)
-            await app.memory_store.add(
-                namespace_of(frozen_context),
-                content,
-                metadata={"kind": "fevex.reflection", "run_id": run_id},
-            )
-            report = dataclasses.replace(report, persisted=True)
-        return report
+        return await _persisted(app, report, frozen_context) if persist else report
 
     def run_sync(
         self,
@@ -219,6 +211,24 @@ class Reflection:
         except FevexError as error:
             return error
         return None
+
+
+async def _persisted(
+    app: Any, report: ReflectionReport, context: dict[str, Any]
+) -> ReflectionReport:
+    """``report`` added to the app's memory store in the caller's namespace; one the store
+    refuses (a report longer than a memory may be) is delivered unkept, and says so."""
+    content = json.dumps(report.to_json() | {"persisted": True}, sort_keys=True)
+    try:
+        await app.memory_store.add(
+            namespace_of(context),
+            content,
+            metadata={"kind": "fevex.reflection", "run_id": report.run_id},
+        )
+    except FevexError as error:
+        kept = Limitation("persistence", f"the report could not be kept ({error.code}).")
+        return dataclasses.replace(report, limitations=(*report.limitations, kept))
+    return dataclasses.replace(report, persisted=True)
 
 
 def define_reflection(

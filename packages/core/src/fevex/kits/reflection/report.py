@@ -19,7 +19,14 @@ __all__ = [
 ]
 
 LimitationKind = Literal[
-    "budget", "incomplete_read", "expired", "protocol", "refused", "unsupported", "stated"
+    "budget",
+    "incomplete_read",
+    "expired",
+    "protocol",
+    "refused",
+    "unsupported",
+    "stated",
+    "persistence",
 ]
 
 _MAX_STATEMENT_CHARS = 2_000
@@ -47,7 +54,8 @@ class Limitation:
     ``expired`` (data that expired before delivery), ``protocol`` (the model broke the
     protocol: a malformed or refused report, a query the rules refuse), ``refused`` (the
     app's ``authorize`` refused a query), ``unsupported`` (a finding dropped for want of
-    evidence) or ``stated`` (the model's own)."""
+    evidence), ``stated`` (the model's own) or ``persistence`` (a report asked to be kept
+    that the memory store refused)."""
 
     kind: LimitationKind
     message: str
