@@ -97,10 +97,11 @@ ADDED: dict[str, set[str]] = {
     # pins) share; plugins may import only what a barrel exports.
     "fevex.schemas": {"JsonSchemaVisitor", "Subschema", "SubschemaShapeError", "json_digest"},
     # The reflection kit (DESIGN §12): its definition and run, the report it delivers with
-    # its parts, the two sources, and the source port (protocol, scope, page, log reader)
-    # an app implements to reflect over a history of its own.
+    # its parts, the two sources, and the source port (protocol, scope, page, log reader,
+    # the app as a source sees it) an app implements to reflect over a history of its own.
     "fevex.kits.reflection": {
         "Finding",
+        "HistoryApp",
         "Limitation",
         "LogReader",
         "Reflection",

@@ -10,6 +10,7 @@ from fevex.kits.reflection.report import (
     ReflectionReport,
 )
 from fevex.kits.reflection.sources import (
+    HistoryApp,
     LogReader,
     ReflectionSource,
     SourcePage,
@@ -20,6 +21,7 @@ from fevex.kits.reflection.sources import (
 
 __all__ = [
     "Finding",
+    "HistoryApp",
     "Limitation",
     "LogReader",
     "Reflection",

@@ -31,7 +31,7 @@ from fevex.errors import FevexConfigurationError, FevexError, FevexRunError
 from fevex.kits.callbacks import call_assertion, check_callable, frozen_json
 from fevex.kits.reflection.operation import Budget, Operation
 from fevex.kits.reflection.report import Limitation, ReflectionReport
-from fevex.kits.reflection.sources import ReflectionSource, SourceScope
+from fevex.kits.reflection.sources import HistoryApp, ReflectionSource, SourceScope
 from fevex.knowledge.memory_store import namespace_of
 from fevex.runtime.context import ExecutionContext
 from fevex.tools import ToolContext, define_tool
@@ -118,7 +118,7 @@ class Reflection:
 
     async def run(
         self,
-        app: Any,
+        app: HistoryApp,
         question: str,
         *,
         context: ExecutionContext | dict[str, Any] | None = None,
@@ -139,6 +139,12 @@ class Reflection:
                 f"question must be text of 1 to {_MAX_QUESTION_CHARS} characters.",
                 details={"field": "question"},
             )
+        if self.agent.name not in app.agents:
+            raise FevexConfigurationError(
+                "REFLECTION_NOT_REGISTERED",
+                f"The app has no agent {self.agent.name!r}: pass reflection.agent in "
+                "create_fevex(agents=[...]).",
+            )
         caller = ExecutionContext.of(context)
         frozen_context = frozen_json(caller.to_json(), "context")
         await call_assertion(
@@ -148,12 +154,6 @@ class Reflection:
             ExecutionContext.of(frozen_context),
             rejected="REFLECTION_UNAUTHORIZED",
         )
-        if self.agent.name not in app.agents:
-            raise FevexConfigurationError(
-                "REFLECTION_NOT_REGISTERED",
-                f"The app has no agent {self.agent.name!r}: pass reflection.agent in "
-                "create_fevex(agents=[...]).",
-            )
         run_id = new_id("run")
         scope = SourceScope(app, ExecutionContext.of(frozen_context), run_id)
         operation = Operation(asked, self.source, scope, self.budget)
@@ -173,7 +173,7 @@ class Reflection:
 
     def run_sync(
         self,
-        app: Any,
+        app: HistoryApp,
         question: str,
         *,
         context: ExecutionContext | dict[str, Any] | None = None,
@@ -185,7 +185,7 @@ class Reflection:
 
     async def _drive(
         self,
-        app: Any,
+        app: HistoryApp,
         operation: Operation,
         run_id: str,
         context: dict[str, Any],
@@ -214,13 +214,17 @@ class Reflection:
 
 
 async def _persisted(
-    app: Any, report: ReflectionReport, context: dict[str, Any]
+    app: HistoryApp, report: ReflectionReport, context: dict[str, Any]
 ) -> ReflectionReport:
     """``report`` added to the app's memory store in the caller's namespace; one the store
     refuses (a report longer than a memory may be) is delivered unkept, and says so."""
     content = json.dumps(report.to_json() | {"persisted": True}, sort_keys=True)
+    store = app.memory_store
+    if store is None:
+        kept = Limitation("persistence", "the app has no memory store to keep the report in.")
+        return dataclasses.replace(report, limitations=(*report.limitations, kept))
     try:
-        await app.memory_store.add(
+        await store.add(
             namespace_of(context),
             content,
             metadata={"kind": "fevex.reflection", "run_id": report.run_id},

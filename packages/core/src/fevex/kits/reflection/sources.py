@@ -11,17 +11,22 @@ projects every item again before its model sees it (:mod:`.metadata`).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from fevex._ground.worker_threads import in_worker_thread
+from fevex.agents import AgentDefinition
 from fevex.errors import FevexRunError
+from fevex.events import RunEvent
 from fevex.kits.callbacks import call_assertion, check_callable, frozen_json, json_copy
 from fevex.kits.reflection.metadata import event_metadata, run_metadata, span_metadata
+from fevex.knowledge import MemoryStore
 from fevex.runtime.context import ExecutionContext
+from fevex.runtime.records import AgentRun, RunStatus
 
 __all__ = [
+    "HistoryApp",
     "LogReader",
     "ReflectionSource",
     "SourcePage",
@@ -41,13 +46,49 @@ _LOG_CHUNK = 500
 LogReader = Callable[[str, int, int], "Sequence[Any] | Awaitable[Sequence[Any]]"]
 
 
+class HistoryApp(Protocol):
+    """What a reflection uses of the app (a :class:`fevex.Fevex`): its agents, the run
+    listing and events a source reads, the agent run it streams and its memory store."""
+
+    @property
+    def agents(self) -> tuple[str, ...]: ...
+
+    memory_store: MemoryStore | None
+
+    async def get_run(self, run_id: str) -> AgentRun: ...
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> list[AgentRun]: ...
+
+    async def list_events(
+        self, run_id: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[RunEvent]: ...
+
+    def stream_agent(
+        self,
+        agent: AgentDefinition[Any],
+        input: str,
+        *,
+        timeout: float | None = None,
+        context: dict[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> AsyncGenerator[RunEvent, None]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class SourceScope:
     """Who asks and where: the app whose history is read, the caller's context (actor:
     the account; namespace: the scope) and the reflection's own run, which no discovery
     returns."""
 
-    app: Any
+    app: HistoryApp
     context: ExecutionContext
     reflection_run_id: str
 
@@ -148,7 +189,13 @@ class _RunHistorySource:
         scanned = 0
         after = cursor
         while scanned < _SCAN_RUNS:
-            page = await scope.app.list_runs(limit=_STORE_PAGE, after=after, **filters)
+            page = await scope.app.list_runs(
+                status=cast("RunStatus | None", filters.get("status")),
+                kind=filters.get("kind"),
+                name=filters.get("name"),
+                limit=_STORE_PAGE,
+                after=after,
+            )
             for run in page:
                 scanned += 1
                 after = run.id
