@@ -688,3 +688,24 @@ async def test_a_report_the_memory_store_refuses_is_delivered_unkept() -> None:
     assert report.persisted is False
     assert len(report.observed) == 8
     assert report.limitations[-1].kind == "persistence"
+
+
+async def test_a_made_up_cursor_or_filter_is_answered_not_fatal() -> None:
+    script = Script(
+        [
+            discover(cursor="run_made_up"),
+            discover(kind=""),
+            discover(status="exploded"),
+            lambda seen: query(action="submit", report={}),
+            done,
+        ]
+    )
+    reflection = _reflection(max_calls=6, max_pages=6)
+    async with _app(None, script, reflection) as app:
+        await _history(app)
+        report = await reflection.run(app, "What happened?", context=ACME)
+        run = await app.get_run(report.run_id)
+
+    assert _codes(script) == ["INVALID_CURSOR", "INVALID_ARGUMENT", "REFLECTION_QUERY_INVALID"]
+    assert run.status == "completed"
+    assert "protocol" in _kinds(report)

@@ -42,6 +42,9 @@ _STATUSES = ("running", "paused", "completed", "failed", "cancelled")
 _ANSWERED: dict[str, LimitationKind] = {
     "REFLECTION_QUERY_REFUSED": "refused",
     "REFLECTION_RUN_OUT_OF_SCOPE": "protocol",
+    # The store's answer to a cursor or filter the model made up.
+    "INVALID_CURSOR": "protocol",
+    "INVALID_ARGUMENT": "protocol",
 }
 
 
