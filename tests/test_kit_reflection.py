@@ -709,3 +709,21 @@ async def test_a_made_up_cursor_or_filter_is_answered_not_fatal() -> None:
     assert _codes(script) == ["INVALID_CURSOR", "INVALID_ARGUMENT", "REFLECTION_QUERY_INVALID"]
     assert run.status == "completed"
     assert "protocol" in _kinds(report)
+
+
+async def test_a_broken_log_reader_ends_the_reflection_with_its_code() -> None:
+    script = Script([discover(), done])
+    source = log_source(
+        lambda trace, offset, limit: "not records", id="log", trace_id="t", authorize=_allow
+    )
+    reflection = _reflection(source=source)
+    async with _app(None, script, reflection) as app:
+        with pytest.raises(FevexRunError) as broken:
+            await reflection.run(app, "What happened?", context=ACME)
+        with pytest.raises(FevexRunError) as invalid:
+            await reflection.run(app, {"not": "text"}, context=ACME)  # type: ignore[arg-type]
+        runs = await app.list_runs(name="reflection")
+
+    assert broken.value.code == "REFLECTION_SOURCE_INVALID"
+    assert invalid.value.code == "KIT_REQUEST_INVALID"
+    assert [run.status for run in runs] == ["failed"]

@@ -132,9 +132,9 @@ class Operation:
         limit = self._limit(request, _DISCOVER_PAGE)
         self.pages += 1
         page = await self.source.discover(self.scope, filters, cursor, limit)
-        items = self._returned(page, "discovery")
+        items, cut = self._returned(page, "discovery")
         self.discovered.update(item["run_id"] for item in items if "run_id" in item)
-        return self._output(items, page)
+        return self._output(items, page, cut)
 
     async def _read(self, request: Mapping[str, Any]) -> dict[str, Any]:
         run_id = request.get("run_id")
@@ -148,14 +148,14 @@ class Operation:
         limit = min(self._limit(request, _READ_PAGE), self.budget.max_events - self.events)
         self.pages += 1
         page = await self.source.read(self.scope, run_id, cursor, limit)
-        items = self._returned(page, f"the read of run {run_id}")
+        items, cut = self._returned(page, f"the read of run {run_id}")
         self.events += len(items)
         self.read.add(run_id)
-        if page.cursor is None and len(items) == len(page.items):
+        if page.cursor is None and not cut:
             self.gaps.discard(run_id)
         else:
             self.gaps.add(run_id)
-        return self._output(items, page)
+        return self._output(items, page, cut)
 
     def _submit(self, report: Any) -> dict[str, Any]:
         try:
@@ -176,9 +176,11 @@ class Operation:
 
     # -- evidence ------------------------------------------------------------------
 
-    def _returned(self, page: SourcePage, what: str) -> list[dict[str, Any]]:
+    def _returned(self, page: SourcePage, what: str) -> tuple[list[dict[str, Any]], bool]:
         """The page's items as the model gets them: projected, each with its evidence id,
-        while the evidence characters last."""
+        expired ones left out, while the evidence characters last; and whether those
+        characters cut the page short (its cursor, past what was not returned, is then
+        withheld)."""
         if not page.complete:
             self.complete = False
             self.note("incomplete_read", f"{what} could not look at everything it covers.")
@@ -199,19 +201,19 @@ class Operation:
                     "budget",
                     f"max_evidence_chars ({self.budget.max_evidence_chars}) cut {what} short.",
                 )
-                break
+                return items, True
             self.chars += size
             self.evidence[evidence_id] = item
             items.append(shown)
-        return items
+        return items, False
 
-    def _output(self, items: list[dict[str, Any]], page: SourcePage) -> dict[str, Any]:
+    def _output(self, items: list[dict[str, Any]], page: SourcePage, cut: bool) -> dict[str, Any]:
         budget = self.budget
         return {
             "source": self.source.id,
             "items": items,
-            "cursor": page.cursor if len(items) == len(page.items) else None,
-            "truncated": len(items) < len(page.items),
+            "cursor": None if cut else page.cursor,
+            "truncated": cut,
             "left": {
                 "model_calls": budget.max_calls - self.calls,
                 "pages": budget.max_pages - self.pages,
