@@ -43,6 +43,7 @@ class Ledger:
         self.calls: list[str] = []
         self.fail_publish = 0
         self.gate: asyncio.Event | None = None
+        self.began = asyncio.Event()
 
 
 def _answer(model_input: ModelInput) -> ModelResult | str:
@@ -60,6 +61,7 @@ async def look() -> str:
 def _app(ledger: Ledger, url: Any, *, revision: str = "1", **task: Any) -> Fevex:
     async def analyze(state: Review, ctx: TaskContext) -> Review:
         ledger.calls.append(f"analyze {ctx.attempt} {ctx.max_model_calls}")
+        ledger.began.set()
         summary = await ctx.run_agent("analyst", state.text)
         if ledger.gate is not None:
             await ledger.gate.wait()
@@ -145,7 +147,8 @@ async def test_a_task_is_created_ready_and_only_run_task_runs_it(url: str | None
         assert checkpoint["model_budget"] == {"limit": 4, "reserved": 4, "used": 1}
         (child,) = await app.list_runs(parent_run_id=task_id)
         assert (child.kind, child.name, child.status) == ("agent", "analyst", "completed")
-        assert child.context is not None and child.context["actor"]["id"] == "ana"
+        assert child.context is not None
+        assert child.context["actor"]["id"] == "ana"
         assert (await app.get_run(task_id)).status == "completed"
         with pytest.raises(FevexError) as ended:
             await app.run_task(task_id, context=ANA)
@@ -198,7 +201,8 @@ async def test_a_failed_attempt_keeps_its_reservation_and_completed_steps(
             await app.run_task(task_id, context=ANA)
         assert failed.value.code == "TASK_STEP_FAILED"
         run = await app.get_run(task_id)
-        assert run.status == "paused" and run.wake_at is None
+        assert run.status == "paused"
+        assert run.wake_at is None
         checkpoint = await _checkpoint(app, task_id)
         assert checkpoint["next_step_index"] == 1
         assert checkpoint["status"] == "ready"
@@ -311,8 +315,7 @@ async def test_a_concurrent_caller_gets_run_conflict(url: str | None) -> None:
     async with _app(ledger, url) as app:
         task_id = await app.create_task("app.review", {"text": "d"}, deadline=60)
         first = asyncio.create_task(app.run_task(task_id, context=ANA))
-        while not ledger.calls:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(ledger.began.wait(), 10)
         with pytest.raises(FevexError) as conflict:
             await app.run_task(task_id, context=ANA)
         assert conflict.value.code == "RUN_CONFLICT"
@@ -356,7 +359,8 @@ async def test_a_checkpoint_save_under_way_lands_before_the_lease_is_released() 
             await running
         saved = [i for i, (types, _) in enumerate(store.landed) if "task.step.completed" in types]
         released = [i for i, (types, release) in enumerate(store.landed) if release]
-        assert saved and saved[0] < released[-1]
+        assert saved
+        assert saved[0] < released[-1]
         assert "run.cancelled" in store.landed[released[-1]][0]
         checkpoint = await _checkpoint(app, task_id)
         assert checkpoint["next_step_index"] == 1
