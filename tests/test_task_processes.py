@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -72,10 +71,8 @@ def ledger(env: dict[str, str]) -> Counter[str]:
     return Counter(line.split()[0] if line.startswith("publish ") else line for line in lines)
 
 
-async def leave_to_a_worker(env: dict[str, str], app: Fevex, task_id: str) -> None:
-    """A ``fevex worker`` running past the dead attempt's lease continues nothing of it."""
-    before = [event.id for event in await app.list_events(task_id)]
-    worker = subprocess.Popen(
+def start_worker(env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [
             sys.executable, "-m", "fevex.cli", "worker", "--app", f"{APP}:build_app",
             "--store", env["FEVEX_RUN_STORE"], "--interval", "0.1", "--json",
@@ -86,6 +83,12 @@ async def leave_to_a_worker(env: dict[str, str], app: Fevex, task_id: str) -> No
         stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
+
+
+async def leave_to_a_worker(env: dict[str, str], app: Fevex, task_id: str) -> None:
+    """A ``fevex worker`` running past the dead attempt's lease continues nothing of it."""
+    before = [event.id for event in await app.list_events(task_id)]
+    worker = start_worker(env)
     await asyncio.sleep(LEASE_SECONDS * 2.5)
     worker.send_signal(signal.SIGTERM)
     out, err = await asyncio.to_thread(worker.communicate, timeout=30)
@@ -137,7 +140,7 @@ async def test_sigkill_inside_a_step_then_run_task_again(
         if number == 0:
             await leave_to_a_worker(env, app, task_id)
         else:
-            time.sleep(LEASE_SECONDS * 1.5)
+            await asyncio.sleep(LEASE_SECONDS * 1.5)
     done = python(env, f"import {APP}; {APP}.run({task_id!r})")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "done"
