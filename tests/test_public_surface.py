@@ -96,6 +96,9 @@ ADDED: dict[str, set[str]] = {
     # core and the plugins (fevex-openai's strict mode, fevex-openapi's subset, fevex-mcp's
     # pins) share; plugins may import only what a barrel exports.
     "fevex.schemas": {"JsonSchemaVisitor", "Subschema", "SubschemaShapeError", "json_digest"},
+    # Durable professional tasks (DESIGN §12): what an app defines a task with, what
+    # define_durable_task returns and create_fevex(tasks=) takes, and what a step is given.
+    "fevex.kits.tasks": {"DurableTask", "TaskContext", "TaskStep", "define_durable_task"},
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from fevex.errors import FevexRunError
 
-__all__ = ["FORMAT", "TaskCheckpoint", "deadline_after", "seconds_until"]
+__all__ = ["TaskCheckpoint", "deadline_after", "seconds_until"]
 
 # The version of this checkpoint's shape; a run stored in another is not continued.
 FORMAT = 1

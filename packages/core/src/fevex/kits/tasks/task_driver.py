@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from fevex._internal.engine.kernel import Kernel
     from fevex.kits.tasks.definition import DurableTask, TaskStep
 
-__all__ = ["READY", "TaskDriver"]
+__all__ = ["TaskDriver"]
 
 # The pause of a task between attempts: no wake-up, so only run_task continues it.
 READY = {"reason": "task"}
