@@ -47,3 +47,20 @@ def test_the_readme_first_agent_runs_as_a_script(tmp_path: Path) -> None:
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "Account 42 is active.\n"
+
+
+def test_the_durable_task_example_publishes_once() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "kit_tasks.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert completed.stdout.splitlines() == [
+        "attempt 1: [TASK_STEP_FAILED] Task step 'publish' raised RuntimeError: "
+        "the printer is down",
+        "attempt 2: text='Draft 3' summary='Looks good.' receipt='r-1'",
+        "attempts 2, budget {'limit': 6, 'reserved': 4, 'used': 1}",
+        "published 1 time(s)",
+    ]
