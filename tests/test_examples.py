@@ -62,3 +62,20 @@ def test_the_reflection_example_cites_what_it_read_and_never_sees_the_secret() -
     assert lines[1].startswith("observed: The refund run failed on its tool. ['ev-")
     assert lines[-2] == "reflection run: completed"
     assert lines[-1] == "the secret reached the model: False"
+
+
+def test_the_durable_task_example_publishes_once() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "kit_tasks.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert completed.stdout.splitlines() == [
+        "attempt 1: [TASK_STEP_FAILED] Task step 'publish' raised RuntimeError: "
+        "the printer is down",
+        "attempt 2: text='Draft 3' summary='Looks good.' receipt='r-1'",
+        "attempts 2, budget {'limit': 6, 'reserved': 4, 'used': 1}",
+        "published 1 time(s)",
+    ]

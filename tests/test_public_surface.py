@@ -114,6 +114,9 @@ ADDED: dict[str, set[str]] = {
         "log_source",
         "run_history_source",
     },
+    # Durable professional tasks (DESIGN §12): what an app defines a task with, what
+    # define_durable_task returns and create_fevex(tasks=) takes, and what a step is given.
+    "fevex.kits.tasks": {"DurableTask", "TaskContext", "TaskStep", "define_durable_task"},
 }
 
 

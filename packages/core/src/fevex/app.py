@@ -30,6 +30,7 @@ from fevex._internal.launch.run_arguments import (
 )
 from fevex._internal.launch.run_kinds import app_run_kinds
 from fevex._internal.launch.run_methods import RunMethods
+from fevex._internal.launch.task_methods import TaskMethods
 from fevex.agents import AgentDefinition
 from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.events import RunEvent
@@ -76,6 +77,7 @@ def create_fevex(
     context_providers: Iterable[ContextProviderDefinition | SkillDefinition] = (),
     memory_store: MemoryStore | str | None = None,
     on_tool_exception: ToolExceptionHook | None = None,
+    tasks: Iterable[Any] = (),
 ) -> Fevex:
     """Validate the whole composition and return the app.
 
@@ -102,6 +104,10 @@ def create_fevex(
     call resolved a credential, the ``FevexRunError`` a caller gets does not chain the
     tool's exception; the hook is where it stays available.
 
+    ``tasks`` are durable tasks (:func:`fevex.kits.tasks.define_durable_task`), run by
+    ``create_task`` and ``run_task`` (``INVALID_TASK`` for a task whose id an agent,
+    workflow or team has).
+
     Every problem of the composition is reported at once: the ``FevexConfigurationError``
     has the first one's ``code`` and lists each in ``problems``. The app is a context
     manager (``async with create_fevex(...) as app``, or ``with`` in scripts) that closes
@@ -124,6 +130,7 @@ def create_fevex(
         context_providers=context_providers,
         memory_store=memory_store,
         on_tool_exception=on_tool_exception,
+        tasks=tasks,
     )
 
 
@@ -145,6 +152,7 @@ def _create_fevex(
     context_providers: Iterable[ContextProviderDefinition | SkillDefinition] = (),
     memory_store: MemoryStore | str | None = None,
     on_tool_exception: ToolExceptionHook | None = None,
+    tasks: Iterable[Any] = (),
 ) -> Fevex:
     """:func:`create_fevex`, with ``run_kinds`` registered besides the app's own: the
     private hook through which a test brings a kind of run of its own."""
@@ -163,6 +171,7 @@ def _create_fevex(
         on_tool_exception=on_tool_exception,
     )
     _check_lease_seconds(lease_seconds, problems)
+    run_kinds = _with_tasks(run_kinds, tasks, composition, problems)
     _check_observability(observability, problems)
     knowledge = attach_knowledge(composition, context_providers, problems)
     # The store is opened only for a valid composition: opening one can create it.
@@ -184,6 +193,31 @@ def _create_fevex(
     )
     app.memory_store = knowledge.memory_store
     return app
+
+
+def _with_tasks(
+    run_kinds: Mapping[str, KindFactory],
+    tasks: Iterable[Any],
+    composition: Composition,
+    problems: Problems,
+) -> Mapping[str, KindFactory]:
+    """``run_kinds`` and, for an app with durable tasks, their kind (the kit is imported
+    only then)."""
+    given = list(tasks)
+    if not given:
+        return run_kinds
+    from fevex.kits.tasks.task_kind import task_run_kinds
+
+    taken = {
+        *composition.agents,
+        *(name for name, _ in composition.workflows),
+        *(name for name, _ in composition.teams),
+    }
+    try:
+        return {**run_kinds, **task_run_kinds(given, taken)}
+    except FevexConfigurationError as problem:
+        problems.add(problem)
+        return run_kinds
 
 
 def _check_lease_seconds(lease_seconds: object, problems: Problems) -> None:
@@ -241,7 +275,7 @@ def _open_run_store(run_store: RunStore | str | None) -> RunStore:
     return store
 
 
-class Fevex(RunMethods, BlockingTwins):
+class Fevex(RunMethods, TaskMethods, BlockingTwins):
     """Runs agents and answers questions about runs and sessions.
 
     Every coroutine method has a blocking twin with a ``_sync`` suffix for scripts. Use it

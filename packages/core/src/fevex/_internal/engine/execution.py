@@ -150,6 +150,9 @@ class Execution:
             raise DeadlineReached
         task = asyncio.current_task()
         cancelling = 0
+        # A guarded await may guard another (a task step running a child agent): only the
+        # outermost registers the task, so that the inner one ending leaves it guarded.
+        outermost = task is not None and task not in self._guarded
         if task is not None:
             cancelling = task.cancelling()
             self._guarded.add(task)
@@ -173,7 +176,7 @@ class Execution:
                     raise DeadlineReached from None
             raise
         finally:
-            if task is not None:
+            if outermost and task is not None:
                 self._guarded.discard(task)
 
     def _deadline_fired(self) -> None:

@@ -51,6 +51,8 @@ _STEP_OPENINGS: dict[str, SpanKind] = {
     "workflow.step.started": "workflow_step",
     "team.delegation.started": "team_delegation",
     "team.parallel.started": "workflow_step",
+    # A durable task's steps (fevex.kits.tasks) are steps of its run too.
+    "task.step.started": "workflow_step",
 }
 _STEP_ENDINGS = {
     "workflow.step.completed": "ok",
@@ -60,12 +62,15 @@ _STEP_ENDINGS = {
     "team.delegation.failed": "error",
     "team.parallel.completed": "ok",
     "team.parallel.failed": "error",
+    "task.step.completed": "ok",
+    "task.step.failed": "error",
 }
 _STEP_NAMES = {
     "workflow.step": "fevex.workflow.step",
     "workflow.event": "fevex.workflow.step",
     "team.delegation": "fevex.team.delegation",
     "team.parallel": "fevex.team.parallel",
+    "task.step": "fevex.task.step",
 }
 # Open steps of paused runs wait here for their end; the oldest go past this many.
 _MAX_OPEN_STEPS = 10_000
