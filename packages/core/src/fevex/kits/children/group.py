@@ -42,8 +42,6 @@ __all__ = ["run_children"]
 # How often a timed-out or stopped task's child is asked again to cancel, while it is
 # still being created (the kernel can cancel only a child that exists).
 _CANCEL_RETRY_SECONDS = 0.2
-# Why a task journalled as cancelled was: another task of its group failed.
-_STOPPED = "group_failed"
 
 
 async def run_children(
@@ -146,8 +144,11 @@ class _Group:
         outcomes: dict[str, _Outcome] = {}
         pending: list[tuple[FrozenTask, JournalEntry | None]] = []
         for task in self.tasks:
-            entry = host.lookup(self.sub_id(task), "child", {"task": task.id})
-            if entry is None or entry.status == "started":
+            sub_id = self.sub_id(task)
+            entry = host.lookup(sub_id, "child", {"task": task.id})
+            # A child still kept is not over for the group, whatever its entry says (the
+            # wake-up that ended a wait settles the entry the pause names).
+            if entry is None or entry.status == "started" or host.child_of(sub_id) is not None:
                 pending.append((task, entry))
             else:
                 outcomes[task.id] = await self._replayed(task, entry)
@@ -166,9 +167,13 @@ class _Group:
         ]
         if failures:
             raise await host.fail(self.step_id, _group_failed(self.step_id, failures))
-        paused = [o.run_id for o in outcomes.values() if isinstance(o, _Paused)]
+        paused = [
+            (task, o.run_id) for task in self.tasks if isinstance(o := outcomes[task.id], _Paused)
+        ]
         if paused:
-            await host.wait_for_children(self.step_id, paused)
+            # Named by the first paused task's entry: the wake-up settles that one, and
+            # the replay reads every child from the store again.
+            await host.wait_for_children(self.sub_id(paused[0][0]), [r for _, r in paused])
         return [_value(outcomes[task.id]) for task in self.tasks]
 
     def _share(
@@ -190,7 +195,7 @@ class _Group:
         try:
             output = await self.host.replayed(self.sub_id(task), entry)
         except FevexError as error:
-            if error.details.get("reason") == _STOPPED:
+            if error.code == "CHILD_CANCELLED":
                 return _Stopped()
             return _Failed(error)
         return await self._checked(task, output.get("output"))
@@ -221,7 +226,7 @@ class _Group:
                         outcomes[task.id] = _Stopped()
                         continue
                     outcome = future.result()  # the run's own stop raises
-                    if task.id in self.stopped:
+                    if task.id in self.stopped and not _own_failure(outcome, self.stopping):
                         outcome = _Stopped()  # a late result: never committed
                     outcomes[task.id] = outcome
                     if isinstance(outcome, _Failed) and not self.failing:
@@ -362,10 +367,16 @@ async def _prepare(host: StepHost, task: FrozenTask) -> AgentChild:
 
 def _stopped_error(task: FrozenTask) -> FevexRunError:
     return FevexRunError(
-        "RUN_CANCELLED",
+        "CHILD_CANCELLED",
         f"Child task {task.id!r} was cancelled: another task of its group failed.",
-        details={"task": task.id, "reason": _STOPPED},
+        details={"task": task.id},
     )
+
+
+def _own_failure(outcome: _Outcome, stopping: dict[str, FevexError]) -> bool:
+    """Whether a stopped task failed of itself (its check refused it) rather than by
+    the group's cancellation."""
+    return isinstance(outcome, _Failed) and outcome.error not in stopping.values()
 
 
 def _child_error(ended: AgentRun) -> FevexError:
