@@ -47,3 +47,20 @@ def test_the_readme_first_agent_runs_as_a_script(tmp_path: Path) -> None:
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "Account 42 is active.\n"
+
+
+def test_the_children_kit_example_commits_only_an_accepted_group() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "kit_children.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert completed.stdout.splitlines() == [
+        "results: ['RED', 'GREEN', 'BLUE']",
+        "committed: ['part-0=RED', 'part-1=GREEN', 'part-2=BLUE']",
+        "children: 3 ['completed']",
+        "failed: CHILD_GROUP_FAILED [('part-1', 'CHILD_RESULT_REJECTED')]",
+        "committed: []",
+    ]

@@ -155,9 +155,7 @@ async def test_children_are_runs_of_the_tree_and_commit_in_declaration_order(
         assert group.committed == [("t0", "done:a"), ("t1", "done:b"), ("t2", "done:c")]
         children = await app.list_runs(parent_run_id=result.run_id)
         assert len(children) == 3
-        assert {(c.kind, c.name, c.status) for c in children} == {
-            ("agent", "analyst", "completed")
-        }
+        assert {(c.kind, c.name, c.status) for c in children} == {("agent", "analyst", "completed")}
         assert {c.root_run_id for c in children} == {result.run_id}
         child_ids = {c.id for c in children}
         events = await app.list_events(result.run_id)
@@ -204,9 +202,7 @@ async def test_max_depth_bounds_groups_nested_in_child_workflows() -> None:
     async def inner(step: WorkflowStep, input: Any) -> Any:
         return await run_children(step, "leaves", [ChildTask("leaf", agent="analyst", input="x")])
 
-    group = Group(
-        lambda _: [ChildTask("w", workflow="inner")], limits=tree_limits(max_depth=1)
-    )
+    group = Group(lambda _: [ChildTask("w", workflow="inner")], limits=tree_limits(max_depth=1))
     app = make_app(None, group, Model(), inner)
 
     failed = await group_failure(app)
@@ -355,8 +351,10 @@ async def test_reservations_are_kept_for_the_tasks_that_hold_them() -> None:
                 "group": lambda: run_children(
                     step,
                     "parts",
-                    [ChildTask(f"t{n}", agent="analyst", input="sleep:0.3:x", reserve_calls=1)
-                     for n in range(2)],
+                    [
+                        ChildTask(f"t{n}", agent="analyst", input="sleep:0.3:x", reserve_calls=1)
+                        for n in range(2)
+                    ],
                 ),
                 "late": late,
             },
@@ -381,8 +379,10 @@ async def test_reservations_are_kept_for_the_tasks_that_hold_them() -> None:
                 "group": lambda: run_children(
                     step,
                     "parts",
-                    [ChildTask(f"t{n}", agent="analyst", input="sleep:0.3:x", reserve_calls=1)
-                     for n in range(2)],
+                    [
+                        ChildTask(f"t{n}", agent="analyst", input="sleep:0.3:x", reserve_calls=1)
+                        for n in range(2)
+                    ],
                 ),
                 "late": late,
             },
@@ -411,10 +411,12 @@ async def test_a_child_paused_for_approval_pauses_the_parent_until_it_ends(
             await app.run_workflow("group")
         parent_id = paused.value.run_id
         parent = await app.get_run(parent_id)
-        assert parent.pause is not None and parent.pause["reason"] == "children"
+        assert parent.pause is not None
+        assert parent.pause["reason"] == "children"
         assert group.committed == []
         (child,) = [c for c in await app.list_runs(parent_run_id=parent_id) if c.name == "cashier"]
-        assert child.status == "paused" and child.pause is not None
+        assert child.status == "paused"
+        assert child.pause is not None
         approval = child.pause["approvals"][0]
 
         await app.resume_run(

@@ -30,7 +30,8 @@ APP = "children_process_app"
 
 def load_app_module() -> ModuleType:
     spec = importlib.util.spec_from_file_location(APP, HERE / f"{APP}.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -96,6 +96,9 @@ ADDED: dict[str, set[str]] = {
     # core and the plugins (fevex-openai's strict mode, fevex-openapi's subset, fevex-mcp's
     # pins) share; plugins may import only what a barrel exports.
     "fevex.schemas": {"JsonSchemaVisitor", "Subschema", "SubschemaShapeError", "json_digest"},
+    # The bounded-child-runs kit (DESIGN §12): a workflow's or a team's step runs a group of
+    # child runs with run_children, each task a ChildTask.
+    "fevex.kits.children": {"ChildTask", "run_children"},
 }
 
 

@@ -526,13 +526,14 @@ class WorkflowDriver(StepHost):
         )
 
     async def workflow_child(self, name: str, input: Any) -> AgentChild:
-        # The workflow kind builds this driver: imported here, where it is registered.
-        from fevex._internal.workflows.workflow_kind import WorkflowKind
-
-        workflows = self._parts.kernel.kinds.get("workflow")
-        if not isinstance(workflows, WorkflowKind):
+        # The app's workflow kind, as the kernel registered it (it builds drivers of this
+        # class, so it is known here by what it does, not imported).
+        begin = getattr(self._parts.kernel.kinds.get("workflow"), "begin", None)
+        if begin is None:
             raise FevexRunError("WORKFLOW_NOT_FOUND", f"There is no workflow named {name!r}.")
-        run, driver = workflows.begin(name, input, None, None)
+        run, driver = begin(name, input, None, None)
+        assert isinstance(run, AgentRun)
+        assert isinstance(driver, WorkflowDriver)
         opening = {"workflow_name": run.name, "version": run.version, "input": run.input}
         return AgentChild(
             name,
