@@ -79,3 +79,20 @@ def test_the_durable_task_example_publishes_once() -> None:
         "attempts 2, budget {'limit': 6, 'reserved': 4, 'used': 1}",
         "published 1 time(s)",
     ]
+
+
+def test_the_children_kit_example_commits_only_an_accepted_group() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "kit_children.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert completed.stdout.splitlines() == [
+        "results: ['RED', 'GREEN', 'BLUE']",
+        "committed: ['part-0=RED', 'part-1=GREEN', 'part-2=BLUE']",
+        "children: 3 ['completed']",
+        "failed: CHILD_GROUP_FAILED [('part-1', 'CHILD_RESULT_REJECTED')]",
+        "committed: []",
+    ]

@@ -117,6 +117,9 @@ ADDED: dict[str, set[str]] = {
     # Durable professional tasks (DESIGN §12): what an app defines a task with, what
     # define_durable_task returns and create_fevex(tasks=) takes, and what a step is given.
     "fevex.kits.tasks": {"DurableTask", "TaskContext", "TaskStep", "define_durable_task"},
+    # The bounded-child-runs kit (DESIGN §12): a workflow's or a team's step runs a group of
+    # child runs with run_children, each task a ChildTask.
+    "fevex.kits.children": {"ChildTask", "run_children"},
 }
 
 

@@ -81,3 +81,39 @@ def test_the_workflow_rooms_import_each_other_without_a_circle() -> None:
     assert circles == []
     # The port is the bottom of the rooms: it imports none of them.
     assert graph["step_host"] == set()
+
+
+def test_the_driver_implements_every_member_of_the_port() -> None:
+    from fevex._internal.workflows.step_host import StepHost
+    from fevex._internal.workflows.workflow_driver import WorkflowDriver
+
+    members = [
+        name
+        for name, value in vars(StepHost).items()
+        if not name.startswith("_") and (callable(value) or isinstance(value, property))
+    ]
+    # Child runs of both kinds, their cancellation and the run tree they are counted in.
+    assert {"agent_child", "workflow_child", "cancel_child", "run_tree", "model_calls"} <= set(
+        members
+    )
+    for name in members:
+        assert getattr(WorkflowDriver, name) is not getattr(StepHost, name), name
+
+
+def test_the_children_kit_reaches_its_run_only_through_the_port() -> None:
+    spec = importlib.util.find_spec("fevex.kits.children")
+    assert spec is not None
+    assert spec.submodule_search_locations is not None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    allowed = {
+        *ALLOWED_TO_STEPS,
+        f"{PACKAGE}.team_steps",
+        "fevex._internal.engine.journal",
+        "fevex._internal.engine.model_calls",
+    }
+    for path in folder.glob("*.py"):
+        internal = {m for m in _imports(path) if m.startswith("fevex._internal")}
+        assert internal <= allowed, (path.name, sorted(internal - allowed))
+        text = path.read_text(encoding="utf-8")
+        for reach in (".kernel", ".store", ".composition", ".sink", ".execution"):
+            assert reach not in text, (path.name, reach)

@@ -26,6 +26,13 @@ class Limits:
     ``max_tool_retries`` is how many failed tool calls the run may hand back to the model
     for another try (a tool raising ``ToolRetry``, or one defined with
     ``errors_to_model``); 0 hands none back.
+
+    The run-tree bounds are read from the ROOT run of a tree (a workflow's or a team's)
+    when a group of child runs starts (:mod:`fevex.kits.children`): ``max_depth`` how
+    deep such groups may nest (the root's children are at depth 1), ``max_children`` how
+    many runs the whole tree may hold, ``max_concurrent_model_calls`` how many model calls
+    the tree may have in flight at once, and ``max_model_calls`` how many model calls the
+    tree may make, the budget the groups' reservations are set aside from.
     """
 
     max_steps: int | None = 8
@@ -33,6 +40,10 @@ class Limits:
     max_input_tokens: int | None = None
     max_output_tokens: int | None = None
     max_tool_retries: int | None = 3
+    max_depth: int | None = None
+    max_children: int | None = None
+    max_concurrent_model_calls: int | None = None
+    max_model_calls: int | None = None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], *, agent: str | None = None) -> Limits:

@@ -29,16 +29,32 @@ class TeamMember:
     role: str = ""
 
 
+TEAM_LIMITS = (
+    "max_delegations",
+    "max_parallel",
+    "max_depth",
+    "max_children",
+    "max_concurrent_model_calls",
+    "max_model_calls",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class TeamLimits:
     """Bounds of one team run (``None``: unbounded): ``max_delegations`` counts every
-    delegation the run starts; ``max_parallel`` bounds delegations running at once."""
+    delegation the run starts; ``max_parallel`` bounds delegations running at once. As the
+    root of a run tree, the tree's bounds too (``max_depth``, ``max_children``,
+    ``max_concurrent_model_calls``, ``max_model_calls``: see ``Limits``)."""
 
     max_delegations: int | None = None
     max_parallel: int | None = None
+    max_depth: int | None = None
+    max_children: int | None = None
+    max_concurrent_model_calls: int | None = None
+    max_model_calls: int | None = None
 
     def check(self, team: str) -> None:
-        for name in ("max_delegations", "max_parallel"):
+        for name in TEAM_LIMITS:
             value = getattr(self, name)
             if value is not None and (
                 not isinstance(value, int) or isinstance(value, bool) or value < 1
@@ -50,7 +66,7 @@ class TeamLimits:
         if other is None:
             return self
         values: dict[str, int | None] = {}
-        for name in ("max_delegations", "max_parallel"):
+        for name in TEAM_LIMITS:
             mine, theirs = getattr(self, name), getattr(other, name)
             values[name] = theirs if mine is None else mine if theirs is None else min(mine, theirs)
         return TeamLimits(**values)

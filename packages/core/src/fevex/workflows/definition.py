@@ -17,7 +17,17 @@ __all__ = ["WorkflowDefinition", "define_workflow"]
 # A workflow bounds only what it is given: every limit left out is unlimited.
 UNLIMITED = Limits(max_steps=None, max_tool_calls=None, max_tool_retries=None)
 # What a workflow counts itself; the rest of Limits bounds agent runs only.
-WORKFLOW_LIMITS = ("max_steps", "max_tool_calls", "max_input_tokens", "max_output_tokens")
+WORKFLOW_LIMITS = (
+    "max_steps",
+    "max_tool_calls",
+    "max_input_tokens",
+    "max_output_tokens",
+    # Bounds of the run tree a root workflow starts (fevex.kits.children).
+    "max_depth",
+    "max_children",
+    "max_concurrent_model_calls",
+    "max_model_calls",
+)
 WORKFLOW = DurableFunctionKind("INVALID_WORKFLOW", "Workflow", "(step, input)")
 
 InputT = TypeVar("InputT")
@@ -35,7 +45,9 @@ class WorkflowDefinition(Generic[InputT_co, OutputT_co]):
     workflow may wait for to its payload schema (``None``: any JSON);
     ``require_actor`` names the events that must be sent with an actor. ``limits``
     bounds the run's steps (``max_steps``), tool steps (``max_tool_calls``) and the tokens
-    its agent steps use (``max_input_tokens``, ``max_output_tokens``)."""
+    its agent steps use (``max_input_tokens``, ``max_output_tokens``); as the root of a
+    run tree, the tree's bounds (``max_depth``, ``max_children``,
+    ``max_concurrent_model_calls``, ``max_model_calls``: see ``Limits``)."""
 
     name: str
     version: str

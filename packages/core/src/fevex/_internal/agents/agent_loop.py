@@ -175,9 +175,17 @@ class AgentLoop:
             provider_state,
         )
         reader = ModelStreamReader()
-        async with aclosing(self._stream_model(model_input, step, reader)) as stream:
-            async for event in stream:
-                yield event
+        # The run tree's gate, while a group of child runs holds one: a slot around the call.
+        gate = self.execution.model_calls
+        if gate is not None:
+            await self.execution.guard(gate.acquire(run_id))
+        try:
+            async with aclosing(self._stream_model(model_input, step, reader)) as stream:
+                async for event in stream:
+                    yield event
+        finally:
+            if gate is not None:
+                gate.release()
         result = reader.finish()
         self._check_call_ids(result.tool_calls)
         state.step = step

@@ -148,7 +148,10 @@ class RunState:
             transcript_json = list(data["transcript"])
             limits = data.get("limits")
             if limits is not None:
-                limits = Limits(**{name: limits[name] for name in Limits.__slots__})
+                # A limit added since the checkpoint was written keeps its default.
+                limits = Limits(
+                    **{name: limits[name] for name in Limits.__slots__ if name in limits}
+                )
                 limits.check()
             return cls(
                 transcript=[message_from_json(m) for m in transcript_json],

@@ -31,6 +31,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from fevex._internal.engine.deadline import DeadlineReached
 from fevex._internal.engine.event_sink import EventSink
 from fevex._internal.engine.lease_keeper import LeaseKeeper
+from fevex._internal.engine.model_calls import ModelCallGate
 from fevex._internal.engine.waits import paused_until
 from fevex.errors import FevexError, FevexRunError, RunCancelledError
 from fevex.events import RunEvent
@@ -111,6 +112,9 @@ class Execution:
         self._timed_out: set[asyncio.Task[Any]] = set()
         self.finished = False
         self.settled = asyncio.Event()
+        # The gate of the run's tree when a group of child runs holds one (the kernel
+        # sets it): the agent loop takes a slot of it around each model call.
+        self.model_calls: ModelCallGate | None = None
 
     @property
     def run_id(self) -> str:

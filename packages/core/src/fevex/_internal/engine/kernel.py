@@ -29,6 +29,7 @@ from fevex._ground.names import did_you_mean
 from fevex._ground.storable_text import is_storable
 from fevex._internal.engine.event_sink import EventSink, Observers
 from fevex._internal.engine.execution import Execution, log_run
+from fevex._internal.engine.model_calls import ModelCallGate
 from fevex._internal.engine.run_kind import Driver, RunKind
 from fevex._internal.engine.waits import (
     paused_until,
@@ -77,6 +78,9 @@ class Kernel:
         # when a restarted process happens to reuse the id.
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{new_id('app')}"
         self.active: dict[str, Execution] = {}
+        # Root run id -> the model-call gate of its tree, while a group of child runs
+        # holds it (see model_calls).
+        self.model_gates: dict[str, ModelCallGate] = {}
         # The kinds of run this kernel executes, by the name runs record as their kind:
         # registered once, here, and the kernel's for its whole life.
         self.kinds: Mapping[str, RunKind] = MappingProxyType(
@@ -126,6 +130,11 @@ class Kernel:
         execution = Execution(
             sink, driver, deadline, lease_seconds=self.lease_seconds, opening=opening
         )
+        if self.model_gates:
+            gate = self.model_gates.get(sink.run.root_run_id)
+            if gate is not None:
+                gate.adopt(sink.run)
+                execution.model_calls = gate
         self.active[sink.run.id] = execution
         return execution
 

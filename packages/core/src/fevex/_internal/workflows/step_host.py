@@ -23,10 +23,13 @@ from fevex.schemas.schema import CompiledSchema
 from fevex.tools import ToolDefinition
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from fevex._internal.engine.journal import JournalEntry
+    from fevex._internal.engine.model_calls import ModelCallGate
     from fevex._internal.engine.run_kind import Driver
 
-__all__ = ["AgentChild", "Announcement", "StepEvents", "StepHost"]
+__all__ = ["AgentChild", "Announcement", "ChildRun", "RunTree", "StepEvents", "StepHost"]
 
 
 def _as_it_is(event: RunEvent, step_id: str, agent_name: str) -> RunEvent:
@@ -71,9 +74,10 @@ NO_ANNOUNCEMENT = Announcement()
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AgentChild:
-    """A child agent run a step asked for, not started yet: ``input`` as its record
-    keeps it (the step's identity), the ``output_schema`` its result is read with; the
-    rest is the host's, to start it."""
+    """A child run a step asked for (an agent's, or a workflow's), not started yet:
+    ``input`` as its record keeps it (the step's identity), the ``output_schema`` its
+    result is read with; the rest is the host's, to start it. ``opening`` is what its
+    ``run.started`` says (``None``: an agent run's)."""
 
     name: str
     input: Any
@@ -81,6 +85,41 @@ class AgentChild:
     run: AgentRun
     driver: Driver
     session_revision: int | None
+    opening: Mapping[str, Any] | None = None
+
+
+# The general name: a child of any kind.
+ChildRun = AgentChild
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunTree:
+    """The run tree a run belongs to, as the store holds it now: the root's id and
+    limits, how deep the run is (the root: 0), every run under the root, and the model
+    calls each of the tree's agent runs has made (by run id)."""
+
+    root_run_id: str
+    root_limits: Mapping[str, int | None]
+    depth: int
+    runs: tuple[AgentRun, ...]
+    model_calls_of: Mapping[str, int]
+
+    @property
+    def model_calls(self) -> int:
+        return sum(self.model_calls_of.values())
+
+    def calls_under(self, run_id: str) -> int:
+        """The model calls of ``run_id`` and of every run under it."""
+        below: dict[str, list[str]] = {}
+        for run in self.runs:
+            if run.parent_run_id is not None:
+                below.setdefault(run.parent_run_id, []).append(run.id)
+        total, frontier = 0, [run_id]
+        while frontier:
+            current = frontier.pop()
+            total += self.model_calls_of.get(current, 0)
+            frontier.extend(below.get(current, ()))
+        return total
 
 
 class StepHost(Protocol):
@@ -177,6 +216,26 @@ class StepHost(Protocol):
     ) -> AgentChild:
         """A child run of agent ``name`` (``INVALID_INPUT`` for input it refuses), in the
         session ``session_id`` (``None``: a new one), within ``limits``."""
+        ...
+
+    async def workflow_child(self, name: str, input: Any) -> AgentChild:
+        """A child run of workflow ``name`` (its version registered last; ``INVALID_INPUT``
+        for input it refuses), within its own limits."""
+        ...
+
+    async def cancel_child(self, step_id: str) -> None:
+        """Cancel the child run of ``step_id`` (and its children) if it is stored and
+        has not ended; its :meth:`run_child` returns it cancelled."""
+        ...
+
+    async def run_tree(self) -> RunTree:
+        """The run tree this run belongs to, read from the store."""
+        ...
+
+    def model_calls(self, tree: RunTree) -> AbstractContextManager[ModelCallGate]:
+        """The model-call gate of ``tree`` (made from its root's limits and what it used),
+        held while the block runs: every run of the tree started meanwhile takes its
+        slots."""
         ...
 
     def child_of(self, step_id: str) -> str | None:

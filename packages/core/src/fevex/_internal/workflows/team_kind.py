@@ -27,7 +27,7 @@ from fevex._internal.workflows.workflow_kind import WORKFLOW_EVENTS, WorkflowKin
 from fevex._internal.workflows.workflow_steps import WorkflowSteps
 from fevex.errors import FevexRunError
 from fevex.runtime.records import AgentRun
-from fevex.teams.definition import TeamDefinition, TeamLimits
+from fevex.teams.definition import TEAM_LIMITS, TeamDefinition, TeamLimits
 from fevex.teams.relayed_event import TeamRelayedEvent
 from fevex.workflows.definition import WorkflowDefinition
 from fevex.workflows.step import WorkflowStep
@@ -124,7 +124,7 @@ class TeamKind(WorkflowKind):
 
 
 def _team_limits(limits: TeamLimits) -> dict[str, int | None]:
-    return {"max_delegations": limits.max_delegations, "max_parallel": limits.max_parallel}
+    return {name: getattr(limits, name) for name in TEAM_LIMITS}
 
 
 def _as_workflow(prepared: PreparedTeam) -> PreparedWorkflow:

@@ -40,6 +40,11 @@ class TeamSteps:
         limit = self._host.limits.get("max_parallel")
         self._turns = None if limit is None else asyncio.Semaphore(limit)
 
+    @property
+    def host(self) -> StepHost:
+        """The run these steps belong to (a kit's steps use it: fevex.kits.children)."""
+        return self._host
+
     async def delegate(
         self,
         step_id: str,

@@ -28,11 +28,12 @@ completed step again before it reaches the failure.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from fevex._ground.clock import new_id
@@ -41,11 +42,14 @@ from fevex._internal.engine.deadline import DeadlineReached
 from fevex._internal.engine.execution import Execution
 from fevex._internal.engine.journal import JournalEntry
 from fevex._internal.engine.kernel import child_run
+from fevex._internal.engine.model_calls import ModelCallGate
 from fevex._internal.engine.waits import children_pause, event_pause, timer_pause
+from fevex._internal.workflows.run_tree import read_run_tree
 from fevex._internal.workflows.step_host import (
     NO_ANNOUNCEMENT,
     AgentChild,
     Announcement,
+    RunTree,
     StepEvents,
     StepHost,
 )
@@ -521,6 +525,57 @@ class WorkflowDriver(StepHost):
             None if session is None else session.revision,
         )
 
+    async def workflow_child(self, name: str, input: Any) -> AgentChild:
+        # The app's workflow kind, as the kernel registered it (it builds drivers of this
+        # class, so it is known here by what it does, not imported).
+        begin = getattr(self._parts.kernel.kinds.get("workflow"), "begin", None)
+        if begin is None:
+            raise FevexRunError("WORKFLOW_NOT_FOUND", f"There is no workflow named {name!r}.")
+        run, driver = begin(name, input, None, None)
+        assert isinstance(run, AgentRun)
+        assert isinstance(driver, WorkflowDriver)
+        opening = {"workflow_name": run.name, "version": run.version, "input": run.input}
+        return AgentChild(
+            name,
+            run.input,
+            driver.prepared.output_schema,
+            run,
+            driver,
+            None,
+            {**opening, "session_id": run.session_id},
+        )
+
+    async def cancel_child(self, step_id: str) -> None:
+        child_id = self.state.children.get(step_id)
+        if child_id is None:
+            return
+        kernel = self._parts.kernel
+        if child_id in kernel.active or await kernel.store.get_run(child_id) is not None:
+            await kernel.cancel(child_id, kernel.lease_seconds)
+
+    async def run_tree(self) -> RunTree:
+        return await read_run_tree(self._parts.kernel.store, self.execution.sink.run, self.limits)
+
+    @contextlib.contextmanager
+    def model_calls(self, tree: RunTree) -> Iterator[ModelCallGate]:
+        gates, root = self._parts.kernel.model_gates, tree.root_run_id
+        gate = gates.get(root)
+        if gate is None:
+            limits = tree.root_limits
+            gate = gates[root] = ModelCallGate(
+                root,
+                in_flight=limits.get("max_concurrent_model_calls"),
+                budget=limits.get("max_model_calls"),
+                used=tree.model_calls,
+            )
+        gate.holders += 1
+        try:
+            yield gate
+        finally:
+            gate.holders -= 1
+            if gate.holders == 0 and gates.get(root) is gate:
+                del gates[root]
+
     def child_of(self, step_id: str) -> str | None:
         return self.state.children.get(step_id)
 
@@ -539,9 +594,14 @@ class WorkflowDriver(StepHost):
                 child.driver,
                 session_revision=child.session_revision,
                 opening={
-                    "agent_name": child.name,
-                    "session_id": child.run.session_id,
-                    "input": child.input,
+                    **(
+                        child.opening
+                        or {
+                            "agent_name": child.name,
+                            "session_id": child.run.session_id,
+                            "input": child.input,
+                        }
+                    ),
                     "parent_run_id": parent.id,
                     "parent_step_id": step_id,
                 },
