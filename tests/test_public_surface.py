@@ -29,6 +29,14 @@ DISTRIBUTION_ROOTS = [
 ADDED: dict[str, set[str]] = {
     # The store-author surface: what a run or memory store outside the core imports.
     "fevex.runtime": {
+        # The record contract (DESIGN §12) that the family and publication kits keep their
+        # records in, with the rules every record store applies.
+        "MAX_RECORD_CHARS",
+        "InMemoryRecordStore",
+        "RecordStore",
+        "StoredRecord",
+        "check_record_key",
+        "check_record_swap",
         # The contract's values and optional capabilities, which store plugins implement.
         "RUN_FIELDS_A_COMMIT_CHANGES",
         "NotifyingRunStore",

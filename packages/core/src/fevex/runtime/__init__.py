@@ -29,6 +29,14 @@ from fevex.runtime.memory_rules import (
     check_namespace,
 )
 from fevex.runtime.open_run_store import open_run_store
+from fevex.runtime.record_store import (
+    MAX_RECORD_CHARS,
+    InMemoryRecordStore,
+    RecordStore,
+    StoredRecord,
+    check_record_key,
+    check_record_swap,
+)
 from fevex.runtime.records import AgentRun, JsonValue, RunStatus, Session
 from fevex.runtime.recovery import RecoverySweep, SkippedRun, WakeSweep
 from fevex.runtime.run_store import (
@@ -80,6 +88,7 @@ from fevex.runtime.store_rules import (
 
 __all__ = [
     "FORMER_DEFAULT_NAMESPACE",
+    "MAX_RECORD_CHARS",
     "RUN_FIELDS_A_COMMIT_CHANGES",
     "AgentRun",
     "ApprovalDecision",
@@ -87,10 +96,12 @@ __all__ = [
     "ExecutionCommit",
     "ExecutionContext",
     "ExecutionCreate",
+    "InMemoryRecordStore",
     "InMemoryRunStore",
     "JsonValue",
     "NotifyingRunStore",
     "PendingApproval",
+    "RecordStore",
     "RecoverySweep",
     "RunLease",
     "RunListing",
@@ -100,6 +111,7 @@ __all__ = [
     "RunTakeover",
     "Session",
     "SkippedRun",
+    "StoredRecord",
     "StoredRun",
     "TakeoverRunStore",
     "WakeSweep",
@@ -116,6 +128,8 @@ __all__ = [
     "check_memory_metadata",
     "check_namespace",
     "check_new_session",
+    "check_record_key",
+    "check_record_swap",
     "check_renewal",
     "check_revision",
     "check_run_is_new",
