@@ -39,6 +39,7 @@ from fevex.models import ModelGateway
 from fevex.policies.policy import Policy
 from fevex.runtime.approval import ApprovalDecision, check_actor
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
+from fevex.runtime.record_store import InMemoryRecordStore, RecordStore
 from fevex.runtime.records import AgentRun, RunStatus, Session
 from fevex.runtime.recovery import RecoverySweep, WakeSweep
 from fevex.runtime.run_result import RunResult
@@ -192,6 +193,7 @@ def _create_fevex(
         run_kinds=run_kinds,
     )
     app.memory_store = knowledge.memory_store
+    app.record_store = InMemoryRecordStore()
     return app
 
 
@@ -284,6 +286,8 @@ class Fevex(RunMethods, TaskMethods, BlockingTwins):
 
     # The store agents' memory= reads and writes; closed with the app.
     memory_store: MemoryStore | None = None
+    # The store the family and publication kits keep their records in; closed with the app.
+    record_store: RecordStore
 
     def __init__(
         self,
@@ -668,6 +672,7 @@ class Fevex(RunMethods, TaskMethods, BlockingTwins):
         await self.run_store.close()
         if self.memory_store is not None:
             await self.memory_store.close()
+        await self.record_store.close()
 
     # -- blocking twins -------------------------------------------------------------
     # (Those of run_*, stream_* and start_* are RunMethods'; those typed otherwise than
