@@ -94,7 +94,12 @@ async def leave_to_a_worker(env: dict[str, str], app: Fevex, task_id: str) -> No
     out, err = await asyncio.to_thread(worker.communicate, timeout=30)
     assert worker.returncode == 0, err
     reports = [json.loads(line) for line in out.splitlines() if line.strip()]
-    assert not [r for r in reports if r["run_id"] == task_id and r["action"] != "skipped"]
+    mine = [report for report in reports if report["run_id"] == task_id]
+    # The worker sees the expired task and says why it leaves it: only run_task continues it.
+    assert mine
+    assert {(report["action"], report["code"]) for report in mine} == {
+        ("skipped", "TASK_NOT_CONTINUABLE")
+    }
     assert [event.id for event in await app.list_events(task_id)] == before
     assert (await app.get_run(task_id)).status == "running"
 

@@ -13,10 +13,12 @@ __all__ = ["RecoverySweep", "SkippedRun", "WakeSweep"]
 @dataclass(frozen=True, slots=True)
 class SkippedRun:
     """An expired run the sweep left for another worker: ``code`` says why. A run of an
-    agent this app does not have (``AGENT_NOT_FOUND``, after a deploy removed it) is never
-    claimed; a run claimed and then left (``CHECKPOINT_UNSUPPORTED`` for a checkpoint of a
-    newer fevex, a store error) stays claimed until its lease lapses. Either way it stays
-    ``running``, and a worker that can continue it will."""
+    agent this app does not have (``AGENT_NOT_FOUND``, after a deploy removed it) or one that
+    only an app call continues (``TASK_NOT_CONTINUABLE``: a durable task) is never claimed, and
+    its code is the one its kind gives for continuing it; a run claimed and then left
+    (``CHECKPOINT_UNSUPPORTED`` for a checkpoint of a newer fevex, a store error) stays
+    claimed until its lease lapses. Either way it stays ``running``, and a worker that can
+    continue it will."""
 
     run_id: str
     code: str

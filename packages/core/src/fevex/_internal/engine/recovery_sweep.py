@@ -82,10 +82,7 @@ async def sweep_expired_runs(
             len(foreign),
             foreign[0],
         )
-        skipped += [
-            SkippedRun(run_id, "AGENT_NOT_FOUND", "This app has no definition of this run.")
-            for run_id in foreign
-        ]
+        skipped += [await _left(kernel, run_id) for run_id in foreign]
     return RecoverySweep(tuple(recovered), tuple(skipped), unclaimed, len(handled))
 
 
@@ -93,6 +90,21 @@ async def _drive(kernel: Kernel, execution: Execution) -> None:
     """Drive ``execution`` to its end or its next pause; raises the run's error."""
     async for _ in kernel.events(execution):
         pass
+
+
+async def _left(kernel: Kernel, run_id: str) -> SkippedRun:
+    """Why this app leaves an expired run it cannot claim, as the run's kind says when asked
+    to continue it: its definition is missing, or only an app call continues it (a durable
+    task); ``AGENT_NOT_FOUND`` when the run cannot even be read."""
+    try:
+        run = await kernel.store.get_run(run_id)
+        if run is not None:
+            kernel.kind(run)
+    except FevexError as error:
+        return SkippedRun(run_id, error.code, error.message)
+    except Exception:
+        logger.warning("recovery could not read the expired run %s", run_id, exc_info=True)
+    return SkippedRun(run_id, "AGENT_NOT_FOUND", "This app has no definition of this run.")
 
 
 async def _settled_run(kernel: Kernel, run_id: str) -> AgentRun | None:
