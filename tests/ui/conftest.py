@@ -41,6 +41,7 @@ class ConsoleServer:
         arguments: tuple[str, ...] = (),
     ) -> None:
         self.lines: list[str] = []
+        self.store_url = store_url
         self.port = port
         listening = threading.Event()
         self.process = subprocess.Popen(

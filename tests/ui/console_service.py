@@ -5,7 +5,9 @@ Callers authenticate with ``Authorization: Bearer alice`` (namespace ``acme``). 
 ``tick`` as many times as its input says (each tick waits ``FEVEX_TEST_TICK_SECONDS``);
 ``browser`` calls ``fetch_page``, whose output is hostile markup. Every model step
 reports 10 input and 5 output tokens, priced at 0.001 USD a token. The ``desk`` team
-delegates to ``support``, so its run has a child.
+delegates to ``support``, so its run has a child. The durable task ``console.tick`` runs
+``ticker`` in its one step; a test runs it with :func:`build_app` on the server's store,
+since only the app starts a task.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.requests import Request
 
-from fevex import Limits, create_fevex, define_agent, define_tool
+from fevex import Fevex, Limits, create_fevex, define_agent, define_tool
 from fevex.events import Cost
 from fevex.http import create_http_app
+from fevex.kits.tasks import TaskContext, TaskStep, define_durable_task
 from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, ToolCall, Usage
 from fevex.observability import Observability
 from fevex.runtime import ExecutionContext
@@ -93,6 +96,25 @@ async def desk(team: TeamStep, request: str) -> Any:
     return answer.output
 
 
+class Ticks(BaseModel):
+    count: str
+    answer: str | None = None
+
+
+async def run_ticker(state: Ticks, ctx: TaskContext) -> Ticks:
+    answer = await ctx.run_agent("ticker", state.count)
+    return state.model_copy(update={"answer": answer})
+
+
+tick_task = define_durable_task(
+    id="console.tick",
+    revision="1",
+    state=Ticks,
+    authorize=lambda context, state: None,
+    steps=[TaskStep("tick", run_ticker, replay="safe")],
+)
+
+
 def authenticate(request: Request) -> ExecutionContext | None:
     return ALICE if request.headers.get("authorization") == "Bearer alice" else None
 
@@ -101,8 +123,8 @@ def price(usage: Usage, model: str | None) -> Cost:
     return Cost(0.001 * (usage.total_tokens or 0), "USD")
 
 
-def http_app() -> Any:
-    app = create_fevex(
+def build_app(run_store: str | None = None) -> Fevex:
+    return create_fevex(
         models={"default": ScriptedModel()},
         agents=[
             define_agent(name="support", instructions="Help.", tools=["charge"]),
@@ -122,7 +144,12 @@ def http_app() -> Any:
             define_tool(name="fetch_page", description="Fetch a page.")(fetch_page),
         ],
         teams=[desk],
+        tasks=[tick_task],
         observability=Observability(exporters=[], calculate_cost=price),
         lease_seconds=float(os.environ.get("FEVEX_TEST_LEASE_SECONDS", "30")),
+        run_store=run_store,
     )
-    return create_http_app(app, authenticate=authenticate, poll_interval=0.05)
+
+
+def http_app() -> Any:
+    return create_http_app(build_app(), authenticate=authenticate, poll_interval=0.05)

@@ -3,6 +3,8 @@ Chromium, runs started and decided through the fevex client and the page."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ from fevex.http import FevexClient
 
 ALICE = {"Authorization": "Bearer alice"}
 GUARD_MS = 60_000  # a hang guard for each wait in the page, never a timing assertion
+GUARD_SECONDS = GUARD_MS / 1000
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
@@ -246,3 +249,56 @@ def test_state_changing_requests_from_other_sites_are_refused(console_server: An
         own = {"X-Fevex-Request": "1", "Origin": console_server.url}
         own["Sec-Fetch-Site"] = "same-origin"
         assert http.post(cancel, json={}, headers=own).json()["status"] == "cancelled"
+
+
+def test_a_durable_task_is_listed_with_its_kind_over_http_and_in_the_console(
+    console_server: Any, browser: Any
+) -> None:
+    # Only the app starts a task: another process of the app runs one on the server's store.
+    ran = subprocess.run(
+        [sys.executable, "-c", RUN_A_TASK, console_server.store_url],
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+        timeout=GUARD_SECONDS,
+        check=True,
+    )
+    task_id = ran.stdout.strip()
+    with FevexClient(console_server.url, headers=ALICE) as client:
+        tasks = client.list_runs(kind="task").runs
+        tickers = client.list_runs(kind="agent", name="ticker").runs
+    assert [(run.id, run.kind, run.name, run.status) for run in tasks] == [
+        (task_id, "task", "console.tick", "completed")
+    ]
+    # Its step's agent is a child run of the task.
+    (child,) = [run for run in tickers if run.parent_run_id == task_id]
+    page, problems = open_console(browser, console_server)
+    page.select_option("select[name=kind]", "task")
+    page.click("#filters button")
+    row = page.locator(f'tr[data-run-id="{task_id}"]')
+    row.wait_for()
+    # The list the filter replaced held other kinds: wait until only tasks are left.
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#runs tbody tr')]"
+        ".every(r => r.children[1].textContent === 'task')"
+    )
+    assert page.locator("#runs tbody tr").count() == 1
+    assert row.locator("td").all_text_contents()[:3] == ["completed", "task", "console.tick"]
+    row.locator("a").first.click()
+    page.wait_for_selector(f"#run-id:text('{task_id}')")
+    page.locator("#children a").first.wait_for()
+    assert page.locator("#children a").first.text_content() == child.id
+    assert problems == []
+
+
+RUN_A_TASK = """
+import sys
+from console_service import ALICE, Ticks, build_app
+
+with build_app(sys.argv[1]) as app:
+    task_id = app.create_task_sync(
+        "console.tick", Ticks(count="1"), deadline=60, model_budget=4, context=ALICE
+    )
+    app.run_task_sync(task_id, context=ALICE)
+    print(task_id)
+"""

@@ -4,7 +4,7 @@ import { getJson, runPath } from "./api.js";
 import { el, formatCost, formatDuration, formatTime, replace, runLink, tokens } from "./dom.js";
 
 const STATUSES = ["", "running", "paused", "completed", "failed", "cancelled"];
-const KINDS = ["", "agent", "workflow", "team"];
+const KINDS = ["", "agent", "workflow", "team", "task"];
 const PAGE_SIZE = 20;
 const REFRESH_MS = 2000;
 const ENDED = new Set(["completed", "failed", "cancelled"]);
