@@ -295,6 +295,36 @@ async def test_a_task_past_its_timeout_is_cancelled_and_fails_the_group() -> Non
     assert group.committed == []
 
 
+async def test_a_check_that_outlasts_its_tasks_timeout_fails_the_group() -> None:
+    checked: list[str] = []
+
+    async def slow_check(value: str, task_id: str) -> None:
+        checked.append(task_id)
+        if task_id == "slow":
+            await asyncio.sleep(10)
+
+    group = Group(
+        lambda _: [
+            ChildTask("quick", agent="analyst", input="a", timeout=5),
+            ChildTask("slow", agent="analyst", input="b", timeout=0.3),
+        ],
+        accept=slow_check,
+    )
+    app = make_app(None, group, Model())
+    started = time.monotonic()
+
+    failed = await group_failure(app)
+
+    assert time.monotonic() - started < 5
+    (failure,) = failed.details["failures"]
+    assert (failure["id"], failure["error"]["code"]) == ("slow", "CHILD_TIMEOUT")
+    # The child itself completed: the check was what ran out of time, and it was stopped.
+    by_input = {c.input: c.status for c in await app.list_runs(parent_run_id=failed.run_id)}
+    assert by_input == {"a": "completed", "b": "completed"}
+    assert sorted(checked) == ["quick", "slow"]
+    assert group.committed == []
+
+
 @pytest.mark.parametrize(("concurrency", "in_flight", "most"), [(3, 2, 2), (2, None, 2)])
 async def test_concurrency_and_the_trees_in_flight_model_calls_are_bounded(
     concurrency: int, in_flight: int | None, most: int
@@ -460,6 +490,35 @@ async def test_a_team_step_runs_a_group_of_its_members() -> None:
     assert result.output == ["done:0", "done:1"]
     assert committed == ["p0", "p1"]
     assert len(await app.list_runs(parent_run_id=result.run_id)) == 2
+
+
+async def test_each_child_is_offered_only_its_own_definitions_tools() -> None:
+    offered: dict[str, set[str]] = {}
+    model = Model()
+
+    async def recording(input: ModelInput) -> Any:
+        instructions = input.messages[0].text
+        offered.setdefault(instructions, set()).update(tool.name for tool in input.tools)
+        return await model(input)
+
+    # The parent workflow's app has the charge tool; only the cashier's definition names it.
+    group = Group(
+        lambda _: [
+            ChildTask("look", agent="analyst", input="a"),
+            ChildTask("pay", agent="cashier", input="b"),
+        ]
+    )
+    app = create_fevex(
+        models={"default": FunctionModel(recording)},
+        agents=[analyst, cashier],
+        tools=[charge],
+        workflows=[group.workflow],
+    )
+    async with app:
+        result = await app.run_workflow("group")
+
+    assert result.output == ["done:a", "done:b"]
+    assert offered == {"Analyze.": set(), "Charge.": {"charge"}}
 
 
 async def test_a_commit_found_started_on_replay_is_never_repeated() -> None:
