@@ -3,7 +3,6 @@ contract, the plain JSON they keep, and the app's record store following its run
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 
@@ -62,9 +61,7 @@ async def test_postgres_keeps_plain_json_in_its_one_table(postgres_url: str) -> 
     conninfo = postgres_url.replace("postgresql+psycopg://", "postgresql://")
     async with await psycopg.AsyncConnection.connect(conninfo) as connection:
         cursor = await connection.execute(
-            "SELECT revision, value, jsonb_typeof(value) FROM fevex_records"
-            " WHERE namespace = 'acme-json'"
+            "SELECT revision, value, value::text FROM fevex_records WHERE namespace = 'acme-json'"
         )
         rows = await cursor.fetchall()
-    assert rows == [(1, {"active_id": "v1"}, "object")]
-    assert json.dumps(rows[0][1]) == '{"active_id": "v1"}'
+    assert rows == [(1, {"active_id": "v1"}, '{"active_id":"v1"}')]
