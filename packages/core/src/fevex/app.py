@@ -110,13 +110,9 @@ def create_fevex(
     ``create_task`` and ``run_task`` (``INVALID_TASK`` for a task whose id an agent,
     workflow or team has).
 
-    ``record_store`` (``app.record_store``, where the family and publication kits keep
-    their records) is a :class:`~fevex.runtime.RecordStore` or a store URL; ``None``
-    follows the run store: a run store URL (or ``FEVEX_RUN_STORE``) opens the record store
-    of the same database, an in-memory run store gets an in-memory one, and a run store
-    object with ``open_record_store()`` (SQLite's, PostgreSQL's) gives its own. Any other
-    run store object names none: then every read and swap of ``app.record_store`` is
-    ``RECORD_STORE_MISSING`` until ``record_store=`` is given.
+    ``record_store`` (``app.record_store``: the kits' records) is a store or a URL; ``None``
+    follows the run store's URL, or its ``open_record_store()``; a run store naming none
+    makes every use ``RECORD_STORE_MISSING`` (README, "Records").
 
     Every problem of the composition is reported at once: the ``FevexConfigurationError``
     has the first one's ``code`` and lists each in ``problems``. The app is a context
