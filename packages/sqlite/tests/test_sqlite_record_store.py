@@ -34,6 +34,13 @@ async def test_create_false_refuses_a_missing_file(tmp_path: Path) -> None:
     assert refused.value.code == "STORE_NOT_FOUND"
 
 
+@pytest.mark.parametrize("busy_timeout", [-1, float("nan"), "5", True])
+async def test_an_unusable_busy_timeout_is_refused(tmp_path: Path, busy_timeout: object) -> None:
+    with pytest.raises(FevexError) as refused:
+        open_sqlite_records(str(tmp_path / "runs.db"), busy_timeout=busy_timeout)
+    assert refused.value.code == "INVALID_CONFIG"
+
+
 async def test_a_failure_of_sqlite_is_a_store_error(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     store = open_sqlite_records(f"sqlite:///{path}")
