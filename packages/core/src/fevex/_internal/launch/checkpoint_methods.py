@@ -55,6 +55,12 @@ class CheckpointMethods:
         prepared = self._composition.agents.get(run.agent_name)
         return export_agent_checkpoint(run, stored, prepared)
 
+    async def check_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Refuse, as ``restore_checkpoint`` would, a ``checkpoint`` this app cannot
+        restore (``CHECKPOINT_UNSUPPORTED``, ``CHECKPOINT_DEPENDENCY_MISSING``); nothing
+        is started."""
+        restored_conversation(self._composition, checkpoint)
+
     async def restore_checkpoint(
         self,
         checkpoint: dict[str, Any],
@@ -81,4 +87,5 @@ class CheckpointMethods:
         return await self._launcher.run(AGENT, request)
 
     export_checkpoint_sync = blocking(export_checkpoint)
+    check_checkpoint_sync = blocking(check_checkpoint)
     restore_checkpoint_sync = blocking(restore_checkpoint)
