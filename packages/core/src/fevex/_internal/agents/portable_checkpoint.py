@@ -62,17 +62,22 @@ def export_agent_checkpoint(
     state = RunState.from_checkpoint(run.id, stored)
     transcript = list(state.transcript_json)
     pending: dict[str, Any] | None = None
-    if state.pending is not None:
+    step = state.pending
+    if step is not None:
         if run.status == "paused":
-            whole = state.pending.to_json()
+            whole = step.to_json()
             pending = {key: whole[key] for key in ("step", "calls", "results")}
+        elif len(step.results) == len(step.calls):
+            # The step's results join the transcript on the run's next model step, whose
+            # checkpoint is only written if it calls tools again.
+            transcript.append(Message("tool", tuple(step.results)).to_json())
         elif transcript and transcript[-1].get("role") == "assistant":
             transcript.pop()
     if run.status == "completed":
         # The answer joins the conversation at the final commit, which writes no checkpoint.
         transcript.append(Message.assistant(_answer_text(run.output)).to_json())
     messages = [message_from_json(item) for item in transcript]
-    kept = None if pending is None else state.pending
+    kept = None if pending is None else step
     return {
         "format": PORTABLE_FORMAT,
         "version": _PORTABLE_VERSION,
