@@ -91,9 +91,9 @@ class Audit:
 
 
 def three_way(base: Any, target: Any, source: Any) -> FamilyMerge:
-    if target["goal"] != base["goal"] and source["goal"] != base["goal"]:
-        if target["goal"] != source["goal"]:
-            return FamilyMerge(conflicts=("goal",))
+    changed = target["goal"] != base["goal"] and source["goal"] != base["goal"]
+    if changed and target["goal"] != source["goal"]:
+        return FamilyMerge(conflicts=("goal",))
     merged = source if target["goal"] == base["goal"] else target
     return FamilyMerge(state=merged)
 
@@ -122,7 +122,8 @@ async def test_versions_are_candidates_first_and_promotion_needs_the_active_base
         made = await family.create(app, state("refunds"), context=ANA)
         first = made.newest
         assert (made.revision, made.active_id, first.status) == (1, None, "candidate")
-        assert first.parent_ids == () and first.base_id is None
+        assert first.parent_ids == ()
+        assert first.base_id is None
         active = await family.promote(
             app,
             family_id=made.id,
@@ -139,7 +140,8 @@ async def test_versions_are_candidates_first_and_promotion_needs_the_active_base
             (first.id,),
             first.id,
         )
-        assert branch.state == first.state and branch.id != first.id
+        assert branch.state == first.state
+        assert branch.id != first.id
         other = await family.fork(
             app, family_id=made.id, parent_id=branch.id, state=state("chargebacks"), context=ANA
         )
@@ -495,9 +497,12 @@ async def test_a_version_carries_a_checkpoint_and_a_fork_continues_its_conversat
         first = await app.run_agent("chat", "look it up", context=ANA)
         assert first.output == "heard: look it up"
         checkpoint = await app.export_checkpoint(first.run_id)
-        assert checkpoint["agent"] == "chat" and checkpoint["tools"] == ["lookup"]
+        assert checkpoint["agent"] == "chat"
+        assert checkpoint["tools"] == ["lookup"]
         text = repr(checkpoint)
-        assert "ana" not in text and "acme" not in text and "usage" not in text
+        assert "ana" not in text
+        assert "acme" not in text
+        assert "usage" not in text
         assert [m["role"] for m in checkpoint["transcript"]] == [
             "user",
             "assistant",
@@ -517,7 +522,8 @@ async def test_a_version_carries_a_checkpoint_and_a_fork_continues_its_conversat
         assert restored.output == "heard: look it up | and refunds?"
         assert restored.run_id != first.run_id
         run = await app.get_run(restored.run_id)
-        assert run.status == "completed" and run.context is not None
+        assert run.status == "completed"
+        assert run.context is not None
         assert run.context["actor"]["id"] == "bob"
         listed = [r.id for r in await app.list_runs()]
         assert restored.run_id in listed
@@ -586,7 +592,8 @@ async def test_a_paused_run_exports_its_pending_calls_without_the_decisions(
         with pytest.raises(RunPausedError) as paused:
             await app.run_agent("chat", "pay it", context=ANA)
         checkpoint = await app.export_checkpoint(paused.value.run_id)
-        assert checkpoint["status"] == "paused" and checkpoint["tools"] == ["wire"]
+        assert checkpoint["status"] == "paused"
+        assert checkpoint["tools"] == ["wire"]
         assert checkpoint["pending"]["calls"][0]["name"] == "wire"
         with pytest.raises(FevexError) as running:
             await app.export_checkpoint("run_missing")
