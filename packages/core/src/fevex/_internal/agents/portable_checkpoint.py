@@ -27,7 +27,6 @@ from fevex.messages import Message, ToolCallPart, message_from_json
 from fevex.runtime.records import AgentRun
 
 __all__ = [
-    "PORTABLE_FORMAT",
     "RestoredConversation",
     "export_agent_checkpoint",
     "restored_conversation",
