@@ -384,7 +384,6 @@ async def test_callbacks_cannot_rewrite_the_request_or_the_record(url: str | Non
 
     family = define_agent_family(
         name="goals",
-        state=Goal,
         authorize=meddling_authorize,
         validate=meddling_validate,
         merge=meddling_merge,

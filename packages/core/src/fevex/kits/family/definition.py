@@ -18,12 +18,13 @@ a new run of it with the app's current definitions (``app.restore_checkpoint``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from fevex._ground.clock import new_id
 from fevex._ground.worker_threads import in_worker_thread
@@ -53,8 +54,27 @@ __all__ = ["AgentFamily", "FamilyApp", "define_agent_family"]
 Context = ExecutionContext | Mapping[str, Any] | None
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
+P = ParamSpec("P")
+T = TypeVar("T")
+SelfT = TypeVar("SelfT")
 # What fork copies from the parent unless told otherwise.
 _FROM_PARENT: Any = object()
+
+
+def _blocking(
+    method: Callable[Concatenate[SelfT, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[SelfT, P], T]:
+    """``name_sync = _blocking(name)`` in the class body: the blocking twin of an
+    operation, with its parameters and result, on the thread's loop the app's twins use."""
+
+    def twin(family: SelfT, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(method(family, *args, **kwargs))
+
+    functools.update_wrapper(twin, method)
+    twin.__name__ = f"{method.__name__}_sync"
+    twin.__qualname__ = f"{method.__qualname__}_sync"
+    twin.__doc__ = f"The blocking twin of :meth:`{method.__name__}`."
+    return twin
 
 
 class FamilyApp(Protocol):
@@ -349,35 +369,13 @@ class AgentFamily:
             version.checkpoint, input, context=context, timeout=timeout
         )
 
-    # -- blocking twins -------------------------------------------------------------
-
-    def get_sync(self, app: FamilyApp, family_id: str, *, context: Context = None) -> Family:
-        """The blocking twin of :meth:`get`."""
-        return run_sync(self.get(app, family_id, context=context))
-
-    def create_sync(self, app: FamilyApp, state: Any, **options: Any) -> Family:
-        """The blocking twin of :meth:`create`."""
-        return run_sync(self.create(app, state, **options))
-
-    def fork_sync(self, app: FamilyApp, **options: Any) -> Family:
-        """The blocking twin of :meth:`fork`."""
-        return run_sync(self.fork(app, **options))
-
-    def merge_sync(self, app: FamilyApp, **options: Any) -> Family:
-        """The blocking twin of :meth:`merge`."""
-        return run_sync(self.merge(app, **options))
-
-    def promote_sync(self, app: FamilyApp, **options: Any) -> Family:
-        """The blocking twin of :meth:`promote`."""
-        return run_sync(self.promote(app, **options))
-
-    def reject_sync(self, app: FamilyApp, **options: Any) -> Family:
-        """The blocking twin of :meth:`reject`."""
-        return run_sync(self.reject(app, **options))
-
-    def restore_sync(self, app: FamilyApp, **options: Any) -> RunResult[Any]:
-        """The blocking twin of :meth:`restore`."""
-        return run_sync(self.restore(app, **options))
+    get_sync = _blocking(get)
+    create_sync = _blocking(create)
+    fork_sync = _blocking(fork)
+    merge_sync = _blocking(merge)
+    promote_sync = _blocking(promote)
+    reject_sync = _blocking(reject)
+    restore_sync = _blocking(restore)
 
     # -- the steps every operation shares -------------------------------------------
 
