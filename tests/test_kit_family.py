@@ -25,7 +25,8 @@ from fevex.kits.family import FamilyMerge, FamilyVersion, define_agent_family
 from fevex.models import ModelInput, ModelResult, ToolCall
 from fevex.plugins.discovery import open_record_store
 from fevex.runtime import ExecutionContext, InMemoryRecordStore
-from fevex.testing import FunctionModel
+from fevex.observability import Observability
+from fevex.testing import FunctionModel, InMemoryTraceExporter
 
 pytestmark = pytest.mark.anyio
 
@@ -621,6 +622,22 @@ async def test_a_paused_run_exports_its_pending_calls_without_the_decisions(
         with pytest.raises(FevexError) as with_input:
             await app.restore_checkpoint(checkpoint, "extra")
         assert with_input.value.code == "INVALID_ARGUMENT"
+
+
+async def test_a_restored_run_is_traced_like_any_run() -> None:
+    exporter = InMemoryTraceExporter()
+    async with create_fevex(
+        models={"default": FunctionModel(heard)},
+        agents=[chat],
+        tools=[lookup_tool, wire_tool],
+        observability=Observability(exporters=[exporter]),
+    ) as app:
+        first = await app.run_agent("chat", "hi")
+        restored = await app.restore_checkpoint(await app.export_checkpoint(first.run_id), "more")
+        await app.flush_observability()
+    traced = {s.attributes.get("fevex.run.id") for s in exporter.of_kind("run")}
+    assert {first.run_id, restored.run_id} <= traced
+    assert len(exporter.of_kind("model")) == 2
 
 
 def test_the_blocking_twins_and_the_definition_checks() -> None:
