@@ -23,9 +23,9 @@ from fevex import Fevex, FevexError, RunPausedError, create_fevex, define_agent,
 from fevex.errors import FevexConfigurationError
 from fevex.kits.family import FamilyMerge, FamilyVersion, define_agent_family
 from fevex.models import ModelInput, ModelResult, ToolCall
+from fevex.observability import Observability
 from fevex.plugins.discovery import open_record_store
 from fevex.runtime import ExecutionContext, InMemoryRecordStore
-from fevex.observability import Observability
 from fevex.testing import FunctionModel, InMemoryTraceExporter
 
 pytestmark = pytest.mark.anyio
