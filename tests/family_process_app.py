@@ -15,8 +15,7 @@ from typing import Any
 
 from fevex import FevexError, create_fevex, define_agent
 from fevex.kits.family import define_agent_family
-from fevex.plugins.discovery import open_record_store
-from fevex.runtime import ExecutionContext, InMemoryRecordStore
+from fevex.runtime import ExecutionContext
 from fevex.testing import FunctionModel
 
 ANA = ExecutionContext(actor={"id": "ana", "type": "user"}, namespace="acme")
@@ -41,9 +40,6 @@ def main() -> None:
         agents=[define_agent(name="chat", instructions="Chat.")],
         run_store=os.environ["FEVEX_RUN_STORE"],
     )
-    if isinstance(app.record_store, InMemoryRecordStore):
-        # Until the app opens the record store of its run store's URL itself.
-        app.record_store = open_record_store(os.environ["FEVEX_RUN_STORE"])
     with app:
         try:
             done = family.promote_sync(

@@ -24,8 +24,7 @@ from fevex.errors import FevexConfigurationError
 from fevex.kits.family import FamilyMerge, FamilyVersion, define_agent_family
 from fevex.models import ModelInput, ModelResult, ToolCall
 from fevex.observability import Observability
-from fevex.plugins.discovery import open_record_store
-from fevex.runtime import ExecutionContext, InMemoryRecordStore
+from fevex.runtime import ExecutionContext
 from fevex.testing import FunctionModel, InMemoryTraceExporter
 
 pytestmark = pytest.mark.anyio
@@ -67,21 +66,13 @@ chat = define_agent(name="chat", instructions="Be brief.", tools=["lookup", "wir
 def make_app(
     url: str | None, *, tools: Any = (lookup_tool, wire_tool), agents: Any = None
 ) -> Fevex:
-    app = create_fevex(
+    # The app's record store follows its run store: the same SQLite file or database.
+    return create_fevex(
         models={"default": FunctionModel(heard)},
         agents=[chat] if agents is None else agents,
         tools=list(tools),
         run_store=url,
     )
-    return with_records(app, url)
-
-
-def with_records(app: Fevex, url: str | None) -> Fevex:
-    """The app with the record store of its run store's URL (an app opens only an
-    in-memory one itself so far)."""
-    if url is not None and isinstance(app.record_store, InMemoryRecordStore):
-        app.record_store = open_record_store(url)
-    return app
 
 
 class Audit:
@@ -593,14 +584,11 @@ async def test_a_paused_run_exports_its_pending_calls_without_the_decisions(
             return ModelResult(tool_calls=[ToolCall("call-9", "wire", {"amount": 5})])
         return "paid"
 
-    async with with_records(
-        create_fevex(
-            models={"default": FunctionModel(pay)},
-            agents=[chat],
-            tools=[lookup_tool, wire_tool],
-            run_store=url,
-        ),
-        url,
+    async with create_fevex(
+        models={"default": FunctionModel(pay)},
+        agents=[chat],
+        tools=[lookup_tool, wire_tool],
+        run_store=url,
     ) as app:
         with pytest.raises(RunPausedError) as paused:
             await app.run_agent("chat", "pay it", context=ANA)
