@@ -19,7 +19,16 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from fevex import Fevex, FevexError, RunPausedError, create_fevex, define_agent, define_tool
+from fevex import (
+    Fevex,
+    FevexError,
+    RunPausedError,
+    WorkflowStep,
+    create_fevex,
+    define_agent,
+    define_tool,
+    define_workflow,
+)
 from fevex.errors import FevexConfigurationError
 from fevex.kits.family import FamilyMerge, FamilyVersion, define_agent_family
 from fevex.models import ModelInput, ModelResult, ToolCall
@@ -610,6 +619,53 @@ async def test_a_paused_run_exports_its_pending_calls_without_the_decisions(
         with pytest.raises(FevexError) as with_input:
             await app.restore_checkpoint(checkpoint, "extra")
         assert with_input.value.code == "INVALID_ARGUMENT"
+
+
+async def test_only_a_paused_or_ended_agent_run_exports(url: str | None) -> None:
+    release = asyncio.Event()
+
+    async def slow(model_input: ModelInput) -> str:
+        await release.wait()
+        return "done"
+
+    @define_workflow(name="flow")
+    async def flow(step: WorkflowStep, input: Any) -> str:
+        return "flowed"
+
+    async with create_fevex(
+        models={"default": FunctionModel(slow)},
+        agents=[chat],
+        tools=[lookup_tool, wire_tool],
+        workflows=[flow],
+        run_store=url,
+    ) as app:
+        started = await app.start_agent("chat", "hi")
+        with pytest.raises(FevexError) as running:
+            await app.export_checkpoint(started.id)
+        assert running.value.code == "CHECKPOINT_NOT_EXPORTABLE"
+        assert running.value.details["reason"] == "status"
+        release.set()
+        flowed = await app.run_workflow("flow")
+        with pytest.raises(FevexError) as workflow:
+            await app.export_checkpoint(flowed.run_id)
+        assert workflow.value.details["reason"] == "kind"
+
+
+async def test_a_record_the_kit_did_not_write_is_refused(url: str | None) -> None:
+    family = goals(Audit())
+    async with make_app(url) as app:
+        key = "agent-family:goals:fam-x"
+        assert await app.record_store.compare_and_swap("acme", key, 0, {"family": "goals"})
+        with pytest.raises(FevexError) as unreadable:
+            await family.get(app, "fam-x", context=ANA)
+        assert unreadable.value.code == "FAMILY_RECORD_INVALID"
+        other = await app.record_store.compare_and_swap(
+            "acme", "agent-family:goals:fam-y", 0, {"family": "someone else's"}
+        )
+        assert other
+        with pytest.raises(FevexError) as foreign:
+            await family.get(app, "fam-y", context=ANA)
+        assert foreign.value.code == "FAMILY_NOT_FOUND"
 
 
 async def test_a_restored_run_is_traced_like_any_run() -> None:
