@@ -153,10 +153,12 @@ async def test_versions_are_candidates_first_and_promotion_needs_the_active_base
         )
         assert branch.state == first.state
         assert branch.id != first.id
+        # A fork of a candidate: its parent is the candidate, its base the active version.
         other = await family.fork(
             app, family_id=made.id, parent_id=branch.id, state=state("chargebacks"), context=ANA
         )
-        assert other.newest.base_id == branch.id
+        assert other.newest.parent_ids == (branch.id,)
+        assert other.newest.base_id == first.id
         promoted = await family.promote(
             app,
             family_id=made.id,
@@ -167,18 +169,21 @@ async def test_versions_are_candidates_first_and_promotion_needs_the_active_base
         )
         assert promoted.active_id == branch.id
         assert promoted.version(first.id).status == "retired"
-        # The candidate made from the version that was active then is now stale.
-        stale = await family.fork(app, family_id=made.id, parent_id=first.id, context=ANA)
+        # The candidate decided against the version that was active then is now stale.
         with pytest.raises(FevexError) as refused:
             await family.promote(
                 app,
                 family_id=made.id,
-                revision=stale.revision,
-                candidate_id=stale.newest.id,
+                revision=promoted.revision,
+                candidate_id=other.newest.id,
                 expected_active_id=branch.id,
                 context=ANA,
             )
         assert refused.value.code == "FAMILY_BASE_STALE"
+        # A fork of the retired version made now is a candidate against the active one:
+        # promoting it rolls back.
+        stale = await family.fork(app, family_id=made.id, parent_id=first.id, context=ANA)
+        assert stale.newest.base_id == branch.id
         with pytest.raises(FevexError) as not_candidate:
             await family.promote(
                 app,

@@ -178,8 +178,9 @@ class AgentFamily:
         revision: int | None = None,
         context: Context = None,
     ) -> Family:
-        """A new candidate whose parent is ``parent_id`` (its base too): a copy of the
-        parent's state and checkpoint, or the ``state`` and ``checkpoint`` given. A
+        """A new candidate whose parent is ``parent_id`` (any version the family keeps): a
+        copy of the parent's state and checkpoint, or the ``state`` and ``checkpoint`` given;
+        its base is the version active now. A
         checkpoint naming an agent, model or tool the app lacks is refused here
         (``CHECKPOINT_DEPENDENCY_MISSING``). The new version is the family's
         :attr:`~Family.newest`."""
@@ -200,7 +201,7 @@ class AgentFamily:
         }
         if made["checkpoint"] is not None:
             await app.check_checkpoint(json_copy(made["checkpoint"]))
-        version = self._new_version(made, (parent.id,), parent.id, now)
+        version = self._new_version(made, (parent.id,), family.active_id, now)
         await self._assert("fork", request, stored, version)
         family = with_version(with_room(family, self.max_versions), version)
         return await self._write(app, request, stored.revision, family, now)
@@ -215,7 +216,8 @@ class AgentFamily:
         revision: int | None = None,
         context: Context = None,
     ) -> Family:
-        """A new candidate merging ``source_id`` into ``target_id`` (its base): the app's
+        """A new candidate merging ``source_id`` into ``target_id`` (its parents; its base
+        is the version active now): the app's
         ``merge(base, target, source)`` is given the three states (copies) of the nearest
         common base and the two versions (``FAMILY_MERGE_NO_BASE`` when they share none)
         and returns a :class:`FamilyMerge`; its conflicts refuse the merge
@@ -248,7 +250,7 @@ class AgentFamily:
         base = family.version(base_id)
         merged = await self._merged(base, target, source)
         version = self._new_version(
-            {"state": merged, "checkpoint": None}, (target.id, source.id), target.id, now
+            {"state": merged, "checkpoint": None}, (target.id, source.id), family.active_id, now
         )
         await self._assert("merge", request, stored, version)
         family = with_version(with_room(family, self.max_versions), version)
@@ -303,7 +305,8 @@ class AgentFamily:
             raise FevexRunError(
                 "FAMILY_BASE_STALE",
                 f"Candidate {candidate.id} was made against {candidate.base_id!r}, not the "
-                f"active version {family.active_id!r}; fork it again from the active version.",
+                f"active version {family.active_id!r}, which was promoted since; make it again "
+                "from the active version.",
                 details={
                     "family_id": family.id,
                     "version_id": candidate.id,

@@ -3,13 +3,14 @@ active one, and the rules that derive the next record from it (pure functions, n
 
 A version is a ``candidate`` until it is promoted to ``active``; the version it replaced
 becomes ``retired``. ``parent_ids`` is its real lineage (one parent for a fork, the
-target then the source for a merge, none for the first version), ``base_id`` the active
-version it was derived against: only a candidate whose base is the active version is
-promoted. A version that is not active expires ``retention`` seconds after it became what
-it is (made, or retired) and is dropped at the family's next change; the active version
-never expires. ``max_versions`` bounds what the record keeps: a new version first makes
-room by dropping expired, then the oldest retired, versions, and is refused
-(``FAMILY_FULL``) when only candidates and the active version are left.
+target then the source for a merge, none for the first version), ``base_id`` the version
+that was active when it was made (``None``: none was): only a candidate whose base is still
+the active version is promoted, so that a candidate decided against one active version is
+never promoted over another. A version that is not active expires ``retention`` seconds
+after it became what it is (made, or retired) and is dropped at the family's next change;
+the active version never expires. ``max_versions`` bounds what the record keeps: a new
+version first makes room by dropping expired, then the oldest retired, versions, and is
+refused (``FAMILY_FULL``) when only candidates and the active version are left.
 """
 
 from __future__ import annotations
