@@ -722,6 +722,17 @@ def test_the_blocking_twins_and_the_definition_checks() -> None:
     for options in ({"max_versions": 1}, {"retention": 0}, {"name": "no spaces"}):
         with pytest.raises(FevexConfigurationError):
             define_agent_family(**{"name": "goals", "authorize": lambda *a: None, **options})
+    predicate = define_agent_family(
+        name="goals", authorize=lambda *a: None, state=lambda value: "goal" in value
+    )
+    with make_app(None) as app:
+        for kind, bad in ((goals(Audit()), {"goal": "no source"}), (predicate, {"x": 1})):
+            with pytest.raises(FevexError) as invalid:
+                kind.create_sync(app, bad, family_id="fam-bad", context=ANA)
+            assert invalid.value.code == "FAMILY_STATE_INVALID"
+        assert predicate.create_sync(app, {"goal": "ok"}, context=ANA).newest.state == {
+            "goal": "ok"
+        }
     no_merge = define_agent_family(name="goals", authorize=lambda *a: None)
     with make_app(None) as app, pytest.raises(FevexConfigurationError) as unsupported:
         no_merge.merge_sync(app, family_id="f", target_id="a", source_id="b", context=ANA)
