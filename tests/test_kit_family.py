@@ -242,6 +242,7 @@ async def test_a_stale_revision_or_active_id_is_a_conflict_with_nothing_written(
         with pytest.raises(FevexError) as taken:
             await family.create(app, state("x"), family_id=made.id, context=ANA)
         assert taken.value.code == "FAMILY_CONFLICT"
+        assert taken.value.details["reason"] == "exists"
 
 
 async def test_reads_are_scoped_by_namespace_and_changes_go_through_authorize(

@@ -232,6 +232,8 @@ class AgentFamily:
             "target_id": self._id(target_id, "target_id"),
             "source_id": self._id(source_id, "source_id"),
         }
+        if fields["target_id"] == fields["source_id"]:
+            raise _invalid("merge takes two different versions (target_id and source_id).")
         request = self._request(family_id, context, fields)
         stored = await self._read(app, request)
         self._check_revision(stored, revision)
@@ -441,6 +443,8 @@ class AgentFamily:
         written = await app.record_store.compare_and_swap(
             request.namespace, request.key, revision, family.to_json()
         )
+        if not written and revision == 0:
+            raise _conflict(family, "exists", "this namespace has a family of that id already")
         if not written:
             raise _conflict(
                 family, "raced", f"another change was written after revision {revision}"
