@@ -1,6 +1,6 @@
 """One process of the family promotion race (see tests/test_kit_family.py): promote a
 candidate against a given revision, after waiting in ``authorize`` until the other racer
-has read the family too; print ``promoted <id>`` or the error code.
+has read the family too; print ``promoted <id>``, or the error code and its reason.
 
 Arguments: family id, revision, candidate id, expected active id, this racer's name.
 The store is ``FEVEX_RUN_STORE``; the barrier directory is ``FAMILY_BARRIER``."""
@@ -51,7 +51,7 @@ def main() -> None:
                 context=ANA,
             )
         except FevexError as error:
-            print(error.code)
+            print(error.code, error.details.get("reason"))
         else:
             print("promoted", done.active_id)
 

@@ -760,7 +760,9 @@ def test_two_processes_promoting_against_one_revision_one_wins(
         a = family.fork_sync(app, family_id=made.id, parent_id=root, context=ANA).newest.id
         forked = family.fork_sync(app, family_id=made.id, parent_id=root, context=ANA)
         b = forked.newest.id
-    environment = {**os.environ, "FEVEX_RUN_STORE": store_url, "FAMILY_BARRIER": str(tmp_path)}
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    environment = {**os.environ, "FEVEX_RUN_STORE": store_url, "FAMILY_BARRIER": str(barrier)}
     racers = [
         subprocess.Popen(
             [sys.executable, str(RACER), made.id, str(forked.revision), candidate, root, name],
@@ -777,6 +779,8 @@ def test_two_processes_promoting_against_one_revision_one_wins(
         out, err = racer.communicate(timeout=max(1, deadline - time.monotonic()))
         assert racer.returncode == 0, err
         outcomes.append(out.strip())
+    # The loser read the same revision as the winner and lost at the swap itself.
+    assert sorted(outcomes)[0] == "FAMILY_CONFLICT raced"
     assert sorted(outcome.split()[0] for outcome in outcomes) == ["FAMILY_CONFLICT", "promoted"]
     winner = next(o.split()[1] for o in outcomes if o.startswith("promoted"))
     with make_app(store_url) as app:
