@@ -96,3 +96,20 @@ def test_the_children_kit_example_commits_only_an_accepted_group() -> None:
         "failed: CHILD_GROUP_FAILED [('part-1', 'CHILD_RESULT_REJECTED')]",
         "committed: []",
     ]
+
+
+def test_the_family_example_promotes_against_the_revision_it_saw() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "kit_family.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert completed.stdout.splitlines() == [
+        "created: candidate, active None",
+        "promoted: active is the first version: True",
+        "stale promotion: FAMILY_CONFLICT",
+        "branch continues: noted: Refunds take five days. / And for store credit?",
+        "revision 4: retired, active",
+    ]

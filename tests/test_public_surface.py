@@ -135,6 +135,17 @@ ADDED: dict[str, set[str]] = {
     # The bounded-child-runs kit (DESIGN §12): a workflow's or a team's step runs a group of
     # child runs with run_children, each task a ChildTask.
     "fevex.kits.children": {"ChildTask", "run_children"},
+    # Agent families (DESIGN §12): define_agent_family and the family it returns, the
+    # family and versions its operations read back, what the app's merge returns, and what
+    # the operations use of the app.
+    "fevex.kits.family": {
+        "AgentFamily",
+        "Family",
+        "FamilyApp",
+        "FamilyMerge",
+        "FamilyVersion",
+        "define_agent_family",
+    },
 }
 
 

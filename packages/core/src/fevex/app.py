@@ -24,6 +24,7 @@ from fevex._internal.engine.kernel import Kernel, KindFactory, seconds_of
 from fevex._internal.engine.recovery_sweep import sweep_expired_runs, wake_due_runs
 from fevex._internal.launch.app_stores import open_app_record_store, open_app_run_store
 from fevex._internal.launch.blocking_twins import BlockingTwins, blocking, blocking_iterator
+from fevex._internal.launch.checkpoint_methods import CheckpointMethods
 from fevex._internal.launch.launcher import Launcher
 from fevex._internal.launch.run_arguments import (
     AgentInput,
@@ -258,7 +259,7 @@ def _check_observability(observability: object, problems: Problems) -> None:
         )
 
 
-class Fevex(RunMethods, TaskMethods, BlockingTwins):
+class Fevex(RunMethods, TaskMethods, CheckpointMethods, BlockingTwins):
     """Runs agents and answers questions about runs and sessions.
 
     Every coroutine method has a blocking twin with a ``_sync`` suffix for scripts. Use it
