@@ -125,6 +125,9 @@ ADDED: dict[str, set[str]] = {
     # Durable professional tasks (DESIGN §12): what an app defines a task with, what
     # define_durable_task returns and create_fevex(tasks=) takes, and what a step is given.
     "fevex.kits.tasks": {"DurableTask", "TaskContext", "TaskStep", "define_durable_task"},
+    # The record-store contract as checks (DESIGN §12), which the SQLite and PostgreSQL
+    # plugins and any other record store run on themselves, like check_memory_store.
+    "fevex.testing": {"RecordStoreContractError", "RecordStoreFactory", "check_record_store"},
     # The bounded-child-runs kit (DESIGN §12): a workflow's or a team's step runs a group of
     # child runs with run_children, each task a ChildTask.
     "fevex.kits.children": {"ChildTask", "run_children"},

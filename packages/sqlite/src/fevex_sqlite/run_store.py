@@ -70,6 +70,8 @@ from fevex_sqlite.transaction_thread import TransactionThread
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from fevex_sqlite.record_store import SQLiteRecordStore
+
 __all__ = ["SQLiteRunStore", "create_sqlite_run_store"]
 
 
@@ -123,6 +125,13 @@ class SQLiteRunStore:
 
     def __repr__(self) -> str:
         return f"SQLiteRunStore({str(self.path)!r})"
+
+    def open_record_store(self) -> SQLiteRecordStore:
+        """The record store of this store's file, which ``create_fevex(run_store=store)``
+        gives the app."""
+        from fevex_sqlite.record_store import SQLiteRecordStore
+
+        return SQLiteRecordStore(self.path, busy_timeout=self.busy_timeout)
 
     # -- runs -----------------------------------------------------------------------
 
