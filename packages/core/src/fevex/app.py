@@ -194,7 +194,7 @@ def _create_fevex(
     )
     app.memory_store = knowledge.memory_store
     app.record_store = InMemoryRecordStore()
-    knowledge.record_store = app.record_store
+    knowledge.app_record_store = lambda: app.record_store
     return app
 
 

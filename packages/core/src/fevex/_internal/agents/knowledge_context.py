@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,12 +62,13 @@ _DATA_NOTICE = (
 @dataclass(slots=True)
 class KnowledgeSetup:
     """What the app's agents share: the registered skills and providers, the memory store
-    (opened after the composition is known to be valid) and the app's record store, which
-    providers are given in their requests."""
+    (opened after the composition is known to be valid) and how to find the app's record
+    store, which providers are given in their requests (looked up at each read, so that it
+    is whatever ``app.record_store`` is then)."""
 
     entries: dict[str, SkillDefinition | ContextProviderDefinition] = field(default_factory=dict)
     memory_store: MemoryStore | None = None
-    record_store: RecordStore | None = None
+    app_record_store: Callable[[], RecordStore] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +253,7 @@ async def start_knowledge(
     if state.knowledge is None:
         blocks = [
             *[
-                await _read(provider, run, execution, knowledge.setup.record_store)
+                await _read(provider, run, execution, knowledge.setup.app_record_store)
                 for provider in knowledge.providers
             ],
             *await _recall(knowledge, store, namespace, state, execution),
@@ -276,8 +277,9 @@ async def _read(
     provider: ContextProviderDefinition,
     run: Any,
     execution: Execution,
-    record_store: RecordStore | None,
+    app_record_store: Callable[[], RecordStore] | None,
 ) -> dict[str, Any] | None:
+    record_store = None if app_record_store is None else app_record_store()
     request = ContextRequest(
         run.id, run.agent_name, run.input, ExecutionContext.from_json(run.context), record_store
     )
