@@ -704,7 +704,11 @@ async def test_max_candidates_bounds_the_live_candidates(url: str | None) -> Non
 def test_definitions_and_requests_are_checked() -> None:
     calls = Calls()
     with pytest.raises(FevexRunError) as raised:
-        define_knowledge_publication(name="h", authorize=True, verify_sources=lambda s, c: None)
+        define_knowledge_publication(
+            name="h",
+            authorize=True,  # type: ignore[arg-type]
+            verify_sources=lambda sources, context: None,
+        )
     assert raised.value.code == "KIT_CALLBACK_CONTRACT"
     for bad in (
         {"name": "no spaces"},
@@ -713,13 +717,13 @@ def test_definitions_and_requests_are_checked() -> None:
         {"max_read_chars": True},
         {"required_reads": [{"document": "guide"}]},
     ):
-        with pytest.raises(FevexConfigurationError) as caught:
+        with pytest.raises(FevexConfigurationError) as refused:
             _publication(calls, **bad)
-        assert caught.value.code == "INVALID_PUBLICATION"
+        assert refused.value.code == "INVALID_PUBLICATION"
     pub = _publication(calls)
     app = _app(None)
     with app:
-        for document, sources in (
+        malformed: list[tuple[Any, Any]] = [
             ({"id": "guide", "revision": 0, "body": "x"}, [SOURCE]),
             ({"id": "guide", "revision": 1, "body": ""}, [SOURCE]),
             (_guide(1), []),
@@ -727,7 +731,8 @@ def test_definitions_and_requests_are_checked() -> None:
             (_guide(1), [{"id": "h", "version": "1", "expires_at": "2026-01-01T00:00:00"}]),
             (_guide(1), [{"id": "h", "version": "1", "extra": 1}]),
             ({"id": "guide", "revision": 1, "body": object()}, [SOURCE]),
-        ):
+        ]
+        for document, sources in malformed:
             with pytest.raises(FevexRunError) as caught:
                 pub.propose_sync(
                     app, revision=0, document=document, sources=sources, context=EDITOR
