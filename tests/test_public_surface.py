@@ -131,6 +131,21 @@ ADDED: dict[str, set[str]] = {
     # The bounded-child-runs kit (DESIGN §12): a workflow's or a team's step runs a group of
     # child runs with run_children, each task a ChildTask.
     "fevex.kits.children": {"ChildTask", "run_children"},
+    # Knowledge publication (DESIGN §12): the definition and what it returns, the documents,
+    # sources and required reads an app gives it, the state, candidates and official
+    # documents it reads back, the receipt of each write, and the app port it writes through.
+    "fevex.kits.publication": {
+        "Candidate",
+        "KnowledgeDocument",
+        "KnowledgePublication",
+        "PublicationApp",
+        "PublicationReceipt",
+        "PublicationState",
+        "PublishedDocument",
+        "RequiredRead",
+        "SourceReference",
+        "define_knowledge_publication",
+    },
 }
 
 
