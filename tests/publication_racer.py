@@ -48,10 +48,6 @@ async def race(url: str, namespace: str, revision: int, candidate: str, racer: s
     pub = publication(Path(sys.argv[6]))
     context = ExecutionContext(actor={"id": racer, "type": "editor"}, namespace=namespace)
     async with create_fevex(run_store=url) as app:
-        if type(app.record_store).__name__ == "InMemoryRecordStore":
-            from fevex.plugins.discovery import open_record_store
-
-            app.record_store = open_record_store(url)
         try:
             receipt = await pub.publish(
                 app, revision=revision, candidate_id=candidate, context=context

@@ -28,7 +28,6 @@ from fevex.kits.publication import commit as commit_module
 from fevex.kits.publication import definition as definition_module
 from fevex.kits.publication.compiler import CompileCache
 from fevex.models import ModelInput
-from fevex.plugins.discovery import open_record_store
 from fevex.runtime import ExecutionContext, InMemoryRecordStore, RecordStore, StoredRecord
 from fevex.testing import FunctionModel
 
@@ -100,9 +99,6 @@ def _app(url: str | None, model: Any = None, provider: Any = None) -> Fevex:
         context_providers=[provider] if provider else [],
         run_store=url,
     )
-    if url is not None and isinstance(app.record_store, InMemoryRecordStore):
-        # Until the app's record store follows its run store's URL (branch records).
-        app.record_store = open_record_store(url)
     return app
 
 
@@ -182,6 +178,13 @@ async def test_agents_read_published_documents_only_never_candidates(url: str | 
         stored = await _stored(app)
         assert stored is not None
         assert stored.revision == 4
+    if url is not None:
+        # Another app on the same database (another process, say) serves the same set.
+        fresh = _publication(Calls())  # nothing cached
+        async with _app(url, FunctionModel(model), fresh.context_provider()) as other:
+            await other.run_agent("support", "Hello", context=READER)
+            assert seen[-1][0]["content"]["published_revision"] == 2
+            assert seen[-1][1]["content"]["text"].endswith("CANDIDATE 90 days.")
         assert stored.value["published_revision"] == 2
         assert stored.value["candidates"] == []
 

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from fevex import create_fevex
-from fevex.plugins.discovery import open_record_store
-from fevex.runtime import ExecutionContext, InMemoryRecordStore
+from fevex.runtime import ExecutionContext
 
 pytestmark = pytest.mark.anyio
 
@@ -55,8 +54,6 @@ async def test_two_processes_publishing_against_one_revision_exactly_one_wins(
     namespace = f"race-{uuid.uuid4().hex[:8]}"
     editor = ExecutionContext(actor={"id": "ana", "type": "editor"}, namespace=namespace)
     async with create_fevex(run_store=store_url) as app:
-        if isinstance(app.record_store, InMemoryRecordStore):
-            app.record_store = open_record_store(store_url)
         for round_number in range(1, ROUNDS + 1):
             state = await pub.get(app, context=editor)
             candidates = {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -137,21 +138,25 @@ class CompileCache:
         self.max_read_chars = max_read_chars
         self.compilations = 0
         self._entries: OrderedDict[tuple[int, int, str], CompiledSet] = OrderedDict()
+        # Compilations run in worker threads: the entries are touched under this lock.
+        self._lock = threading.Lock()
 
     def compiled(
         self, revision: int, published_revision: int, documents: Sequence[KnowledgeDocument]
     ) -> CompiledSet:
         ordered = sorted(documents, key=lambda document: document.id)
         key = (revision, published_revision, set_text(ordered))
-        found = self._entries.get(key)
-        if found is not None:
-            self._entries.move_to_end(key)
-            return found
-        self.compilations += 1
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found
+            self.compilations += 1
         result = compile_documents(ordered, self.required_reads, self.max_read_chars)
-        self._entries[key] = result
-        while len(self._entries) > _CACHED:
-            self._entries.popitem(last=False)
+        with self._lock:
+            self._entries[key] = result
+            while len(self._entries) > _CACHED:
+                self._entries.popitem(last=False)
         return result
 
 

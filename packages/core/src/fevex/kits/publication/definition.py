@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from fevex._ground.clock import new_id, utc_now
 from fevex._ground.names import is_valid_name
@@ -54,6 +54,20 @@ from fevex.kits.publication.record import (
     record_key,
     state_from_record,
 )
+from fevex.kits.publication.rules import (
+    PublicationApp,
+    actor_of,
+    as_json,
+    check_document_revision,
+    check_revision,
+    checked_candidate_id,
+    checked_revision,
+    expired,
+    listed,
+    pending,
+    record_store_of,
+    set_with,
+)
 from fevex.knowledge.context_provider import (
     ContextItem,
     ContextProviderDefinition,
@@ -62,17 +76,10 @@ from fevex.knowledge.context_provider import (
 )
 from fevex.knowledge.memory_store import DEFAULT_NAMESPACE
 from fevex.runtime.context import ExecutionContext
-from fevex.runtime.record_store import RecordStore
 
 __all__ = ["KnowledgePublication", "PublicationApp", "define_knowledge_publication"]
 
 ContextArgument = ExecutionContext | Mapping[str, Any] | None
-
-
-class PublicationApp(Protocol):
-    """What the kit needs of an app: its record store."""
-
-    record_store: RecordStore
 
 
 class KnowledgePublication:
@@ -173,12 +180,12 @@ class KnowledgePublication:
         frozen, caller = self._frozen(
             {
                 "revision": revision,
-                "document": _as_json(document),
-                "sources": [_as_json(source) for source in _listed(sources)],
+                "document": as_json(document),
+                "sources": [as_json(source) for source in listed(sources)],
             },
             context,
         )
-        expected = _revision(frozen["revision"])
+        expected = checked_revision(frozen["revision"])
         proposed = document_from_json(frozen["document"])
         references = sources_from_json(frozen["sources"])
         async with Deadline(timeout, "propose") as deadline:
@@ -187,17 +194,17 @@ class KnowledgePublication:
             deadline.check("authorize")
             state = await self._read(app, caller)
             deadline.check("reading the record")
-            _check_revision(state, expected)
-            _check_document_revision(state, proposed)
+            check_revision(state, expected)
+            check_document_revision(state, proposed)
             await self._verified(references, caller)
             deadline.check("verify_sources")
-            replaced = _replaced(state.official(), proposed)
+            replaced = set_with(state.official(), proposed)
             await in_worker_thread(
                 self.cache.compiled, state.revision, state.published_revision, replaced
             )
             deadline.check("compiling the document set")
             now = utc_now()
-            live = [each for each in state.candidates if not _expired(each, now)]
+            live = [each for each in state.candidates if not expired(each, now)]
             if len(live) >= self.max_candidates:
                 raise FevexRunError(
                     "PUBLICATION_CANDIDATES_FULL",
@@ -212,7 +219,7 @@ class KnowledgePublication:
                 state.published_revision,
                 now,
                 self._expiry(now, references),
-                _actor(caller),
+                actor_of(caller),
             )
             following = dataclasses.replace(state, candidates=(*live, candidate))
             value = await in_worker_thread(prepare_snapshot, following)
@@ -261,14 +268,14 @@ class KnowledgePublication:
         one swap replaces its document in the official set, grows ``published_revision``
         and removes the candidate. The receipt comes only from the store."""
         frozen, caller = self._frozen({"revision": revision, "candidate_id": candidate_id}, context)
-        expected = _revision(frozen["revision"])
-        wanted = _candidate_id(frozen["candidate_id"])
+        expected = checked_revision(frozen["revision"])
+        wanted = checked_candidate_id(frozen["candidate_id"])
         async with Deadline(timeout, "publish") as deadline:
             await self._authorized("publish", frozen, caller)
             deadline.check("authorize")
             state = await self._read(app, caller)
-            _check_revision(state, expected)
-            candidate = _pending(state, wanted)
+            check_revision(state, expected)
+            candidate = pending(state, wanted)
             deadline.candidate, deadline.sources = candidate, candidate.sources
             deadline.check("reading the record")
             if candidate.base_published_revision != state.published_revision:
@@ -283,10 +290,10 @@ class KnowledgePublication:
                         "published_revision": state.published_revision,
                     },
                 )
-            _check_document_revision(state, candidate.document)
+            check_document_revision(state, candidate.document)
             await self._verified(candidate.sources, caller)
             deadline.check("verify_sources")
-            replaced = _replaced(state.official(), candidate.document)
+            replaced = set_with(state.official(), candidate.document)
             await in_worker_thread(
                 self.cache.compiled, state.revision, state.published_revision, replaced
             )
@@ -326,22 +333,22 @@ class KnowledgePublication:
     ) -> PublicationReceipt:
         """Remove candidate ``candidate_id``, over record revision ``revision``."""
         frozen, caller = self._frozen({"revision": revision, "candidate_id": candidate_id}, context)
-        expected = _revision(frozen["revision"])
-        wanted = _candidate_id(frozen["candidate_id"])
+        expected = checked_revision(frozen["revision"])
+        wanted = checked_candidate_id(frozen["candidate_id"])
         async with Deadline(timeout, "reject") as deadline:
             await self._authorized("reject", frozen, caller)
             deadline.check("authorize")
             state = await self._read(app, caller)
             deadline.check("reading the record")
-            _check_revision(state, expected)
-            _pending(state, wanted)
+            check_revision(state, expected)
+            pending(state, wanted)
             now = utc_now()
             following = dataclasses.replace(
                 state,
                 candidates=tuple(
                     each
                     for each in state.candidates
-                    if each.id != wanted and not _expired(each, now)
+                    if each.id != wanted and not expired(each, now)
                 ),
             )
             value = await in_worker_thread(prepare_snapshot, following)
@@ -401,13 +408,13 @@ class KnowledgePublication:
 
     async def _read(self, app: PublicationApp, caller: ExecutionContext) -> PublicationState:
         namespace = caller.namespace or DEFAULT_NAMESPACE
-        stored = await _store(app).read(namespace, record_key(self.name))
+        stored = await record_store_of(app).read(namespace, record_key(self.name))
         return state_from_record(self.name, namespace, stored)
 
     async def _written(
         self, app: PublicationApp, state: PublicationState, value: dict[str, Any]
     ) -> None:
-        if not await swap(_store(app), state, record_key(self.name), value):
+        if not await swap(record_store_of(app), state, record_key(self.name), value):
             raise FevexRunError(
                 "PUBLICATION_CONFLICT",
                 f"Publication {self.name} changed after revision {state.revision} was read (an "
@@ -432,7 +439,7 @@ class KnowledgePublication:
             candidate.id,
             published_revision,
             now,
-            _actor(caller),
+            actor_of(caller),
         )
         kept = [each for each in state.documents if each.document.id != candidate.document.id]
         return dataclasses.replace(
@@ -442,107 +449,9 @@ class KnowledgePublication:
             candidates=tuple(
                 each
                 for each in state.candidates
-                if each.id != candidate.id and not _expired(each, now)
+                if each.id != candidate.id and not expired(each, now)
             ),
         )
-
-
-def _store(app: PublicationApp) -> RecordStore:
-    store: RecordStore | None = getattr(app, "record_store", None)
-    if store is None:
-        raise FevexRunError(
-            "PUBLICATION_STORE_MISSING",
-            "The app given to the publication has no record_store; pass a fevex app.",
-        )
-    return store
-
-
-def _as_json(value: Any) -> Any:
-    return value.to_json() if isinstance(value, KnowledgeDocument | SourceReference) else value
-
-
-def _listed(sources: Any) -> list[Any]:
-    if isinstance(sources, str | bytes | Mapping) or not isinstance(sources, Sequence):
-        raise FevexRunError(
-            "KIT_REQUEST_INVALID",
-            "sources must be a list of source references.",
-            details={"field": "sources"},
-        )
-    return list(sources)
-
-
-def _revision(value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise FevexRunError(
-            "KIT_REQUEST_INVALID",
-            "revision must be the record revision read (an integer of 0 or more).",
-            details={"field": "revision"},
-        )
-    return value
-
-
-def _candidate_id(value: Any) -> str:
-    if not isinstance(value, str) or not value or len(value) > 200:
-        raise FevexRunError(
-            "KIT_REQUEST_INVALID",
-            "candidate_id must be the id of a candidate.",
-            details={"field": "candidate_id"},
-        )
-    return value
-
-
-def _check_revision(state: PublicationState, expected: int) -> None:
-    if state.revision != expected:
-        raise FevexRunError(
-            "PUBLICATION_CONFLICT",
-            f"Publication {state.name} is at revision {state.revision}, not {expected}: it "
-            "changed since it was read. Nothing was written; read it again.",
-            details={"publication": state.name, "revision": state.revision},
-        )
-
-
-def _check_document_revision(state: PublicationState, document: KnowledgeDocument) -> None:
-    """A document's content changes only with a greater revision than the official one."""
-    official = next((each for each in state.official() if each.id == document.id), None)
-    if official is None or document.revision > official.revision:
-        return
-    same = official.to_json() == document.to_json()
-    raise FevexRunError(
-        "PUBLICATION_REVISION_REQUIRED",
-        f"Document {document.id} is published at revision {official.revision}; "
-        + (
-            "the proposal changes nothing."
-            if same
-            else f"a changed body or metadata needs a revision above {official.revision}."
-        ),
-        details={"document": document.id, "published": official.revision},
-    )
-
-
-def _pending(state: PublicationState, candidate_id: str) -> Candidate:
-    candidate = state.candidate(candidate_id)
-    if candidate is None:
-        raise FevexRunError(
-            "PUBLICATION_CANDIDATE_NOT_FOUND",
-            f"Publication {state.name} has no candidate {candidate_id} (never proposed, "
-            "published, rejected or expired and removed).",
-            details={"candidate_id": candidate_id},
-        )
-    return candidate
-
-
-def _replaced(
-    documents: Sequence[KnowledgeDocument], document: KnowledgeDocument
-) -> list[KnowledgeDocument]:
-    return [*(each for each in documents if each.id != document.id), document]
-
-
-def _expired(candidate: Candidate, now: str) -> bool:
-    return instant(candidate.expires_at) <= instant(now)
-
-
-def _actor(caller: ExecutionContext) -> dict[str, Any] | None:
-    return None if caller.actor is None else json_copy(dict(caller.actor))
 
 
 def define_knowledge_publication(
