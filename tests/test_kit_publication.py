@@ -644,6 +644,40 @@ async def test_a_swap_that_loses_after_a_deadline_is_a_conflict_not_a_timeout(
         assert delayed.swaps == [False]
 
 
+class LostAnswerStore(DelayedStore):
+    """A store whose compare-and-swap writes, then fails before answering (a connection
+    lost after the commit)."""
+
+    async def compare_and_swap(
+        self, namespace: str, key: str, expected_revision: int, value: Mapping[str, Any]
+    ) -> bool:
+        self.swaps.append(
+            await self.inner.compare_and_swap(namespace, key, expected_revision, value)
+        )
+        raise ConnectionResetError("the server went away")
+
+
+async def test_a_store_failing_during_the_commit_is_uncertain_never_a_rollback(
+    url: str | None,
+) -> None:
+    pub = _publication(Calls())
+    async with _app(url) as app:
+        proposal = await pub.propose(
+            app, revision=0, document=_guide(1), sources=[SOURCE], context=EDITOR
+        )
+        inner = app.record_store
+        app.record_store = LostAnswerStore(inner, 0.0)
+        with pytest.raises(FevexRunError) as caught:
+            await pub.publish(
+                app, revision=proposal.revision, candidate_id=proposal.candidate_id, context=EDITOR
+            )
+        assert caught.value.code == "PUBLICATION_COMMIT_UNCERTAIN"
+        assert caught.value.details["cause"] == "ConnectionResetError"
+        app.record_store = inner
+        # It was written: the error said it might have been, not that it was undone.
+        assert (await pub.get(app, context=EDITOR)).published_revision == 1
+
+
 async def test_the_compile_cache_checks_a_changed_content_under_the_same_revision() -> None:
     pub = _publication(Calls())
     async with _app(None) as app:

@@ -153,7 +153,7 @@ class KnowledgePublication:
         catalog = {
             "publication": self.name,
             "published_revision": state.published_revision,
-            "documents": list(compiled.catalog),
+            "documents": json_copy(list(compiled.catalog)),
         }
         items = [ContextItem(f"{self.name}:catalog", catalog)]
         for read in compiled.reads:
@@ -417,8 +417,8 @@ class KnowledgePublication:
         if not await swap(record_store_of(app), state, record_key(self.name), value):
             raise FevexRunError(
                 "PUBLICATION_CONFLICT",
-                f"Publication {self.name} changed after revision {state.revision} was read (an "
-                "other proposal, publication or rejection came first); nothing was written. "
+                f"Publication {self.name} changed after revision {state.revision} was read "
+                "(another proposal, publication or rejection came first); nothing was written. "
                 "Read it again and decide on the new revision.",
                 details={"publication": self.name, "revision": state.revision},
             )
