@@ -18,15 +18,18 @@ from pathlib import Path
 from fevex.plugins.discovery import open_record_store
 
 
-async def race(url: str, namespace: str, key: str, racer: str, total: int, go: Path) -> None:
-    store = open_record_store(url)
-    won: list[int] = []
-    refused = 0
+def wait_for(go: Path) -> None:
     deadline = time.monotonic() + 60
     while not go.exists():
         if time.monotonic() > deadline:
             raise SystemExit("the race never started")
-        await asyncio.sleep(0.005)
+        time.sleep(0.005)
+
+
+async def race(url: str, namespace: str, key: str, racer: str, total: int) -> None:
+    store = open_record_store(url)
+    won: list[int] = []
+    refused = 0
     try:
         while True:
             record = await store.read(namespace, key)
@@ -47,4 +50,5 @@ async def race(url: str, namespace: str, key: str, racer: str, total: int, go: P
 
 if __name__ == "__main__":
     url, namespace, key, racer, total, go = sys.argv[1:]
-    asyncio.run(race(url, namespace, key, racer, int(total), Path(go)))
+    wait_for(Path(go))
+    asyncio.run(race(url, namespace, key, racer, int(total)))

@@ -125,6 +125,10 @@ ADDED: dict[str, set[str]] = {
     # Durable professional tasks (DESIGN §12): what an app defines a task with, what
     # define_durable_task returns and create_fevex(tasks=) takes, and what a step is given.
     "fevex.kits.tasks": {"DurableTask", "TaskContext", "TaskStep", "define_durable_task"},
+    # The record stores of the SQLite and PostgreSQL plugins (DESIGN §12), which
+    # create_fevex(record_store=) may be given like their run stores.
+    "fevex_sqlite": {"SQLiteRecordStore"},
+    "fevex_postgres": {"PostgresRecordStore"},
     # The record-store contract as checks (DESIGN §12), which the SQLite and PostgreSQL
     # plugins and any other record store run on themselves, like check_memory_store.
     "fevex.testing": {"RecordStoreContractError", "RecordStoreFactory", "check_record_store"},

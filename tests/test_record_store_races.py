@@ -3,25 +3,23 @@ exactly one swap wins each revision, and the record holds every winner in order.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
-import pytest
-
 from fevex.plugins import reset_plugins
 from fevex.plugins.discovery import open_record_store
-
-pytestmark = pytest.mark.anyio
+from fevex.runtime import StoredRecord
 
 RACER = Path(__file__).with_name("record_racer.py")
 RACERS = 8
 SWAPS = 200
 
 
-async def test_one_winner_per_revision_across_processes(store_url: str, tmp_path: Path) -> None:
+def test_one_winner_per_revision_across_processes(store_url: str, tmp_path: Path) -> None:
     namespace, key = f"race-{uuid.uuid4().hex[:8]}", "family"
     go = tmp_path / "go"
     racers = [
@@ -40,10 +38,7 @@ async def test_one_winner_per_revision_across_processes(store_url: str, tmp_path
         assert racer.returncode == 0, err
         reports.append(json.loads(out))
 
-    reset_plugins()
-    store = open_record_store(store_url)
-    record = await store.read(namespace, key)
-    await store.close()
+    record = asyncio.run(read_record(store_url, namespace, key))
     assert record is not None
     assert record.revision == SWAPS
     winners = record.value["winners"]
@@ -57,3 +52,12 @@ async def test_one_winner_per_revision_across_processes(store_url: str, tmp_path
     # They raced: more than one process won, and some swaps were refused.
     assert sum(1 for report in reports if report["won"]) > 1
     assert sum(report["refused"] for report in reports) > 0
+
+
+async def read_record(url: str, namespace: str, key: str) -> StoredRecord | None:
+    reset_plugins()
+    store = open_record_store(url)
+    try:
+        return await store.read(namespace, key)
+    finally:
+        await store.close()

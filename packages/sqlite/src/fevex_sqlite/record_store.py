@@ -15,6 +15,7 @@ pass the check, and ``True`` is returned only once the commit has returned.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -69,10 +70,14 @@ class SQLiteRecordStore:
             busy_timeout = location.busy_timeout
         if busy_timeout is None:
             busy_timeout = DEFAULT_BUSY_TIMEOUT
-        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float):
+        if (
+            isinstance(busy_timeout, bool)
+            or not isinstance(busy_timeout, int | float)
+            or not (math.isfinite(busy_timeout) and busy_timeout >= 0)
+        ):
             raise FevexConfigurationError(
                 "INVALID_CONFIG",
-                f"busy_timeout must be a number of seconds, not {busy_timeout!r}.",
+                f"busy_timeout must be a non-negative number of seconds, not {busy_timeout!r}.",
                 category="store",
             )
         self.path = location.path
