@@ -790,3 +790,26 @@ def _iso(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + (
         f".{int((seconds % 1) * 1_000_000):06d}Z"
     )
+
+
+async def test_a_record_that_would_grow_past_the_limit_is_refused_whole() -> None:
+    pub = _publication(Calls(), max_candidates=64)
+    async with _app(None) as app:
+        big = GUIDE + "\n" + "x" * 190_000
+        revision = 0
+        with pytest.raises(FevexRunError) as caught:
+            for number in range(1, 40):
+                receipt = await pub.propose(
+                    app,
+                    revision=revision,
+                    document=_guide(number, big),
+                    sources=[SOURCE],
+                    context=EDITOR,
+                )
+                revision = receipt.revision
+        assert caught.value.code == "PUBLICATION_INVALID"
+        assert caught.value.details["problem"] == "too_large"
+        stored = await _stored(app)
+        assert stored is not None
+        assert stored.revision == revision
+        assert 15 < revision < 40

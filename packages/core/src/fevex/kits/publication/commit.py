@@ -104,7 +104,14 @@ def prepare_snapshot(state: PublicationState) -> dict[str, Any]:
     """The record's next JSON document, checked as every record store checks it (JSON,
     size) so that the swap cannot refuse it once started."""
     value = state.to_json()
-    check_record_swap(state.namespace, "snapshot", state.revision, value)
+    try:
+        check_record_swap(state.namespace, "snapshot", state.revision, value)
+    except FevexRunError as error:
+        raise FevexRunError(
+            "PUBLICATION_INVALID",
+            f"The publication's record would not be stored: {error.message}",
+            details={"problem": "too_large"},
+        ) from error
     return value
 
 
@@ -127,6 +134,8 @@ async def swap(
         except Exception:
             break  # the commit's own failure, raised by result() below
     if cancelled is not None:
+        if not commit.cancelled():
+            commit.exception()  # retrieved: the caller stopped waiting for it
         raise cancelled
     return commit.result()
 
