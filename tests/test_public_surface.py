@@ -146,6 +146,21 @@ ADDED: dict[str, set[str]] = {
         "FamilyVersion",
         "define_agent_family",
     },
+    # Knowledge publication (DESIGN §12): the definition and what it returns, the documents,
+    # sources and required reads an app gives it, the state, candidates and official
+    # documents it reads back, the receipt of each write, and the app port it writes through.
+    "fevex.kits.publication": {
+        "Candidate",
+        "KnowledgeDocument",
+        "KnowledgePublication",
+        "PublicationApp",
+        "PublicationReceipt",
+        "PublicationState",
+        "PublishedDocument",
+        "RequiredRead",
+        "SourceReference",
+        "define_knowledge_publication",
+    },
 }
 
 

@@ -203,6 +203,7 @@ def _create_fevex(
     )
     app.memory_store = knowledge.memory_store
     app.record_store = open_app_record_store(record_store, run_store, opened_run_store)
+    knowledge.app_record_store = lambda: app.record_store
     return app
 
 
