@@ -29,7 +29,7 @@ from fevex.runtime.executions import (
     RunLease,
     RunTakeover,
 )
-from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
+from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session, changed_session
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -74,7 +74,7 @@ class InMemoryRunStore:
             )
         rules.check_sequence(run.id, 0, create.events)
         rules.check_event_ids_new(run.id, create.events, self._cursors)
-        self._sessions[session.id] = dataclasses.replace(
+        self._sessions[session.id] = changed_session(
             session, active_run_id=run.id, revision=session.revision + 1, updated_at=run.created_at
         )
         lease = RunLease(create.lease_owner, 1, self.clock() + create.lease_seconds)
@@ -108,9 +108,9 @@ class InMemoryRunStore:
             self._leases[run_id] = dataclasses.replace(commit.lease, expires_at=0.0)
         if commit.history is not None or commit.release_session:
             session = self._sessions[stored["session_id"]]
-            self._sessions[session.id] = dataclasses.replace(
+            self._sessions[session.id] = changed_session(
                 session,
-                history=session.history + commit.history if commit.history else session.history,
+                tuple(commit.history or ()),
                 active_run_id=None if commit.release_session else session.active_run_id,
                 revision=session.revision + 1,
                 updated_at=commit.updated_at,
