@@ -10,7 +10,7 @@ from fevex.messages import Message, message_from_json
 from fevex.models import Usage
 from fevex.runtime.approval import PendingApproval, pending_approvals
 
-__all__ = ["AgentRun", "JsonValue", "RunStatus", "Session"]
+__all__ = ["AgentRun", "JsonValue", "RunStatus", "Session", "changed_session"]
 
 # A value as stores keep it: what json.loads returns.
 JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
