@@ -45,6 +45,9 @@ ADDED: dict[str, set[str]] = {
         # list_runs' one listing, and the query a store reads it as (checked once).
         "RunListing",
         "RunQuery",
+        # A session snapshot changed by a reservation or a turn, keeping the messages it
+        # built, so that a store's turn costs the same on a long session (issue 28).
+        "changed_session",
         # The store rules (fevex.runtime.store_rules), with the errors they raise.
         "StoredRun",
         "check_acquirable",

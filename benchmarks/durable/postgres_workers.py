@@ -43,6 +43,13 @@ BARRIER_TIMEOUT_SECONDS = 120
 MAX_RUNS_PER_WINDOW = 100_000
 
 
+def use_smoke_sizes() -> None:
+    """1 and 2 workers, one warm-up run and pgbench at scale 1: does it still work (with
+    ``--windows 1 --seconds 1``)."""
+    global WORKERS, WARMUP_RUNS, PGBENCH_SCALE
+    WORKERS, WARMUP_RUNS, PGBENCH_SCALE = (1, 2), 1, 1
+
+
 def worker(
     url: str, barrier: Barrier, windows: int, seconds: float, results: Any, kind: str
 ) -> None:
@@ -243,9 +250,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--postgres-url", help="use this server instead of a throwaway one")
     parser.add_argument("--windows", type=int, default=WINDOWS)
     parser.add_argument("--seconds", type=float, default=WINDOW_SECONDS)
+    parser.add_argument("--smoke", action="store_true", help="one short window per figure")
     arguments = parser.parse_args(argv)
+    windows, seconds = arguments.windows, arguments.seconds
+    if arguments.smoke:
+        use_smoke_sizes()
+        windows, seconds = 1, 1.0
     with stores.postgres_url(arguments.postgres_url) as url:
-        result = measure(url, arguments.windows, arguments.seconds)
+        result = measure(url, windows, seconds)
     timing.write_result(arguments.out, result)
 
 
