@@ -46,7 +46,11 @@ async def main(store: str) -> dict[str, Any]:
         started = await app.start_workflow("refund_review", {"account_id": 7, "amount": 12})
         finished = await drive(app, started.id)
         waiting = await app.start_agent("support", "Refund 30 USD on account 42.")
-        await settled(app, waiting.id, "paused")
+        async with asyncio.timeout(GUARD):
+            for _ in iter(int, 1):
+                if (await app.get_run(waiting.id)).status == "paused":
+                    break
+                await asyncio.sleep(0.02)
         await app.flush_observability()
     spans: dict[str, list[dict[str, Any]]] = {}
     for span in exporter.spans:
