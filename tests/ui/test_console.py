@@ -69,8 +69,9 @@ def test_a_started_run_appears_in_the_list_with_tokens_and_cost(
     )
     cells = row.locator("td").all_text_contents()
     assert cells[:3] == ["completed", "agent", "ticker"]
-    assert cells[6] == "30"  # two model steps of 15 tokens
-    assert cells[7] == "0.03 USD"
+    assert cells[4] == ""  # no parent: a root
+    assert cells[7] == "30"  # two model steps of 15 tokens
+    assert cells[8] == "0.03 USD"
     page.select_option("select[name=status]", "paused")
     page.click("#filters button")
     # The list in view until the filtered page arrives still holds the row: wait for it
@@ -279,10 +280,15 @@ def test_a_durable_task_is_listed_with_its_kind_over_http_and_in_the_console(
     row.wait_for()
     # The list the filter replaced held other kinds: wait until only tasks are left.
     page.wait_for_function(
-        "() => [...document.querySelectorAll('#runs tbody tr')]"
+        "() => [...document.querySelectorAll('#runs tbody tr[data-depth=\"0\"]')]"
         ".every(r => r.children[1].textContent === 'task')"
     )
-    assert page.locator("#runs tbody tr").count() == 1
+    assert page.locator('#runs tbody tr[data-depth="0"]').count() == 1
+    # The task's agent is nested under it, its parent named.
+    nested = page.locator(f'#runs tbody tr[data-run-id="{child.id}"]')
+    nested.wait_for()
+    assert nested.get_attribute("data-depth") == "1"
+    assert nested.locator("td.parent").text_content() == task_id
     assert row.locator("td").all_text_contents()[:3] == ["completed", "task", "console.tick"]
     row.locator("a").first.click()
     page.wait_for_selector(f"#run-id:text('{task_id}')")
