@@ -3,7 +3,8 @@ of the same app serves, with an in-memory exporter recording the spans fevex bui
 prints, as JSON, each run tree's root and the spans recorded for its trace.
 
 ``python demo_runs.py STORE_URL`` from the repository's root: a workflow whose refund is
-approved (it completes), and an agent whose refund is left waiting for approval (paused).
+approved (it completes), an agent whose refund is rejected (its tool call fails), and an
+agent whose refund is left waiting for approval (paused).
 """
 
 from __future__ import annotations
@@ -40,11 +41,26 @@ async def drive(app: Any, run_id: str) -> Any:
     return run
 
 
+async def reject(app: Any, run_id: str) -> None:
+    """Refuse the run's refund: its tool call fails, and the model answers that."""
+    async with asyncio.timeout(GUARD):
+        for _ in iter(int, 1):
+            run = await app.get_run(run_id)
+            if run.status == "paused":
+                break
+            await asyncio.sleep(0.02)
+    approval = run.pause["approvals"][0]
+    decision = {"approval_id": approval["id"], "decision": "reject", "actor": ADA}
+    await app.resume_run(run_id, decision)
+
+
 async def main(store: str) -> dict[str, Any]:
     exporter = InMemoryTraceExporter()
     async with build_app(store, [exporter]) as app:
         started = await app.start_workflow("refund_review", {"account_id": 7, "amount": 12})
         finished = await drive(app, started.id)
+        refused = await app.start_agent("support", "Refund 5 USD on account 3.")
+        await reject(app, refused.id)
         waiting = await app.start_agent("support", "Refund 30 USD on account 42.")
         async with asyncio.timeout(GUARD):
             for _ in iter(int, 1):
@@ -59,6 +75,7 @@ async def main(store: str) -> dict[str, Any]:
         "workflow": finished.id,
         "workflow_status": finished.status,
         "waiting": waiting.id,
+        "refused": refused.id,
         "spans": spans,
     }
 

@@ -92,7 +92,14 @@ def test_the_timeline_fills_live_and_the_view_and_chart_follow(
     page.wait_for_selector("#timeline tr")
     # Seen while the run still goes on: the events come in over the stream, not at load.
     page.wait_for_selector("#run-status:text('running')")
+    # The waterfall is live: the run's execution is drawn open while it goes on.
+    page.wait_for_selector("#waterfall rect.span-bar.kind-run.open")
     page.wait_for_selector("#connection:text('The run ended: completed.')")
+    # Once ended: a run span, nine model steps and eight tool calls, none open.
+    page.wait_for_function(
+        "() => document.querySelectorAll('#waterfall rect.span-bar').length === 18"
+        " && !document.querySelector('#waterfall rect.span-bar.open')"
+    )
     sequences = [int(s) for s in page.locator("#timeline tr").evaluate_all(
         "rows => rows.map(r => r.dataset.sequence)"
     )]  # fmt: skip

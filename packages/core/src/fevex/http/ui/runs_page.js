@@ -104,7 +104,7 @@ export function showRuns(main, signal) {
     return el("tr", { "data-run-id": run.id, "data-depth": depth === null ? "" : depth, class: depth ? "child" : "" },
       el("td", { class: `status status-${run.status}` }, run.status),
       el("td", {}, run.kind), el("td", {}, run.name),
-      el("td", { class: "run-cell" }, el("span", { class: `indent depth-${Math.min(depth || 0, MAX_DEPTH)}` }), depth === null ? null : toggle, runLink(run.id)),
+      el("td", { class: "run-cell" }, depth ? el("span", { class: `indent depth-${Math.min(depth, MAX_DEPTH)}` }, "↳") : null, depth === null ? null : toggle, runLink(run.id)),
       el("td", { class: "parent" }, run.parent_run_id ? runLink(run.parent_run_id) : ""),
       el("td", {}, formatTime(run.created_at)), el("td", {}, formatDuration(duration)),
       el("td", { "data-tokens-of": run.id, title: totals && totals.runs > 1 ? `with its ${totals.runs - 1} descendant runs` : null }, count === null ? "" : String(count)),

@@ -65,7 +65,10 @@ export function waterfall(spans, onSelect) {
     chart.append(
       svg("text", { class: failed ? "label failed" : "label", x: 4 + depth * 10, y: y + ROW - 6 }, clip(span.name, 42 - depth)),
       bar,
-      svg("text", { class: "facts", x: Math.min(left + width + 4, WIDTH - 150), y: y + ROW - 6 }, facts));
+      // The facts go right of the bar, or left of it when the bar reaches the edge.
+      left + width + 4 > WIDTH - 150
+        ? svg("text", { class: "facts", x: left - 4, y: y + ROW - 6, "text-anchor": "end" }, facts)
+        : svg("text", { class: "facts", x: left + width + 4, y: y + ROW - 6 }, facts));
   });
   return chart;
 }
