@@ -112,6 +112,7 @@ def test_the_tree_nests_a_workflow_s_children_and_its_totals_add_them_up(
         child_cost
     )
     page.screenshot(path=str(artifacts / "runs-tree.png"))
+    page.locator("main").screenshot(path=str(artifacts / "readme-runs.png"))
     # Collapsed, the children go; with "roots only" off, every run is a row of its own.
     root.locator("button.toggle").click()
     page.locator(f'#runs tr[data-run-id="{children[0].id}"]').wait_for(state="detached")
@@ -153,6 +154,7 @@ def test_the_waterfall_has_one_bar_per_span_the_exporter_recorded(
     assert " t · " in page.locator("#waterfall").text_content()
     assert "USD" in page.locator("#waterfall").text_content()
     page.screenshot(path=str(artifacts / "run-trace.png"), full_page=True)
+    page.locator("#waterfall").screenshot(path=str(artifacts / "readme-trace.png"))
     # A click on one of the workflow's own bars shows the event it came from.
     step = page.locator('#waterfall rect.span-bar[data-kind="workflow_step"]').first
     sequence = step.get_attribute("data-sequence")
