@@ -3,6 +3,7 @@ Chromium, runs started and decided through the fevex client and the page."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -315,3 +316,33 @@ with build_app(sys.argv[1]) as app:
     app.run_task_sync(task_id, context=ALICE)
     print(task_id)
 """
+
+
+def test_an_event_wait_and_a_timer_are_described_in_words(
+    console_server: Any, browser: Any
+) -> None:
+    with FevexClient(console_server.url, headers=ALICE) as client:
+        run = client.start_workflow("review", "The draft")
+    page, problems = open_console(browser, console_server, f"#/runs/{run.id}")
+    waiting = page.locator("#waiting li")
+    page.wait_for_selector("#waiting li:has-text('waiting for event')")
+    said = waiting.text_content()
+    assert said.startswith("waiting for event review.approved since ")
+    assert re.search(r"since \d{2}:\d{2}:\d{2}\.\d{3} \(step approval\)$", said), said
+    with FevexClient(console_server.url, headers=ALICE) as client:
+        client.send_event(run.id, "review.approved", {"approved": True})
+    page.wait_for_selector("#waiting li:has-text('timer due at')")
+    said = waiting.text_content()
+    assert re.fullmatch(
+        r"timer due at \d{2}:\d{2}:\d{2}\.\d{3} \(in \d+\.\d min\) \(step cool_down\)", said
+    ), said
+    # The step list: the event step completed, the timer's waits, in journal order.
+    rows = page.locator("#steps tbody tr")
+    page.wait_for_selector("#steps tr[data-step-id='cool_down'] td.status-waiting")
+    assert rows.evaluate_all("rows => rows.map(r => r.dataset.stepId)") == ["approval", "cool_down"]
+    assert (
+        page.locator("#steps tr[data-step-id='approval'] td.status").text_content() == "completed"
+    )
+    with FevexClient(console_server.url, headers=ALICE) as client:
+        client.cancel_run(run.id)
+    assert problems == []

@@ -103,7 +103,8 @@ def test_the_tree_nests_a_workflow_s_children_and_its_totals_add_them_up(
     assert order[at + 1 : at + 3] == [child.id for child in reversed(children)]
     # Roots only: every top-level row has no parent.
     parents = page.locator('#runs tr[data-depth="0"] td.parent').all_text_contents()
-    assert parents and all(parent == "" for parent in parents)
+    assert len(parents) >= 3  # the workflow and the two agents made alone
+    assert set(parents) == {""}
     # The root's tokens and cost are its children's (the workflow runs no model itself).
     child_tokens = sum(child.usage["total_tokens"] for child in children)
     child_cost = sum(view["turn"]["cost"]["amount"] for view in child_views)

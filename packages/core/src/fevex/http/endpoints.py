@@ -160,7 +160,12 @@ class Endpoints:
         return JSONResponse({"runs": [run.to_json() for run in found], "next_after": next_after})
 
     async def get_run_view(self, call: Incoming) -> Response:
-        return JSONResponse(await run_view_json(self.fevex, await self._run(call)))
+        run = await self._run(call)
+
+        def visible(other: AgentRun) -> bool:
+            return same_namespace(other.context, call.caller)
+
+        return JSONResponse(await run_view_json(self.fevex, run, visible))
 
     async def list_events(self, call: Incoming) -> Response:
         run = await self._run(call)

@@ -15,6 +15,7 @@ the server so that the browser never re-implements a projection.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -33,9 +34,12 @@ __all__ = ["run_view_json"]
 MAX_TREE_RUNS = 1000
 
 
-async def run_view_json(fevex: Fevex, run: AgentRun) -> dict[str, Any]:
-    """The view of ``run`` (see the module's description)."""
-    tree = await _tree(fevex, run)
+async def run_view_json(
+    fevex: Fevex, run: AgentRun, visible: Callable[[AgentRun], bool]
+) -> dict[str, Any]:
+    """The view of ``run`` (see the module's description); a descendant ``visible`` refuses
+    is left out with its own descendants, as if it did not exist."""
+    tree = await _tree(fevex, run, visible)
     builder = SpanBuilder(ContentPolicy(), None)
     spans: list[dict[str, Any]] = []
     usage = Usage()
@@ -70,7 +74,7 @@ async def run_view_json(fevex: Fevex, run: AgentRun) -> dict[str, Any]:
     }
 
 
-async def _tree(fevex: Fevex, run: AgentRun) -> list[AgentRun]:
+async def _tree(fevex: Fevex, run: AgentRun, visible: Callable[[AgentRun], bool]) -> list[AgentRun]:
     """``run`` and its descendants, parents before their children, oldest child first."""
     tree = [run]
     position = 0
@@ -78,7 +82,8 @@ async def _tree(fevex: Fevex, run: AgentRun) -> list[AgentRun]:
         parent = tree[position]
         position += 1
         children = await fevex.list_runs(parent_run_id=parent.id, limit=MAX_TREE_RUNS)
-        tree.extend(reversed(children[: MAX_TREE_RUNS - len(tree)]))
+        shown = [child for child in reversed(children) if visible(child)]
+        tree.extend(shown[: MAX_TREE_RUNS - len(tree)])
     return tree
 
 
