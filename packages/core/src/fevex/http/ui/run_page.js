@@ -20,7 +20,7 @@ export function showRun(main, runId, signal, focusSequence = null) {
   let run = null;
   let view = null;
   let children = [];
-  let layer = "messages";
+  let layer = "stream";
   let selected = focusSequence;
   const input = el("div", { id: "input-box" });
   const summary = el("dl", { id: "summary" });
@@ -149,7 +149,8 @@ export function showRun(main, runId, signal, focusSequence = null) {
     for (const button of tabs.querySelectorAll("button")) button.setAttribute("aria-pressed", String(button.dataset.layer === layer));
     if (!view) return;
     const ended = run ? ENDED.has(run.status) : false;
-    replace(talk, conversation(view.messages));
+    replace(talk, conversation(view.messages),
+      run && COMPOSED.has(run.kind) ? el("p", { class: "notice" }, `A ${run.kind} talks through its child runs: see its steps above and the trace below.`) : null);
     replace(chart, stepChart(view.spans, ended));
     replace(trace, waterfall(view.spans, select));
     replace(layerView, renderLayer(layer, view, ended));
