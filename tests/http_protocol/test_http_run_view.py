@@ -10,9 +10,12 @@ from typing import Any
 
 import httpx2
 import pytest
+from examples.demo_app import build_app
 
 from fevex.events import RunEvent, project_run
 from fevex.http import FevexClient, FevexHttpError
+from fevex.http.run_view import run_view_json
+from fevex.observability import InMemoryTraceExporter
 
 GUARD = 60.0
 
@@ -111,3 +114,30 @@ def test_the_document_describes_the_view(shared_server: Any) -> None:
     schema = entry["responses"]["200"]["content"]["application/json"]["schema"]
     assert schema == {"$ref": "#/components/schemas/RunView"}
     assert "spans" in document["components"]["schemas"]["RunView"]["required"]
+
+
+@pytest.mark.anyio
+async def test_the_view_s_spans_are_the_ones_an_exporter_receives() -> None:
+    exporter = InMemoryTraceExporter()
+    async with build_app(None, [exporter]) as app:
+        result = await app.run_agent("support", "What is the status of account 42?")
+        await app.flush_observability()
+        run = await app.get_run(result.run_id)
+        view = await run_view_json(app, run, lambda other: True)
+    exported = {
+        span.span_id: (
+            span.parent_span_id, span.name, span.kind, span.start_ns / 1e6, span.end_ns / 1e6,
+            span.status, span.error_code, dict(span.attributes),
+        )
+        for span in exporter.spans
+    }  # fmt: skip
+    drawn = {
+        span["span_id"]: (
+            span["parent_span_id"], span["name"], span["kind"], span["start_ms"],
+            span["end_ms"], span["status"], span["error_code"], span["attributes"],
+        )
+        for span in view["spans"]
+    }  # fmt: skip
+    assert drawn == exported
+    assert len(drawn) == 4  # the run, two model steps and the tool call
+    assert view["totals"]["usage"] == result.usage.to_json()
