@@ -13,8 +13,7 @@ import pytest
 from examples.demo_app import build_app
 
 from fevex.events import RunEvent, project_run
-from fevex.http import FevexClient, FevexHttpError
-from fevex.http.run_view import run_view_json
+from fevex.http import AsyncFevexClient, FevexClient, FevexHttpError, create_http_app
 from fevex.observability import InMemoryTraceExporter
 
 GUARD = 60.0
@@ -118,12 +117,15 @@ def test_the_document_describes_the_view(shared_server: Any) -> None:
 
 @pytest.mark.anyio
 async def test_the_view_s_spans_are_the_ones_an_exporter_receives() -> None:
+    # In process (the app served over ASGI): the exporter is in the same process.
     exporter = InMemoryTraceExporter()
     async with build_app(None, [exporter]) as app:
         result = await app.run_agent("support", "What is the status of account 42?")
         await app.flush_observability()
-        run = await app.get_run(result.run_id)
-        view = await run_view_json(app, run, lambda other: True)
+        http = create_http_app(app, allow_anonymous=True)
+        transport = httpx2.ASGITransport(app=http)
+        async with AsyncFevexClient("http://localhost", transport=transport) as client:
+            view = await client.get_run_view(result.run_id)
     exported = {
         span.span_id: (
             span.parent_span_id, span.name, span.kind, span.start_ns / 1e6, span.end_ns / 1e6,
