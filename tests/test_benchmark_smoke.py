@@ -98,6 +98,9 @@ def test_the_http_benchmark_runs(tmp_path: Path) -> None:
     run("benchmarks.http.run", "--smoke", "--out", str(out))
     figures = json.loads(out.read_text("utf-8"))
     assert {"throughput", "observers", "slow_consumer"} <= set(figures)
+    # Both peers were read: a frame per write, and a page per write as fevex writes.
+    assert figures["throughput"]["fevex_over_peer"] > 0
+    assert figures["throughput"]["fevex_over_paged_peer"] > 0
 
 
 def test_the_flat_cost_benchmark_runs(tmp_path: Path) -> None:

@@ -2,9 +2,10 @@
 
 1. Throughput: one uvicorn worker streams a finished run of ``--events`` events (fevex:
    ``GET /v1/runs/{id}/events/stream`` over the in-memory store, pages of 100; the peer:
-   the same events' JSON from memory through ``EventSourceResponse``); a client reads each
-   stream to its end, in alternating rounds, and the median events/s of each is reported
-   with their ratio.
+   the same events' JSON from memory through ``EventSourceResponse``, one frame per write
+   and, batched as fevex writes, a page of frames per write); a client reads each stream to
+   its end, in alternating rounds, and the median events/s of each is reported with the
+   ratios.
 2. Observers: ``--observers`` clients (``AsyncFevexClient.observe_run``) observe one run that
    waits for an approval; once every one has received ``run.paused``, the run is approved
    and ticks ``--ticks`` times. Reported: how many observers received every event and the
@@ -104,6 +105,7 @@ async def throughput(events: int, rounds: int) -> dict[str, Any]:
         sides = {
             "fevex": (fevex_url, f"/v1/runs/bench-{events}/events/stream"),
             "sse-starlette": (peer_url, f"/events/{events}"),
+            "sse-starlette, a page per write": (peer_url, f"/pages/{events}"),
         }
         rates: dict[str, list[float]] = {side: [] for side in sides}
         for round_number in range(rounds + 1):
@@ -116,12 +118,15 @@ async def throughput(events: int, rounds: int) -> dict[str, Any]:
                     rates[side].append(events / seconds)
     fevex_rate = statistics.median(rates["fevex"])
     peer_rate = statistics.median(rates["sse-starlette"])
+    paged_rate = statistics.median(rates["sse-starlette, a page per write"])
     return {
         "events": events,
         "rounds": rounds,
         "fevex_events_per_second": round(fevex_rate),
         "peer_events_per_second": round(peer_rate),
         "fevex_over_peer": round(fevex_rate / peer_rate, 3),
+        "paged_peer_events_per_second": round(paged_rate),
+        "fevex_over_paged_peer": round(fevex_rate / paged_rate, 3),
     }
 
 

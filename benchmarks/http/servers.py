@@ -5,9 +5,11 @@
   comma-separated counts; the run of ``count`` events has the id ``bench-<count>``), and
   whose ``gated`` agent waits for an approval and then ticks ``BENCH_TICKS`` times, for the
   observers measurement.
-- ``peer_server``: a minimal sse-starlette endpoint, ``GET /events/{count}``, streaming the
-  JSON of the same synthetic events from memory, one ``EventSourceResponse`` frame each
-  (id, event type, JSON data), as a hand-written endpoint would.
+- ``peer_server``: minimal sse-starlette endpoints streaming the JSON of the same synthetic
+  events from memory: ``GET /events/{count}`` one ``EventSourceResponse`` frame each (id,
+  event type, JSON data), as a hand-written endpoint would, and ``GET /pages/{count}`` the
+  frames of each page of ``BENCH_PAGE_SIZE`` events (100) encoded by sse-starlette's
+  ``ServerSentEvent`` and written together, as fevex writes them.
 """
 
 from __future__ import annotations
@@ -146,20 +148,39 @@ def fevex_server() -> Any:
 
 
 def peer_server() -> Any:
-    from sse_starlette.sse import EventSourceResponse
+    from sse_starlette.sse import EventSourceResponse, ServerSentEvent
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.routing import Route
 
+    page_size = int(os.environ.get("BENCH_PAGE_SIZE", "100"))
+
+    def frame(event: RunEvent) -> dict[str, str]:
+        data = json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":"))
+        return {"id": event.id, "event": event.type, "data": data}
+
     async def events(request: Request) -> EventSourceResponse:
         count = int(request.path_params["count"])
-        run_id = f"bench-{count}"
 
         async def frames() -> AsyncIterator[dict[str, str]]:
-            for event in synthetic_events(run_id, count):
-                data = json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":"))
-                yield {"id": event.id, "event": event.type, "data": data}
+            for event in synthetic_events(f"bench-{count}", count):
+                yield frame(event)
 
         return EventSourceResponse(frames())
 
-    return Starlette(routes=[Route("/events/{count}", events)])
+    async def pages(request: Request) -> EventSourceResponse:
+        count = int(request.path_params["count"])
+
+        async def chunks() -> AsyncIterator[bytes]:
+            page: list[bytes] = []
+            for event in synthetic_events(f"bench-{count}", count):
+                page.append(ServerSentEvent(**frame(event)).encode())
+                if len(page) == page_size:
+                    yield b"".join(page)  # sse-starlette writes bytes as they are
+                    page = []
+            if page:
+                yield b"".join(page)
+
+        return EventSourceResponse(chunks())
+
+    return Starlette(routes=[Route("/events/{count}", events), Route("/pages/{count}", pages)])
