@@ -2,7 +2,8 @@
 network namespace of its own with its own address, on one PostgreSQL server they reach over
 a virtual bridge (see ``network_hosts``).
 
-Each round has a fresh database. The round's jobs (``worker_hosts_app``: a workflow that
+The rounds share one database, and each adds hosts to the ones already working (so that
+only the new workers start). A round's jobs (``worker_hosts_app``: a workflow that
 waits on a durable timer, then runs a tool-call agent run as its child) are created from
 the root namespace, all due at one moment ``T0`` after every worker is up; the workers'
 wake-up passes claim them. The figure is the round's agent runs (one tool call each) over
@@ -116,9 +117,18 @@ class Workers:
         concurrency: int = CONCURRENCY,
     ) -> None:
         self.directory = directory
+        self.url = url
+        self.environment = environment
+        self.concurrency = concurrency
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.add(hosts)
+
+    def add(self, hosts: Sequence[Host]) -> None:
+        """Start a worker on each of ``hosts``."""
+        concurrency, url = self.concurrency, self.url
+        directory = self.directory
         for host in hosts:
-            env = {**environment, "FEVEX_HOSTS_NAME": host.name}
+            env = {**self.environment, "FEVEX_HOSTS_NAME": host.name}
             with (
                 open(directory / f"{host.name}.out", "wb") as out,
                 open(directory / f"{host.name}.err", "wb") as err,
@@ -238,42 +248,36 @@ def _timestamp(text: str) -> float:
 
 
 async def measure_round(
-    lab: Cluster, workers: int, jobs: int, directory: Path, lease: float = LEASE_SECONDS
+    app: Any, workers: Workers, effects: Path, jobs: int
 ) -> dict[str, Any]:
-    """One round: ``workers`` hosts run ``jobs`` jobs; runs/s and the machine's load."""
+    """One round: the ``workers`` running now run ``jobs`` new jobs; runs/s and how busy
+    the machine was."""
     from benchmarks.durable.postgres_workers import machine_busy, machine_cpu
 
-    local, remote = lab.database(f"hosts_{workers}")
-    effects = directory / f"effects-{workers}"
-    effects.mkdir()
-    app = submitter_app(local, lease)
-    running = Workers(
-        lab.network.hosts[:workers], remote, directory, worker_environment(effects, lease)
-    )
-    try:
-        await asyncio.to_thread(running.wait_ready)
-        started = time.time()
-        # Due once they are all stored: a second and a few milliseconds per job from now.
-        due_at = started + 1.0 + jobs * 0.01
-        await submit(app, jobs, due_at)
-        submitted = time.time()
-        await asyncio.sleep(max(due_at - time.time(), 0.0))
-        before = machine_cpu()
-        await wait_until_done(app)
-        busy = machine_busy(before)
-        agents = await all_runs(app, "agent")
-        flows = await all_runs(app, "workflow")
-    finally:
-        statuses = await asyncio.to_thread(running.stop)
-        await app.close()
+    await asyncio.to_thread(workers.wait_ready)
+    started = time.time()
+    # Due once they are all stored: a second and a few milliseconds per job from now.
+    due_at = started + 1.0 + jobs * 0.01
+    ids = set(await submit(app, jobs, due_at))
+    submitted = time.time()
+    await asyncio.sleep(max(due_at - time.time(), 0.0))
+    before = machine_cpu()
+    await wait_until_done(app)
+    busy = machine_busy(before)
+    flows = [run for run in await all_runs(app, "workflow") if run.id in ids]
+    agents = [run for run in await all_runs(app, "agent") if run.parent_run_id in ids]
     completed = [run for run in agents if run.status == "completed"]
     if len(completed) != jobs or any(run.status != "completed" for run in flows):
         raise RuntimeError(f"{jobs - len(completed)} of {jobs} jobs did not complete")
-    effect_lines = sum(len(path.read_text().splitlines()) for path in effects.iterdir())
+    effect_lines = sum(
+        len(path.read_text().splitlines())
+        for path in effects.iterdir()
+        if path.name.split(".")[0] in {run.id for run in agents}
+    )
     start = max(due_at, submitted)
     end = max(_timestamp(run.updated_at) for run in flows)
     return {
-        "workers": workers,
+        "workers": len(workers.processes),
         "jobs": jobs,
         "agent_runs_completed": len(completed),
         "effects": effect_lines,
@@ -281,17 +285,28 @@ async def measure_round(
         "runs_per_second": jobs / (end - start),
         "submitted_late": submitted > due_at,
         "machine_busy": busy,
-        "exit_statuses": statuses,
     }
 
 
-async def measure(jobs: int, workers: Sequence[int], directory: Path) -> dict[str, Any]:
-    with cluster(max(workers)) as lab:
+async def measure(jobs: int, counts: Sequence[int], directory: Path) -> dict[str, Any]:
+    """Rounds of ``jobs`` jobs on one database, with more hosts each round: the workers of
+    a round keep running into the next, which starts only the ones it adds."""
+    with cluster(max(counts)) as lab:
+        local, remote = lab.database("hosts")
+        effects = directory / "effects"
+        effects.mkdir()
+        app = submitter_app(local, LEASE_SECONDS)
+        running = Workers((), remote, directory, worker_environment(effects, LEASE_SECONDS))
         rows = []
-        for count in workers:
-            row = await measure_round(lab, count, jobs, directory)
-            print(f"workers as hosts: {row}", file=sys.stderr, flush=True)
-            rows.append(row)
+        try:
+            for count in sorted(counts):
+                running.add(lab.network.hosts[len(running.processes) : count])
+                row = await measure_round(app, running, effects, jobs)
+                print(f"workers as hosts: {row}", file=sys.stderr, flush=True)
+                rows.append(row)
+        finally:
+            statuses = await asyncio.to_thread(running.stop)
+            await app.close()
     return {
         "benchmark": "worker_hosts",
         "machine": timing.machine(),
@@ -299,6 +314,7 @@ async def measure(jobs: int, workers: Sequence[int], directory: Path) -> dict[st
         "concurrency": CONCURRENCY,
         "session_timeouts": TIMEOUTS,
         "rows": rows,
+        "exit_statuses": statuses,
     }
 
 
