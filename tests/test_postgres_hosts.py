@@ -249,9 +249,7 @@ async def test_a_host_cut_off_mid_run_is_fenced_and_its_runs_are_taken_over(
     assert len(uncertain) <= worker_hosts.CONCURRENCY
 
     # No effect repeated: one line per call of a completed run, at most one otherwise.
-    lines = {
-        path.name: path.read_text().splitlines() for path in sorted(effects.iterdir())
-    }
+    lines = {path.name: path.read_text().splitlines() for path in sorted(effects.iterdir())}
     assert set(lines) <= {f"{agent.id}.call-1" for agent in agents}
     for agent in agents:
         recorded = lines.get(f"{agent.id}.call-1", [])

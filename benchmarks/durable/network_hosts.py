@@ -138,8 +138,7 @@ class HostNetwork:
         )
         if completed.returncode != 0:
             raise NetworkUnavailable(
-                f"nftables could not drop packets in {host.namespace}: "
-                f"{completed.stderr.strip()}"
+                f"nftables could not drop packets in {host.namespace}: {completed.stderr.strip()}"
             )
 
     def restore(self, host: Host) -> None:
@@ -193,6 +192,7 @@ def listening_on(url: str, address: str, clients: str) -> Iterator[str]:
     ``listen_addresses`` (that server binds only 127.0.0.1, and a command-line setting
     cannot be changed by ``ALTER SYSTEM``)."""
     import psycopg
+
     from fevex_postgres.testing import find_postgres_bin
 
     libpq = url.replace("postgresql+psycopg://", "postgresql://", 1)

@@ -6,7 +6,7 @@ The rounds share one database, and each adds hosts to the ones already working (
 only the new workers start). A round's jobs (``worker_hosts_app``: a workflow that
 waits on a durable timer, then runs a tool-call agent run as its child) are created from
 the root namespace, all due at one moment ``T0`` after every worker is up; the workers'
-wake-up passes claim them. The figure is the round's agent runs (one tool call each) over
+wake-up passes claim them (after a warm-up of a few jobs per worker). The figure is the round's agent runs (one tool call each) over
 the time from ``T0`` to the last job's end, by the store's timestamps; beside it, how busy
 the whole machine was meanwhile (``/proc/stat``: server, workers, the rest).
 
@@ -33,8 +33,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from fevex_postgres.testing import PostgresNotAvailable
-
 from benchmarks.durable import timing
 from benchmarks.durable.network_hosts import (
     Host,
@@ -43,6 +41,7 @@ from benchmarks.durable.network_hosts import (
     listening_on,
     worker_command,
 )
+from fevex_postgres.testing import PostgresNotAvailable
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "benchmarks.durable.worker_hosts_app:build_app"
@@ -50,6 +49,7 @@ WORKERS = (1, 2, 4, 8)
 JOBS = 200
 SMOKE_JOBS = 12
 CONCURRENCY = 2
+WARMUP_JOBS_PER_WORKER = 4
 INTERVAL = 0.1
 # Every wait below is bounded by one of these.
 READY_SECONDS = 120
@@ -243,18 +243,29 @@ def submitter_app(url: str, lease: float, log: Path | None = None) -> Any:
     return build_app(url, log=logged, host="submitter", lease_seconds=lease)
 
 
+def _effect_lines(effects: Path, run_ids: set[str]) -> int:
+    """The effects the runs ``run_ids`` recorded: lines of their files."""
+    return sum(
+        len(path.read_text().splitlines())
+        for path in effects.iterdir()
+        if path.name.split(".")[0] in run_ids
+    )
+
+
 def _timestamp(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-async def measure_round(
-    app: Any, workers: Workers, effects: Path, jobs: int
-) -> dict[str, Any]:
+async def measure_round(app: Any, workers: Workers, effects: Path, jobs: int) -> dict[str, Any]:
     """One round: the ``workers`` running now run ``jobs`` new jobs; runs/s and how busy
     the machine was."""
     from benchmarks.durable.postgres_workers import machine_busy, machine_cpu
 
     await asyncio.to_thread(workers.wait_ready)
+    # Warm-up, not counted: each new worker's first runs open its connections and prepare
+    # its statements.
+    await submit(app, WARMUP_JOBS_PER_WORKER * len(workers.processes), time.time())
+    await wait_until_done(app)
     started = time.time()
     # Due once they are all stored: a second and a few milliseconds per job from now.
     due_at = started + 1.0 + jobs * 0.01
@@ -269,11 +280,7 @@ async def measure_round(
     completed = [run for run in agents if run.status == "completed"]
     if len(completed) != jobs or any(run.status != "completed" for run in flows):
         raise RuntimeError(f"{jobs - len(completed)} of {jobs} jobs did not complete")
-    effect_lines = sum(
-        len(path.read_text().splitlines())
-        for path in effects.iterdir()
-        if path.name.split(".")[0] in {run.id for run in agents}
-    )
+    effect_lines = await asyncio.to_thread(_effect_lines, effects, {run.id for run in agents})
     start = max(due_at, submitted)
     end = max(_timestamp(run.updated_at) for run in flows)
     return {

@@ -28,14 +28,21 @@ from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 from typing import Any
 
-from fevex_postgres import PostgresRunStore
 from pydantic import BaseModel
 
-from fevex import Fevex, ToolContext, WorkflowStep, create_fevex, define_agent, define_tool
-from fevex import define_workflow
+from fevex import (
+    Fevex,
+    ToolContext,
+    WorkflowStep,
+    create_fevex,
+    define_agent,
+    define_tool,
+    define_workflow,
+)
 from fevex.errors import FevexError
 from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, ToolCall
 from fevex.runtime import ExecutionCommit, ExecutionCreate, RunLease, RunTakeover
+from fevex_postgres import PostgresRunStore
 
 AGENT = "clerk"
 WORKFLOW = "job"
