@@ -300,12 +300,12 @@ async def test_a_host_cut_off_mid_run_is_fenced_and_its_runs_are_taken_over(
     for attempt in fenced:
         assert attempt["outcome"] != "ok", attempt
         assert not set(attempt.get("events", ())) & stored, attempt
-    # The store's refusal, once the link was back; a commit whose run host0 stopped
-    # meanwhile (its workflow lost the lease too) ends cancelled, having written nothing.
+    # Sent into the cut, each ended only after the restore: refused by the store once TCP
+    # delivered it (LEASE_LOST), or given up by host0 itself when the run's workflow, whose
+    # lease it also held, lost that lease (the in-flight statement is then cancelled); in
+    # either case nothing it carried was stored (above).
     assert {attempt["outcome"] for attempt in commits} <= {"LEASE_LOST", "CancelledError"}
-    assert any(
-        attempt["outcome"] == "LEASE_LOST" and attempt["end"] > restored for attempt in commits
-    ), commits
+    assert any(attempt["end"] > restored for attempt in commits), commits
 
 
 def test_the_workers_as_hosts_benchmark_measures_one_to_eight_hosts(tmp_path: Path) -> None:
