@@ -3,12 +3,13 @@ network namespace of its own with its own address, on one PostgreSQL server they
 a virtual bridge (see ``network_hosts``).
 
 The rounds share one database, and each adds hosts to the ones already working (so that
-only the new workers start). A round's jobs (``worker_hosts_app``: a workflow that
-waits on a durable timer, then runs a tool-call agent run as its child) are created from
-the root namespace, all due at one moment ``T0`` after every worker is up; the workers'
-wake-up passes claim them (after a warm-up of a few jobs per worker). The figure is the round's agent runs (one tool call each) over
-the time from ``T0`` to the last job's end, by the store's timestamps; beside it, how busy
-the whole machine was meanwhile (``/proc/stat``: server, workers, the rest).
+only the new workers start). A round's jobs (``worker_hosts_app``: a workflow that waits on
+a durable timer, then runs a tool-call agent run as its child) are created from the root
+namespace, all due at one moment ``T0`` after every worker is up and a warm-up of a few jobs
+per worker; the workers' wake-up passes claim them. The figure is the round's agent runs
+(one tool call each) over the time from ``T0`` to the last job's end, by the store's
+timestamps; beside it, how busy the whole machine was meanwhile (``/proc/stat``: server,
+workers, the rest).
 
 Run as root with ``python -m benchmarks.durable.worker_hosts [--jobs 200] [--smoke]
 [--out FILE]``; ``--smoke`` runs 12 jobs per round, in seconds. It needs ``ip``, ``nft``
@@ -41,7 +42,6 @@ from benchmarks.durable.network_hosts import (
     listening_on,
     worker_command,
 )
-from fevex_postgres.testing import PostgresNotAvailable
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "benchmarks.durable.worker_hosts_app:build_app"
@@ -340,6 +340,8 @@ def table(result: Mapping[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from fevex_postgres.testing import PostgresNotAvailable
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=JOBS)
     parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_JOBS} jobs per round")
