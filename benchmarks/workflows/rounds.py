@@ -56,6 +56,8 @@ SIDES = (
     ("dbos", "poll-10ms"),
     ("langgraph", "default"),
     ("langgraph", "sync"),
+    ("langgraph", "blocking"),
+    ("langgraph", "blocking-sync"),
 )
 MODULES = {
     "fevex": "benchmarks.workflows.with_fevex",
