@@ -10,21 +10,32 @@ which says whether more workers could have found a free core at all.
 
 ``pgbench`` then runs on the same server, in a database of its own (``pgbench -i -s 10``):
 its builtin ``tpcb-like`` script (five statements, three updates, one transaction) and
-``select-only``, each with ``-c N -j N`` for the same N and window length, median of the
-windows. A fevex run is four write transactions (see ``tool_call_runs``), so the figures
-that compare are four times runs/s against tpcb-like TPS.
+``select-only``, and a script of one statement, ``INSERT`` of a JSON document (of about
+the size a commit sends: :data:`JSONB_DOCUMENT`) into a ``jsonb`` column of a table with a
+primary key, sent as a prepared statement (``-M prepared``, as fevex sends its writes), each
+with ``-c N -j N`` for the same N and window length, median of the windows. A fevex run is
+four write transactions (see ``tool_call_runs``), so the figures that compare are four
+times runs/s (commits/s) against tpcb-like and jsonb-insert TPS.
 
-Run with ``python -m benchmarks.durable.postgres_workers [--out FILE] [--postgres-url URL]``.
+``--durable`` makes the throwaway server durable before anything is measured: ``fsync``,
+``synchronous_commit`` and ``full_page_writes`` on (``ALTER SYSTEM``, then a reload; read
+back into the result's ``postgres_settings``), so that every commit, fevex's and pgbench's
+alike, waits for its WAL flush.
+
+Run with ``python -m benchmarks.durable.postgres_workers [--out FILE] [--postgres-url URL]
+[--durable]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
 import re
 import statistics
 import subprocess
+import tempfile
 import time
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -38,9 +49,36 @@ WINDOW_SECONDS = 3.0
 WINDOWS = 3
 WARMUP_RUNS = 5
 PGBENCH_SCALE = 10
+# The one-statement pgbench script's document: about the size of a commit's events and
+# fields (1-2 KB of JSON, see tool_call_runs), nested as they are.
+JSONB_DOCUMENT = json.dumps(
+    {
+        "events": [
+            {
+                "id": f"evt_{index:04d}",
+                "sequence": index,
+                "type": "tool.completed",
+                "data": {"call_id": f"call_{index}", "output": "x" * 120, "ok": True},
+            }
+            for index in range(5)
+        ],
+        "run": {
+            "status": "running",
+            "revision": 3,
+            "updated_at": 1764700000.25,
+            "checkpoint": {"messages": [{"role": "user", "content": "y" * 200}]},
+        },
+    }
+)
+JSONB_SCRIPT = f"""\\set id random(1, 1000000000)
+INSERT INTO jsonb_insert (key, document) VALUES (:id, '{JSONB_DOCUMENT}'::jsonb);
+"""
+DURABLE_SETTINGS = ("fsync", "synchronous_commit", "full_page_writes")
 BARRIER_TIMEOUT_SECONDS = 120
 # A window never runs more runs than this per worker, however fast the server.
 MAX_RUNS_PER_WINDOW = 100_000
+# One create_execution and three commit_execution, each its own transaction.
+COMMITS_PER_RUN = 4
 
 
 def worker(
@@ -162,11 +200,26 @@ class Pgbench:
         ]
         self.version = self._run("--version", connect=False).strip()
         self._run("-i", "-q", "-s", str(PGBENCH_SCALE))
+        import psycopg
 
-    def tps(self, clients: int, seconds: float, *, select_only: bool) -> float:
-        script = ["-S"] if select_only else []
+        with psycopg.connect(stores.libpq_url(self.url), autocommit=True) as connection:
+            connection.execute(
+                "CREATE TABLE jsonb_insert"
+                " (id bigserial PRIMARY KEY, key bigint NOT NULL, document jsonb NOT NULL)"
+            )
+        self._folder = tempfile.TemporaryDirectory(prefix="fevex-pgbench-")
+        self.jsonb_script = Path(self._folder.name) / "jsonb_insert.sql"
+        self.jsonb_script.write_text(JSONB_SCRIPT, encoding="utf-8")
+
+    def tps(self, clients: int, seconds: float, *, script: str) -> float:
+        """TPS of ``script``: "tpcb-like", "select-only" (builtins) or "jsonb-insert"."""
+        chosen = {
+            "tpcb-like": [],
+            "select-only": ["-S"],
+            "jsonb-insert": ["-M", "prepared", "-f", str(self.jsonb_script)],
+        }[script]
         output = self._run(
-            *script, "-c", str(clients), "-j", str(clients), "-T", str(round(seconds))
+            *chosen, "-c", str(clients), "-j", str(clients), "-T", str(round(seconds))
         )
         found = re.search(r"tps = ([\d.]+) \(without initial connection time\)", output)
         if found is None:
@@ -183,7 +236,54 @@ class Pgbench:
         return completed.stdout + completed.stderr
 
 
-def measure(url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS) -> dict[str, Any]:
+def make_durable(url: str) -> None:
+    """Restart the server of ``url`` (a throwaway one on this machine) with its durability
+    settings on, and check that they took. The throwaway server is started with them off
+    on its command line, which no ``ALTER SYSTEM`` overrides: the restart keeps every other
+    option it was started with (``postmaster.opts``)."""
+    import os
+    import shlex
+    import shutil
+
+    import psycopg
+
+    from fevex_postgres.testing import find_postgres_bin
+
+    with psycopg.connect(stores.libpq_url(url), autocommit=True) as connection:
+        row = connection.execute("SHOW data_directory").fetchone()
+    assert row is not None
+    data = Path(row[0])
+    options = shlex.split((data / "postmaster.opts").read_text(encoding="utf-8"))[1:]
+    kept = []
+    while options:
+        option = options.pop(0)
+        if option == "-D":
+            options.pop(0)
+            continue
+        if option.split("=", 1)[0] in DURABLE_SETTINGS:
+            option = option.split("=", 1)[0] + "=on"
+        kept.append(option)
+    # PostgreSQL runs as its own user when this runs as root (fevex_postgres.testing).
+    runuser = shutil.which("runuser")
+    as_server_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 and runuser else []
+    command = [*as_server_user, str(find_postgres_bin() / "pg_ctl"), "restart", "-D", str(data)]
+    # The server's output goes to its log (as fevex_postgres.testing starts it), not to a
+    # pipe that would stay open for as long as the server runs.
+    log = data.parent / "server.log"
+    command += ["-l", str(log), "-m", "fast", "-w", "-t", "60", "-o", shlex.join(kept)]
+    subprocess.run(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True, timeout=90
+    )
+    settings = stores.server_settings(url)
+    if not all(settings[name] == "on" for name in DURABLE_SETTINGS):
+        raise RuntimeError(f"the server did not turn durable: {settings}")
+
+
+def measure(
+    url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS, *, durable: bool = False
+) -> dict[str, Any]:
+    if durable:
+        make_durable(url)
     asyncio.run(_migrate(url))
     pgbench = Pgbench(url)
     # The baseline of worker CPU per run: one worker process, the same runs and windows,
@@ -200,13 +300,18 @@ def measure(url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS) -
         )
         median = fevex[len(fevex) // 2]
         before = machine_cpu()
-        tpcb = [pgbench.tps(workers, seconds, select_only=False) for _ in range(windows)]
+        tpcb = [pgbench.tps(workers, seconds, script="tpcb-like") for _ in range(windows)]
         tpcb_busy = machine_busy(before)
-        select = [pgbench.tps(workers, seconds, select_only=True) for _ in range(windows)]
+        before = machine_cpu()
+        jsonb = [pgbench.tps(workers, seconds, script="jsonb-insert") for _ in range(windows)]
+        jsonb_busy = machine_busy(before)
+        select = [pgbench.tps(workers, seconds, script="select-only") for _ in range(windows)]
+        commits = median["runs_per_second"] * COMMITS_PER_RUN
         rows.append(
             {
                 "workers": workers,
                 "fevex_runs_per_second": median["runs_per_second"],
+                "fevex_commits_per_second": commits,
                 "worker_cpu_cores": median["worker_cpu_cores"],
                 "worker_cpu_ms_per_run": median["worker_cpu_ms_per_run"],
                 "worker_cpu_vs_memory": (
@@ -216,10 +321,15 @@ def measure(url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS) -
                 "pgbench_tpcb_machine_busy": tpcb_busy,
                 "fevex_windows": fevex,
                 "pgbench_tpcb_tps": statistics.median(tpcb),
+                "commits_vs_tpcb": commits / statistics.median(tpcb),
+                "pgbench_jsonb_insert_tps": statistics.median(jsonb),
+                "pgbench_jsonb_insert_machine_busy": jsonb_busy,
+                "commits_vs_jsonb_insert": commits / statistics.median(jsonb),
                 "pgbench_select_only_tps": statistics.median(select),
             }
         )
         print(f"postgres workers: {rows[-1]}", flush=True)
+    best = max(rows, key=lambda row: row["fevex_commits_per_second"])
     return {
         "benchmark": "postgres_workers",
         "machine": timing.machine(),
@@ -227,8 +337,22 @@ def measure(url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS) -
         "windows": windows,
         "pgbench": {"version": pgbench.version, "scale": PGBENCH_SCALE},
         "postgres_settings": stores.server_settings(url),
+        "durable": durable,
         "memory_worker": memory,
         "rows": rows,
+        # The targets' figures: fevex's commits/s at its best worker count against pgbench's
+        # at the same client count and at pgbench's own best.
+        "best": {
+            "workers": best["workers"],
+            "fevex_commits_per_second": best["fevex_commits_per_second"],
+            "commits_vs_tpcb": best["commits_vs_tpcb"],
+            "commits_vs_jsonb_insert": best["commits_vs_jsonb_insert"],
+            "commits_vs_best_jsonb_insert": best["fevex_commits_per_second"]
+            / max(row["pgbench_jsonb_insert_tps"] for row in rows),
+            "commits_vs_best_tpcb": best["fevex_commits_per_second"]
+            / max(row["pgbench_tpcb_tps"] for row in rows),
+            "worker_cpu_vs_memory_max": max(row["worker_cpu_vs_memory"] for row in rows),
+        },
     }
 
 
@@ -243,9 +367,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--postgres-url", help="use this server instead of a throwaway one")
     parser.add_argument("--windows", type=int, default=WINDOWS)
     parser.add_argument("--seconds", type=float, default=WINDOW_SECONDS)
+    parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="turn fsync, synchronous_commit and full_page_writes on first",
+    )
     arguments = parser.parse_args(argv)
     with stores.postgres_url(arguments.postgres_url) as url:
-        result = measure(url, arguments.windows, arguments.seconds)
+        result = measure(url, arguments.windows, arguments.seconds, durable=arguments.durable)
     timing.write_result(arguments.out, result)
 
 
