@@ -6,7 +6,10 @@ windows that all workers start together (a barrier). Runs/s is the sum over work
 runs completed in a window over that window's length; the figure is the median window.
 Next to it: the CPU the workers used (busy cores, and CPU milliseconds per run), and how
 busy the whole machine was meanwhile (``/proc/stat``: server, workers and anything else),
-which says whether more workers could have found a free core at all.
+which says whether more workers could have found a free core at all. The baseline of worker
+CPU per run is one worker on the in-memory store; a second one, after the one-worker
+PostgreSQL windows, is the in-memory store whose every write first sleeps as long as a
+PostgreSQL write took there: what waiting itself costs a client on the machine.
 
 ``pgbench`` then runs on the same server, in a database of its own (``pgbench -i -s 10``):
 its builtin ``tpcb-like`` script (five statements, three updates, one transaction) and
@@ -96,7 +99,13 @@ async def _work(
     from fevex.runtime import InMemoryRunStore, RunStore
     from fevex_postgres import PostgresRunStore
 
-    store: RunStore = InMemoryRunStore() if kind == "memory" else PostgresRunStore(url)
+    store: RunStore
+    if kind == "memory":
+        store = InMemoryRunStore()
+    elif kind.startswith("memory-waiting:"):
+        store = _waiting_memory_store(float(kind.split(":", 1)[1]))
+    else:
+        store = PostgresRunStore(url)
     app = build_app(store)
     for _ in range(WARMUP_RUNS):
         await run_once(app)
@@ -113,6 +122,24 @@ async def _work(
         counted.append((runs, time.perf_counter() - start, time.process_time() - cpu))
     await app.close()
     results.put(counted)
+
+
+def _waiting_memory_store(seconds: float) -> Any:
+    """The in-memory store, each of whose writes first waits ``seconds`` (``asyncio.sleep``):
+    the client's CPU of a run that waits for its writes as long as PostgreSQL's take, with
+    no I/O and no driver. The part of PostgreSQL's worker CPU above it is the store's own."""
+    from fevex.runtime import ExecutionCommit, ExecutionCreate, InMemoryRunStore, RunLease
+
+    class WaitingMemoryStore(InMemoryRunStore):
+        async def create_execution(self, create: ExecutionCreate) -> RunLease:
+            await asyncio.sleep(seconds)
+            return await super().create_execution(create)
+
+        async def commit_execution(self, commit: ExecutionCommit) -> None:
+            await asyncio.sleep(seconds)
+            await super().commit_execution(commit)
+
+    return WaitingMemoryStore()
 
 
 def machine_cpu() -> tuple[int, int] | None:
@@ -294,6 +321,7 @@ def measure(
     )[windows // 2]
     print(f"in-memory worker: {memory}", flush=True)
     rows = []
+    waiting: dict[str, Any] = {}
     for workers in WORKERS:
         fevex = sorted(
             fevex_windows(url, workers, windows, seconds), key=lambda w: w["runs_per_second"]
@@ -329,6 +357,19 @@ def measure(
             }
         )
         print(f"postgres workers: {rows[-1]}", flush=True)
+        if workers == 1:
+            # The same runs on the in-memory store, each write waiting as long as one
+            # PostgreSQL write took here (its share of a run's wall time beyond memory's).
+            wait = max(
+                (1 / median["runs_per_second"] - 1 / memory["runs_per_second"]) / COMMITS_PER_RUN,
+                0.0,
+            )
+            waiting = sorted(
+                fevex_windows(url, 1, windows, seconds, kind=f"memory-waiting:{wait}"),
+                key=lambda w: w["worker_cpu_ms_per_run"],
+            )[windows // 2]
+            waiting["wait_seconds_per_write"] = wait
+            print(f"in-memory worker waiting like PostgreSQL: {waiting}", flush=True)
     best = max(rows, key=lambda row: row["fevex_commits_per_second"])
     return {
         "benchmark": "postgres_workers",
@@ -339,6 +380,7 @@ def measure(
         "postgres_settings": stores.server_settings(url),
         "durable": durable,
         "memory_worker": memory,
+        "waiting_memory_worker": waiting,
         "rows": rows,
         # The targets' figures: fevex's commits/s at its best worker count against pgbench's
         # at the same client count and at pgbench's own best.
@@ -352,6 +394,8 @@ def measure(
             "commits_vs_best_tpcb": best["fevex_commits_per_second"]
             / max(row["pgbench_tpcb_tps"] for row in rows),
             "worker_cpu_vs_memory_max": max(row["worker_cpu_vs_memory"] for row in rows),
+            "worker_cpu_vs_waiting_memory_max": max(row["worker_cpu_ms_per_run"] for row in rows)
+            / waiting["worker_cpu_ms_per_run"],
         },
     }
 
