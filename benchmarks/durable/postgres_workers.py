@@ -315,59 +315,19 @@ def measure(
     pgbench = Pgbench(url)
     # The baseline of worker CPU per run: one worker process, the same runs and windows,
     # on the in-memory store (which persists nothing).
-    memory = sorted(
-        fevex_windows(url, 1, windows, seconds, kind="memory"),
-        key=lambda w: w["worker_cpu_ms_per_run"],
-    )[windows // 2]
+    memory = _median_cpu_window(url, windows, seconds, "memory")
     print(f"in-memory worker: {memory}", flush=True)
     rows = []
     waiting: dict[str, Any] = {}
     for workers in WORKERS:
-        fevex = sorted(
-            fevex_windows(url, workers, windows, seconds), key=lambda w: w["runs_per_second"]
-        )
-        median = fevex[len(fevex) // 2]
-        before = machine_cpu()
-        tpcb = [pgbench.tps(workers, seconds, script="tpcb-like") for _ in range(windows)]
-        tpcb_busy = machine_busy(before)
-        before = machine_cpu()
-        jsonb = [pgbench.tps(workers, seconds, script="jsonb-insert") for _ in range(windows)]
-        jsonb_busy = machine_busy(before)
-        select = [pgbench.tps(workers, seconds, script="select-only") for _ in range(windows)]
-        commits = median["runs_per_second"] * COMMITS_PER_RUN
-        rows.append(
-            {
-                "workers": workers,
-                "fevex_runs_per_second": median["runs_per_second"],
-                "fevex_commits_per_second": commits,
-                "worker_cpu_cores": median["worker_cpu_cores"],
-                "worker_cpu_ms_per_run": median["worker_cpu_ms_per_run"],
-                "worker_cpu_vs_memory": (
-                    median["worker_cpu_ms_per_run"] / memory["worker_cpu_ms_per_run"]
-                ),
-                "machine_busy": median["machine_busy"],
-                "pgbench_tpcb_machine_busy": tpcb_busy,
-                "fevex_windows": fevex,
-                "pgbench_tpcb_tps": statistics.median(tpcb),
-                "commits_vs_tpcb": commits / statistics.median(tpcb),
-                "pgbench_jsonb_insert_tps": statistics.median(jsonb),
-                "pgbench_jsonb_insert_machine_busy": jsonb_busy,
-                "commits_vs_jsonb_insert": commits / statistics.median(jsonb),
-                "pgbench_select_only_tps": statistics.median(select),
-            }
-        )
+        rows.append(_row(url, pgbench, workers, windows, seconds, memory))
         print(f"postgres workers: {rows[-1]}", flush=True)
         if workers == 1:
             # The same runs on the in-memory store, each write waiting as long as one
             # PostgreSQL write took here (its share of a run's wall time beyond memory's).
-            wait = max(
-                (1 / median["runs_per_second"] - 1 / memory["runs_per_second"]) / COMMITS_PER_RUN,
-                0.0,
-            )
-            waiting = sorted(
-                fevex_windows(url, 1, windows, seconds, kind=f"memory-waiting:{wait}"),
-                key=lambda w: w["worker_cpu_ms_per_run"],
-            )[windows // 2]
+            per_run = 1 / rows[0]["fevex_runs_per_second"] - 1 / memory["runs_per_second"]
+            wait = max(per_run / COMMITS_PER_RUN, 0.0)
+            waiting = _median_cpu_window(url, windows, seconds, f"memory-waiting:{wait}")
             waiting["wait_seconds_per_write"] = wait
             print(f"in-memory worker waiting like PostgreSQL: {waiting}", flush=True)
     best = max(rows, key=lambda row: row["fevex_commits_per_second"])
@@ -397,6 +357,51 @@ def measure(
             "worker_cpu_vs_waiting_memory_max": max(row["worker_cpu_ms_per_run"] for row in rows)
             / waiting["worker_cpu_ms_per_run"],
         },
+    }
+
+
+def _median_cpu_window(url: str, windows: int, seconds: float, kind: str) -> dict[str, Any]:
+    """One worker on a store of ``kind``: its window of median CPU per run."""
+    measured = fevex_windows(url, 1, windows, seconds, kind=kind)
+    return sorted(measured, key=lambda w: w["worker_cpu_ms_per_run"])[windows // 2]
+
+
+def _row(
+    url: str, pgbench: Pgbench, workers: int, windows: int, seconds: float, memory: dict[str, Any]
+) -> dict[str, Any]:
+    """fevex with ``workers`` worker processes, then pgbench's scripts with as many clients."""
+    fevex = sorted(
+        fevex_windows(url, workers, windows, seconds), key=lambda w: w["runs_per_second"]
+    )
+    median = fevex[len(fevex) // 2]
+    before = machine_cpu()
+    tpcb = statistics.median(
+        pgbench.tps(workers, seconds, script="tpcb-like") for _ in range(windows)
+    )
+    tpcb_busy = machine_busy(before)
+    before = machine_cpu()
+    jsonb = statistics.median(
+        pgbench.tps(workers, seconds, script="jsonb-insert") for _ in range(windows)
+    )
+    jsonb_busy = machine_busy(before)
+    select = [pgbench.tps(workers, seconds, script="select-only") for _ in range(windows)]
+    commits = median["runs_per_second"] * COMMITS_PER_RUN
+    return {
+        "workers": workers,
+        "fevex_runs_per_second": median["runs_per_second"],
+        "fevex_commits_per_second": commits,
+        "worker_cpu_cores": median["worker_cpu_cores"],
+        "worker_cpu_ms_per_run": median["worker_cpu_ms_per_run"],
+        "worker_cpu_vs_memory": median["worker_cpu_ms_per_run"] / memory["worker_cpu_ms_per_run"],
+        "machine_busy": median["machine_busy"],
+        "pgbench_tpcb_machine_busy": tpcb_busy,
+        "fevex_windows": fevex,
+        "pgbench_tpcb_tps": tpcb,
+        "commits_vs_tpcb": commits / tpcb,
+        "pgbench_jsonb_insert_tps": jsonb,
+        "pgbench_jsonb_insert_machine_busy": jsonb_busy,
+        "commits_vs_jsonb_insert": commits / jsonb,
+        "pgbench_select_only_tps": statistics.median(select),
     }
 
 
