@@ -9,12 +9,18 @@ the imports and the warm-up. Counts are of instructions, not time: they do not m
 the machine's load.
 
 Run with ``python -m benchmarks.instructions [--frameworks fevex,agno] [--runs 200]`` after
-``nox -s bench`` (or ``nox -s bench_instructions``, which does both).
+``nox -s bench`` (or ``nox -s bench_instructions``, which does both). ``--smoke`` shows the
+script still works in seconds (a callgrind count of an interpreter that imports fevex takes a
+minute): each scenario runs 2 runs per entry point without callgrind, for fevex always and for a
+peer only where it is installed (in this interpreter when ``nox -s bench`` built no
+environment), and callgrind (where installed) counts an empty interpreter through the same
+parsing.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -42,10 +48,15 @@ else:
 
 
 def count(python: Path, module: str, mode: str, runs: int) -> int:
+    return callgrind(python, "-c", _SCENARIO, module, mode, str(runs))
+
+
+def callgrind(python: Path, *arguments: str) -> int:
+    """The instructions ``python *arguments`` executes, counted by callgrind."""
     completed = subprocess.run(
         [
             *("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"),
-            *(str(python), "-c", _SCENARIO, module, mode, str(runs)),
+            *(str(python), *arguments),
         ],
         capture_output=True,
         text=True,
@@ -55,14 +66,50 @@ def count(python: Path, module: str, mode: str, runs: int) -> int:
     )
     found = _COLLECTED.search(completed.stderr)
     if found is None:
-        raise RuntimeError(f"callgrind reported no count for {module} {mode}")
+        raise RuntimeError(f"callgrind reported no count for {arguments}")
     return int(found.group(1))
 
 
 def per_run(python: Path, framework: str, mode: str, runs: int) -> int:
-    module = "benchmarks.frameworks.with_" + framework.replace("-", "_")
+    module = scenario_module(framework)
     base = count(python, module, mode, WARMUP)
     return (count(python, module, mode, WARMUP + runs) - base) // runs
+
+
+def scenario_module(framework: str) -> str:
+    return "benchmarks.frameworks.with_" + framework.replace("-", "_")
+
+
+def empty_interpreter(python: Path) -> str:
+    """What callgrind counts for an interpreter that does nothing, said in words."""
+    if shutil.which("valgrind") is None:
+        return "valgrind is not installed, so nothing was counted"
+    return f"an empty interpreter is {callgrind(python, '-c', 'pass'):,} instructions"
+
+
+def smoke(python: Path, module: str) -> None:
+    """Two runs of the scenario ``module`` per entry point, without callgrind; raises if
+    they fail."""
+    for mode in ("sync", "async"):
+        subprocess.run(
+            [str(python), "-c", _SCENARIO, module, mode, "2"],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            check=True,
+        )
+
+
+def _interpreter(framework: str, smoke: bool) -> Path | None:
+    """The framework's bench_env interpreter; in smoke mode this one, if it has the framework
+    (fevex always: its side must never be left out silently)."""
+    python = ROOT / ".nox" / f"bench_env-framework-{framework}" / "bin" / "python"
+    if python.exists():
+        return python
+    distribution = {"openai-agents": "agents", "pydantic-ai": "pydantic_ai"}.get(framework)
+    module = distribution or framework.replace("-", "_")
+    if smoke and (framework == "fevex" or importlib.util.find_spec(module) is not None):
+        return Path(sys.executable)
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,19 +117,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frameworks", default="fevex,agno")
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--smoke", action="store_true", help="1 run: does it still work")
     args = parser.parse_args(argv)
-    if shutil.which("valgrind") is None:
+    if shutil.which("valgrind") is None and not args.smoke:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 1
     counts: dict[str, dict[str, int]] = {}
     for framework in args.frameworks.split(","):
-        python = ROOT / ".nox" / f"bench_env-framework-{framework}" / "bin" / "python"
-        if not python.exists():
-            print(f"{framework}: no environment at {python}; run nox -s bench first")
-            continue
-        counts[framework] = {
-            mode: per_run(python, framework, mode, args.runs) for mode in ("sync", "async")
-        }
+        python = _interpreter(framework, args.smoke)
+        if python is None:
+            print(f"{framework}: no bench_env environment; run nox -s bench first")
+        elif args.smoke:
+            smoke(python, scenario_module(framework))
+            print(f"{framework}: the scenario runs; {empty_interpreter(python)}")
+        else:
+            counts[framework] = {
+                mode: per_run(python, framework, mode, args.runs) for mode in ("sync", "async")
+            }
+    if args.smoke:
+        return 0 if _interpreter("fevex", smoke=True) is not None else 1
     if not counts:
         return 1
     print("| framework | instructions/run sync | instructions/run async |")

@@ -201,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--postgres-url", default=None, help="a server to use instead of one")
-    parser.add_argument("--quick", action="store_true", help="small sizes, to check it runs")
+    parser.add_argument(
+        "--quick", "--smoke", dest="quick", action="store_true", help="small sizes: does it run"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.quick:

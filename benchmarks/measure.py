@@ -43,10 +43,27 @@ OFFLINE_ENVIRONMENT = {
     "OPENAI_AGENTS_DISABLE_TRACING": "1",
 }
 
-TARGET_REPEAT_SECONDS = 0.5
-WARMUP_SECONDS = 0.3
-REPEATS = 5
-IMPORT_REPEATS = 5
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a figure is measured: a repeat is sized to about ``repeat_seconds`` once a
+    probe lasts ``probe_seconds``, after ``warmup_seconds``; ``repeats`` repeats and
+    ``import_repeats`` fresh interpreters give the medians."""
+
+    repeat_seconds: float
+    probe_seconds: float
+    warmup_seconds: float
+    repeats: int
+    import_repeats: int
+
+
+FULL = Budget(
+    repeat_seconds=0.5, probe_seconds=0.05, warmup_seconds=0.3, repeats=5, import_repeats=5
+)
+# --smoke: every step runs once or twice, to show the script still works; figures mean nothing.
+SMOKE = Budget(
+    repeat_seconds=0.0, probe_seconds=0.0, warmup_seconds=0.0, repeats=1, import_repeats=1
+)
 
 
 def reply_to(tool_output: object) -> str:
@@ -83,12 +100,14 @@ def report(scenario: Scenario) -> None:
         os.environ.setdefault(name, value)
     parser = argparse.ArgumentParser(description=f"Overhead benchmark for {scenario.framework}")
     parser.add_argument("--out", type=Path, help="also write the JSON result to this file")
+    parser.add_argument("--smoke", action="store_true", help="each step once: does it run")
     arguments = parser.parse_args()
+    budget = SMOKE if arguments.smoke else FULL
 
     _check_scenario(scenario)
-    sync = _median_per_call(_sync_repeat(scenario.run_sync))
-    in_loop = _median_per_call(_async_repeat(scenario.run_async))
-    construction = _median_per_call(_definition_repeat(scenario.define_agent))
+    sync = _median_per_call(_sync_repeat(scenario.run_sync), budget)
+    in_loop = _median_per_call(_async_repeat(scenario.run_async), budget)
+    construction = _median_per_call(_definition_repeat(scenario.define_agent), budget)
     result = {
         "framework": scenario.framework,
         "version": metadata.version(scenario.distribution),
@@ -101,13 +120,14 @@ def report(scenario: Scenario) -> None:
         "construction_us_per_agent": construction.microseconds,
         "memory_bytes_per_agent": _memory_per_definition(scenario.define_agent, construction.calls),
         "import_statement": scenario.import_statement,
-        "import_ms": _import_milliseconds(scenario.import_statement),
+        "import_ms": _import_milliseconds(scenario.import_statement, budget.import_repeats),
         "calls_per_repeat": {
             "sync": sync.calls,
             "async": in_loop.calls,
             "construction": construction.calls,
         },
-        "repeats": REPEATS,
+        "repeats": budget.repeats,
+        "smoke": arguments.smoke,
     }
     text = json.dumps(result, indent=2)
     print(text)
@@ -167,16 +187,16 @@ def _definition_repeat(define_agent: Callable[[int], object]) -> Callable[[int],
     return repeat
 
 
-def _median_per_call(repeat: Callable[[int], float]) -> _Timing:
-    """Warm up, size a repeat to about half a second, and take the median of the repeats."""
+def _median_per_call(repeat: Callable[[int], float], budget: Budget) -> _Timing:
+    """Warm up, size a repeat to the budget's length, and take the median of the repeats."""
     calls = 1
-    while (elapsed := repeat(calls)) < 0.05:
+    while (elapsed := repeat(calls)) < budget.probe_seconds:
         calls *= 2
-    calls = max(1, math.ceil(calls * TARGET_REPEAT_SECONDS / elapsed))
-    deadline = time.perf_counter() + WARMUP_SECONDS
+    calls = max(1, math.ceil(calls * budget.repeat_seconds / elapsed))
+    deadline = time.perf_counter() + budget.warmup_seconds
     while time.perf_counter() < deadline:
         repeat(max(1, calls // 10))
-    seconds = statistics.median(repeat(calls) for _ in range(REPEATS))
+    seconds = statistics.median(repeat(calls) for _ in range(budget.repeats))
     return _Timing(seconds / calls * 1e6, calls)
 
 
@@ -195,12 +215,12 @@ def _memory_per_definition(define_agent: Callable[[int], object], count: int) ->
     return (after - before) / count
 
 
-def _import_milliseconds(statement: str) -> float:
+def _import_milliseconds(statement: str, repeats: int) -> float:
     """Median import time in a fresh interpreter, so nothing is cached in ``sys.modules``."""
     code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
     environment = {**os.environ, **OFFLINE_ENVIRONMENT}
     seconds = []
-    for _ in range(IMPORT_REPEATS):
+    for _ in range(repeats):
         completed = subprocess.run(
             [sys.executable, "-c", code],
             check=True,

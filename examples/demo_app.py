@@ -21,13 +21,14 @@ tools returned, as often as it is asked. Swap in ``"openai:gpt-5-mini"`` for a r
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from fevex import WorkflowStep, create_fevex, define_agent, define_tool, define_workflow
+from fevex import Fevex, WorkflowStep, create_fevex, define_agent, define_tool, define_workflow
 from fevex.events import Cost
 from fevex.models import ModelInput, ModelResult, ToolCall, Usage
-from fevex.observability import Observability
+from fevex.observability import Observability, TraceExporter
 from fevex.testing import FunctionModel
 
 # A made-up price, so that the console has a cost to show: 0.002 USD per 1,000 tokens.
@@ -120,10 +121,16 @@ def price(usage: Usage, model: str | None) -> Cost:
     return Cost(USD_PER_TOKEN * (usage.total_tokens or 0), "USD")
 
 
-app = create_fevex(
-    models={"default": FunctionModel(support_model)},
-    agents=[support],
-    tools=[get_account, issue_refund],
-    workflows=[refund_review],
-    observability=Observability(exporters=[], calculate_cost=price),
-)
+def build_app(run_store: str | None = None, exporters: Sequence[TraceExporter] = ()) -> Fevex:
+    """The demo app on ``run_store`` (in memory by default), its spans to ``exporters``."""
+    return create_fevex(
+        models={"default": FunctionModel(support_model)},
+        agents=[support],
+        tools=[get_account, issue_refund],
+        workflows=[refund_review],
+        observability=Observability(exporters=list(exporters), calculate_cost=price),
+        run_store=run_store,
+    )
+
+
+app = build_app()

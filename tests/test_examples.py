@@ -96,3 +96,39 @@ def test_the_children_kit_example_commits_only_an_accepted_group() -> None:
         "failed: CHILD_GROUP_FAILED [('part-1', 'CHILD_RESULT_REJECTED')]",
         "committed: []",
     ]
+
+
+def test_the_family_example_promotes_against_the_revision_it_saw() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "kit_family.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert completed.stdout.splitlines() == [
+        "created: candidate, active None",
+        "promoted: active is the first version: True",
+        "stale promotion: FAMILY_CONFLICT",
+        "branch continues: noted: Refunds take five days. / And for store credit?",
+        "revision 4: retired, active",
+    ]
+
+
+def test_the_publication_example_gives_agents_the_official_handbook_only() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "kit_publication.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert completed.stdout.splitlines() == [
+        "agent, a candidate only: I have no handbook.",
+        "published revision 1",
+        "agent, two candidates pending: Refunds within 30 days of purchase.",
+        "an agent user publishing: PUBLICATION_UNAUTHORIZED",
+        "agent, after the editor published: Refunds within 60 days of purchase.",
+        "the other candidate: PUBLICATION_STALE",
+        "record revision 5, published revision 2, 1 candidate(s) pending",
+    ]

@@ -45,6 +45,9 @@ ADDED: dict[str, set[str]] = {
         # list_runs' one listing, and the query a store reads it as (checked once).
         "RunListing",
         "RunQuery",
+        # A session snapshot changed by a reservation or a turn, keeping the messages it
+        # built, so that a store's turn costs the same on a long session (issue 28).
+        "changed_session",
         # The store rules (fevex.runtime.store_rules), with the errors they raise.
         "StoredRun",
         "check_acquirable",
@@ -125,9 +128,42 @@ ADDED: dict[str, set[str]] = {
     # Durable professional tasks (DESIGN §12): what an app defines a task with, what
     # define_durable_task returns and create_fevex(tasks=) takes, and what a step is given.
     "fevex.kits.tasks": {"DurableTask", "TaskContext", "TaskStep", "define_durable_task"},
+    # The record stores of the SQLite and PostgreSQL plugins (DESIGN §12), which
+    # create_fevex(record_store=) may be given like their run stores.
+    "fevex_sqlite": {"SQLiteRecordStore"},
+    "fevex_postgres": {"PostgresRecordStore"},
+    # The record-store contract as checks (DESIGN §12), which the SQLite and PostgreSQL
+    # plugins and any other record store run on themselves, like check_memory_store.
+    "fevex.testing": {"RecordStoreContractError", "RecordStoreFactory", "check_record_store"},
     # The bounded-child-runs kit (DESIGN §12): a workflow's or a team's step runs a group of
     # child runs with run_children, each task a ChildTask.
     "fevex.kits.children": {"ChildTask", "run_children"},
+    # Agent families (DESIGN §12): define_agent_family and the family it returns, the
+    # family and versions its operations read back, what the app's merge returns, and what
+    # the operations use of the app.
+    "fevex.kits.family": {
+        "AgentFamily",
+        "Family",
+        "FamilyApp",
+        "FamilyMerge",
+        "FamilyVersion",
+        "define_agent_family",
+    },
+    # Knowledge publication (DESIGN §12): the definition and what it returns, the documents,
+    # sources and required reads an app gives it, the state, candidates and official
+    # documents it reads back, the receipt of each write, and the app port it writes through.
+    "fevex.kits.publication": {
+        "Candidate",
+        "KnowledgeDocument",
+        "KnowledgePublication",
+        "PublicationApp",
+        "PublicationReceipt",
+        "PublicationState",
+        "PublishedDocument",
+        "RequiredRead",
+        "SourceReference",
+        "define_knowledge_publication",
+    },
 }
 
 

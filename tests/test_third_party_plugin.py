@@ -199,6 +199,7 @@ def test_fevex_plugins_lists_the_plugin_with_its_distribution(acme: AcmeVenv) ->
         "tool_providers": [],
         "trace_exporters": [],
         "memory_stores": [],
+        "record_stores": [],
         "commands": [],
     }
     about: dict[str, str] = {}

@@ -34,6 +34,9 @@ def stored_totals(path: Path, tables: tuple[str, ...]) -> dict[str, dict[str, in
     with closing(sqlite3.connect(path)) as connection:
         for table in tables:
             columns = [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
+            if not columns:
+                # A renamed table must fail the benchmark, never count as empty.
+                raise LookupError(f"{path} has no table {table!r}")
             lengths = " + ".join(f"COALESCE(length(CAST({c} AS BLOB)), 0)" for c in columns)
             rows, size = connection.execute(
                 f"SELECT count(*), COALESCE(sum({lengths}), 0) FROM {table}"

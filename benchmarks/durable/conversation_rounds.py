@@ -8,12 +8,14 @@ each figure is the median of every conversation timed across the rounds.
 
 Standard library only. Run with ``python -m benchmarks.durable.conversation_rounds
 --fevex-python .venv/bin/python --langgraph-python .nox/<env>/bin/python [--out FILE]``
-from the repository root.
+from the repository root. ``--smoke`` runs one round of one conversation per side, LangGraph's
+only where it is given or installed here: it shows the benchmark still works.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -91,11 +93,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--conversations", type=int, default=conversation.CONVERSATIONS)
     parser.add_argument("--out", type=Path, help="also write the JSON result to this file")
+    parser.add_argument("--smoke", action="store_true", help="one short round: does it work")
     arguments = parser.parse_args(argv)
     pythons = {"fevex": arguments.fevex_python}
     if arguments.langgraph_python:
         pythons["langgraph"] = arguments.langgraph_python
-    result = measure(pythons, arguments.rounds, arguments.conversations)
+    elif arguments.smoke and importlib.util.find_spec("langgraph") is not None:
+        pythons["langgraph"] = sys.executable
+    rounds, conversations = arguments.rounds, arguments.conversations
+    if arguments.smoke:
+        rounds, conversations = 1, 1
+    result = measure(pythons, rounds, conversations)
     timing.write_result(arguments.out, result)
 
 

@@ -49,6 +49,12 @@ READ_SECONDS = 20.0
 OCCURRED_AT = "2026-01-01T00:00:00.000000Z"
 
 
+def use_smoke_sizes() -> None:
+    """Stores of 1 000 and 5 000 events and a few reads: does the benchmark still work."""
+    global SIZES, BULK_BATCH, WARMUP_READS, READS
+    SIZES, BULK_BATCH, WARMUP_READS, READS = (1_000, 5_000), 2_000, 2, 5
+
+
 def new_id(prefix: str) -> str:
     """A random id of the form the runtime gives runs: the worst case for the id index."""
     return f"{prefix}_{os.urandom(12).hex()}"
@@ -245,7 +251,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="also write the JSON result to this file")
     parser.add_argument("--postgres-url", help="use this server instead of a throwaway one")
     parser.add_argument("--stores", default="sqlite,postgres", help="comma-separated")
+    parser.add_argument("--smoke", action="store_true", help="small stores: does it still work")
     arguments = parser.parse_args(argv)
+    if arguments.smoke:
+        use_smoke_sizes()
     kinds = tuple(arguments.stores.split(","))
     if "postgres" in kinds:
         with stores.postgres_url(arguments.postgres_url) as url:

@@ -84,6 +84,13 @@ MAX_RUNS_PER_WINDOW = 100_000
 COMMITS_PER_RUN = 4
 
 
+def use_smoke_sizes() -> None:
+    """1 and 2 workers, one warm-up run and pgbench at scale 1: does it still work (with
+    ``--windows 1 --seconds 1``)."""
+    global WORKERS, WARMUP_RUNS, PGBENCH_SCALE
+    WORKERS, WARMUP_RUNS, PGBENCH_SCALE = (1, 2), 1, 1
+
+
 def worker(
     url: str, barrier: Barrier, windows: int, seconds: float, results: Any, kind: str
 ) -> None:
@@ -421,9 +428,14 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="turn fsync, synchronous_commit and full_page_writes on first",
     )
+    parser.add_argument("--smoke", action="store_true", help="one short window per figure")
     arguments = parser.parse_args(argv)
+    windows, seconds = arguments.windows, arguments.seconds
+    if arguments.smoke:
+        use_smoke_sizes()
+        windows, seconds = 1, 1.0
     with stores.postgres_url(arguments.postgres_url) as url:
-        result = measure(url, arguments.windows, arguments.seconds, durable=arguments.durable)
+        result = measure(url, windows, seconds, durable=arguments.durable)
     timing.write_result(arguments.out, result)
 
 

@@ -23,6 +23,8 @@ from typing import Any
 TARGET_REPEAT_SECONDS = 0.5
 WARMUP_SECONDS = 0.3
 REPEATS = 5
+# A repeat is sized once a probe of doubling calls lasts this long.
+PROBE_SECONDS = 0.05
 # A repeat never runs more calls than this, however fast the call.
 MAX_CALLS_PER_REPEAT = 100_000
 
@@ -51,16 +53,20 @@ class Rate:
 async def interleaved_rates(
     calls: dict[str, Callable[[], Awaitable[object]]],
     *,
-    target_seconds: float = TARGET_REPEAT_SECONDS,
-    warmup_seconds: float = WARMUP_SECONDS,
-    repeats: int = REPEATS,
+    target_seconds: float | None = None,
+    warmup_seconds: float | None = None,
+    repeats: int | None = None,
 ) -> dict[str, Rate]:
     """The median rate of each call, its repeats taken in turns with the others'.
 
     Each call is warmed up and its repeat sized to about ``target_seconds``; then every
     round runs one repeat of each call, in an order that rotates, so that a change in the
-    machine's load reaches all of them alike. Calls are awaited one after another.
+    machine's load reaches all of them alike. Calls are awaited one after another. What is
+    not given is this module's setting (:func:`use_smoke_budget` changes them).
     """
+    target_seconds = TARGET_REPEAT_SECONDS if target_seconds is None else target_seconds
+    warmup_seconds = WARMUP_SECONDS if warmup_seconds is None else warmup_seconds
+    repeats = REPEATS if repeats is None else repeats
 
     async def repeat(call: Callable[[], Awaitable[object]], count: int) -> float:
         start = time.perf_counter()
@@ -71,7 +77,9 @@ async def interleaved_rates(
     sizes = {}
     for name, call in calls.items():
         count = 1
-        while (elapsed := await repeat(call, count)) < 0.05 and count < MAX_CALLS_PER_REPEAT:
+        while (
+            elapsed := await repeat(call, count)
+        ) < PROBE_SECONDS and count < MAX_CALLS_PER_REPEAT:
             count *= 2
         count = min(MAX_CALLS_PER_REPEAT, max(1, math.ceil(count * target_seconds / elapsed)))
         deadline = time.perf_counter() + warmup_seconds
@@ -88,6 +96,13 @@ async def interleaved_rates(
         name: Rate(statistics.median(seconds[name]) / sizes[name], sizes[name], repeats)
         for name in calls
     }
+
+
+def use_smoke_budget() -> None:
+    """Every later rate from a single repeat of a single call: a smoke run shows that a
+    benchmark still works, in seconds, and its figures mean nothing."""
+    global TARGET_REPEAT_SECONDS, WARMUP_SECONDS, REPEATS, PROBE_SECONDS
+    TARGET_REPEAT_SECONDS, WARMUP_SECONDS, REPEATS, PROBE_SECONDS = 0.0, 0.0, 1, 0.0
 
 
 def summary(samples: Sequence[float]) -> dict[str, float]:

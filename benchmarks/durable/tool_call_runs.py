@@ -117,12 +117,22 @@ async def measure_all(url: str | None, kinds: tuple[str, ...] = stores.STORES) -
     }
 
 
+def use_smoke_sizes() -> None:
+    """Two counted runs and one repeat of one run per figure: does it still work."""
+    global COUNTED_RUNS
+    COUNTED_RUNS = 2
+    timing.use_smoke_budget()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="also write the JSON result to this file")
     parser.add_argument("--postgres-url", help="use this server instead of a throwaway one")
     parser.add_argument("--stores", default=",".join(stores.STORES), help="comma-separated")
+    parser.add_argument("--smoke", action="store_true", help="a few runs: does it still work")
     arguments = parser.parse_args(argv)
+    if arguments.smoke:
+        use_smoke_sizes()
     kinds = tuple(arguments.stores.split(","))
     if "postgres" in kinds:
         with stores.postgres_url(arguments.postgres_url) as url:

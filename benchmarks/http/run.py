@@ -273,7 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ticks", type=int, default=100)
     parser.add_argument("--slow-events", type=int, default=2_000)
     parser.add_argument("--slow-rate", type=int, default=200_000, help="bytes/s")
-    parser.add_argument("--quick", action="store_true", help="small sizes, to check it runs")
+    parser.add_argument(
+        "--quick", "--smoke", dest="quick", action="store_true", help="small sizes: does it run"
+    )
     parser.add_argument(
         "--only", choices=("throughput", "observers", "slow_consumer"), help="one measurement"
     )

@@ -23,12 +23,15 @@ creating tables and the warm-up workflow cancel out:
 Needs an interpreter with fevex-postgres and psycopg (the throwaway server); run with
 ``python -m benchmarks.workflows.rounds --python fevex=.venv/bin/python --python
 dbos=.nox/<env>/bin/python --python langgraph=.nox/<env>/bin/python --out DIR``.
+``--smoke`` runs one round of a few workflows per side (without ``--python``: fevex, and each
+peer installed in this interpreter) and fails when fevex's side failed anywhere.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -65,11 +68,15 @@ class SideFailed(RuntimeError):
     pass
 
 
+# Given to every side's script: ("--smoke",) in a smoke run.
+SIDE_FLAGS: tuple[str, ...] = ()
+
+
 def run_side(
     python: str, side: str, variant: str, store: str, directory: Path, url: str | None, *extra: str
 ) -> dict[str, Any]:
     command = [python, "-m", MODULES[side], "--store", store, "--directory", str(directory)]
-    command += ["--variant", variant, *extra]
+    command += ["--variant", variant, *SIDE_FLAGS, *extra]
     if url is not None:
         command += ["--postgres-url", url]
     completed = subprocess.run(
@@ -270,22 +277,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--postgres-url", help="use this server instead of a throwaway one")
     parser.add_argument("--out", type=Path, help="also write the JSON result to this file")
+    parser.add_argument("--smoke", action="store_true", help="one short round: does it work")
     arguments = parser.parse_args(argv)
+    global SIDE_FLAGS
     pythons = dict(item.split("=", 1) for item in arguments.python)
+    rounds = arguments.rounds
+    if arguments.smoke:
+        SIDE_FLAGS, rounds = ("--smoke",), 1
+        scenario.use_smoke_sizes()
+        if not pythons:
+            installed = [side for side in MODULES if importlib.util.find_spec(side) is not None]
+            pythons = {side: sys.executable for side in ["fevex", *installed]}
     unknown = sorted(set(pythons) - set(MODULES))
     if unknown or not pythons:
         parser.error(f"give --python SIDE=PATH for some of {', '.join(MODULES)}")
     stores = arguments.stores.split(",")
     if "postgres" in stores:
         with postgres_url(arguments.postgres_url) as url:
-            result = measure(pythons, stores, arguments.rounds, url)
+            result = measure(pythons, stores, rounds, url)
             from benchmarks.durable.stores import server_settings
 
             result["postgres_settings"] = server_settings(url)
     else:
-        result = measure(pythons, stores, arguments.rounds, None)
+        result = measure(pythons, stores, rounds, None)
     timing.write_result(arguments.out, result)
+    failed = _fevex_failures(result)
+    if arguments.smoke and failed:
+        print(f"fevex's side failed: {failed}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _fevex_failures(result: dict[str, Any]) -> list[str]:
+    """The stores on which a fevex variant failed, or produced no rate or commit count."""
+    failed = []
+    for name, data in result["sides"].items():
+        if data["side"] != "fevex":
+            continue
+        for store, figures in data["stores"].items():
+            commits = figures.get("commits", {})
+            if "error" in figures or "error" in commits or "workflows_per_second" not in figures:
+                failed.append(f"{name} on {store}")
+    return failed
 
 
 if __name__ == "__main__":

@@ -39,6 +39,13 @@ COUNTED = 100
 WARMUP_SECONDS = 0.5
 
 
+def use_smoke_sizes() -> None:
+    """A few workflows and one repeat per figure: does the benchmark still work."""
+    global RESUMES, COUNTED, WARMUP_SECONDS
+    RESUMES, COUNTED, WARMUP_SECONDS = 2, 3, 0.0
+    timing.use_smoke_budget()
+
+
 def step_value(number: int) -> dict[str, int]:
     """What step ``s<number>`` returns."""
     return {"n": number}
@@ -92,7 +99,10 @@ def arguments(description: str, argv: list[str] | None) -> argparse.Namespace:
         "warm-up (the commits they cost are counted, on SQLite here, on PostgreSQL by rounds)",
     )
     parser.add_argument("--workflows", type=int, default=COUNTED, help="count mode only")
+    parser.add_argument("--smoke", action="store_true", help="a few workflows: does it work")
     parsed = parser.parse_args(argv)
+    if parsed.smoke:
+        use_smoke_sizes()
     if parsed.store == "postgres" and not parsed.postgres_url:
         parser.error("--store postgres needs --postgres-url")
     parsed.directory.mkdir(parents=True, exist_ok=True)

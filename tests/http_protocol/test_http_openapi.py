@@ -74,7 +74,7 @@ def test_the_document_describes_every_route_and_the_event_stream(shared_server: 
     }
     assert operations == {
         "getOpenapiDocument", "startAgent", "startWorkflow", "startTeam", "listRuns",
-        "getRun", "listEvents", "observeRun", "resumeRun", "recoverRun", "cancelRun",
+        "getRun", "getRunView", "listEvents", "observeRun", "resumeRun", "recoverRun", "cancelRun",
         "sendEvent", "getSession", "compactSession",
     }  # fmt: skip
     stream = document["paths"]["/v1/runs/{run_id}/events/stream"]["get"]

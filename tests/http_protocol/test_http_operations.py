@@ -120,6 +120,7 @@ CLIENT_ARGUMENTS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "start_team": (("t1", "go"), {}),
     "list_runs": ((), {"status": "completed", "limit": 3, "after": "r0"}),
     "get_run": (("r1",), {}),
+    "get_run_view": (("r1",), {}),
     "list_events": (("r1",), {"after": "e1", "limit": 2}),
     "observe_run": (("r1",), {}),
     "resume_run": (("r1",), {"approval_id": "p", "decision": "reject", "reason": "no"}),

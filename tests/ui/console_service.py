@@ -5,7 +5,8 @@ Callers authenticate with ``Authorization: Bearer alice`` (namespace ``acme``). 
 ``tick`` as many times as its input says (each tick waits ``FEVEX_TEST_TICK_SECONDS``);
 ``browser`` calls ``fetch_page``, whose output is hostile markup. Every model step
 reports 10 input and 5 output tokens, priced at 0.001 USD a token. The ``desk`` team
-delegates to ``support``, so its run has a child. The durable task ``console.tick`` runs
+delegates to ``support``, so its run has a child. The ``review`` workflow waits for the
+event ``review.approved``, then sleeps an hour on a timer. The durable task ``console.tick`` runs
 ``ticker`` in its one step; a test runs it with :func:`build_app` on the server's store,
 since only the app starts a task.
 """
@@ -20,7 +21,15 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.requests import Request
 
-from fevex import Fevex, Limits, create_fevex, define_agent, define_tool
+from fevex import (
+    Fevex,
+    Limits,
+    WorkflowStep,
+    create_fevex,
+    define_agent,
+    define_tool,
+    define_workflow,
+)
 from fevex.events import Cost
 from fevex.http import create_http_app
 from fevex.kits.tasks import TaskContext, TaskStep, define_durable_task
@@ -96,6 +105,17 @@ async def desk(team: TeamStep, request: str) -> Any:
     return answer.output
 
 
+class Approved(BaseModel):
+    approved: bool
+
+
+@define_workflow(name="review", version="1", events={"review.approved": Approved})
+async def review(step: WorkflowStep, draft: str) -> str:
+    await step.wait_for_event("approval", "review.approved")
+    await step.sleep("cool_down", 3600)
+    return f"{draft} approved"
+
+
 class Ticks(BaseModel):
     count: str
     answer: str | None = None
@@ -144,6 +164,7 @@ def build_app(run_store: str | None = None) -> Fevex:
             define_tool(name="fetch_page", description="Fetch a page.")(fetch_page),
         ],
         teams=[desk],
+        workflows=[review],
         tasks=[tick_task],
         observability=Observability(exporters=[], calculate_cost=price),
         lease_seconds=float(os.environ.get("FEVEX_TEST_LEASE_SECONDS", "30")),

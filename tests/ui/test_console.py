@@ -3,6 +3,7 @@ Chromium, runs started and decided through the fevex client and the page."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,8 +70,9 @@ def test_a_started_run_appears_in_the_list_with_tokens_and_cost(
     )
     cells = row.locator("td").all_text_contents()
     assert cells[:3] == ["completed", "agent", "ticker"]
-    assert cells[6] == "30"  # two model steps of 15 tokens
-    assert cells[7] == "0.03 USD"
+    assert cells[4] == ""  # no parent: a root
+    assert cells[7] == "30"  # two model steps of 15 tokens
+    assert cells[8] == "0.03 USD"
     page.select_option("select[name=status]", "paused")
     page.click("#filters button")
     # The list in view until the filtered page arrives still holds the row: wait for it
@@ -91,7 +93,14 @@ def test_the_timeline_fills_live_and_the_view_and_chart_follow(
     page.wait_for_selector("#timeline tr")
     # Seen while the run still goes on: the events come in over the stream, not at load.
     page.wait_for_selector("#run-status:text('running')")
+    # The waterfall is live: the run's execution is drawn open while it goes on.
+    page.wait_for_selector("#waterfall rect.span-bar.kind-run.open")
     page.wait_for_selector("#connection:text('The run ended: completed.')")
+    # Once ended: a run span, nine model steps and eight tool calls, none open.
+    page.wait_for_function(
+        "() => document.querySelectorAll('#waterfall rect.span-bar').length === 18"
+        " && !document.querySelector('#waterfall rect.span-bar.open')"
+    )
     sequences = [int(s) for s in page.locator("#timeline tr").evaluate_all(
         "rows => rows.map(r => r.dataset.sequence)"
     )]  # fmt: skip
@@ -279,10 +288,15 @@ def test_a_durable_task_is_listed_with_its_kind_over_http_and_in_the_console(
     row.wait_for()
     # The list the filter replaced held other kinds: wait until only tasks are left.
     page.wait_for_function(
-        "() => [...document.querySelectorAll('#runs tbody tr')]"
+        "() => [...document.querySelectorAll('#runs tbody tr[data-depth=\"0\"]')]"
         ".every(r => r.children[1].textContent === 'task')"
     )
-    assert page.locator("#runs tbody tr").count() == 1
+    assert page.locator('#runs tbody tr[data-depth="0"]').count() == 1
+    # The task's agent is nested under it, its parent named.
+    nested = page.locator(f'#runs tbody tr[data-run-id="{child.id}"]')
+    nested.wait_for()
+    assert nested.get_attribute("data-depth") == "1"
+    assert nested.locator("td.parent").text_content() == task_id
     assert row.locator("td").all_text_contents()[:3] == ["completed", "task", "console.tick"]
     row.locator("a").first.click()
     page.wait_for_selector(f"#run-id:text('{task_id}')")
@@ -302,3 +316,33 @@ with build_app(sys.argv[1]) as app:
     app.run_task_sync(task_id, context=ALICE)
     print(task_id)
 """
+
+
+def test_an_event_wait_and_a_timer_are_described_in_words(
+    console_server: Any, browser: Any
+) -> None:
+    with FevexClient(console_server.url, headers=ALICE) as client:
+        run = client.start_workflow("review", "The draft")
+    page, problems = open_console(browser, console_server, f"#/runs/{run.id}")
+    waiting = page.locator("#waiting li")
+    page.wait_for_selector("#waiting li:has-text('waiting for event')")
+    said = waiting.text_content()
+    assert said.startswith("waiting for event review.approved since ")
+    assert re.search(r"since \d{2}:\d{2}:\d{2}\.\d{3} \(step approval\)$", said), said
+    with FevexClient(console_server.url, headers=ALICE) as client:
+        client.send_event(run.id, "review.approved", {"approved": True})
+    page.wait_for_selector("#waiting li:has-text('timer due at')")
+    said = waiting.text_content()
+    assert re.fullmatch(
+        r"timer due at \d{2}:\d{2}:\d{2}\.\d{3} \(in \d+\.\d min\) \(step cool_down\)", said
+    ), said
+    # The step list: the event step completed, the timer's waits, in journal order.
+    rows = page.locator("#steps tbody tr")
+    page.wait_for_selector("#steps tr[data-step-id='cool_down'] td.status-waiting")
+    assert rows.evaluate_all("rows => rows.map(r => r.dataset.stepId)") == ["approval", "cool_down"]
+    assert (
+        page.locator("#steps tr[data-step-id='approval'] td.status").text_content() == "completed"
+    )
+    with FevexClient(console_server.url, headers=ALICE) as client:
+        client.cancel_run(run.id)
+    assert problems == []

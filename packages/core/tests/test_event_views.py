@@ -388,3 +388,17 @@ async def test_invalid_event_lists_are_rejected(
     with pytest.raises(FevexRunError) as caught:
         project_run(change(events))
     assert caught.value.code == "INVALID_EVENTS"
+
+
+def test_a_json_input_is_the_request_as_json_text() -> None:
+    # A workflow's, a team's or a schema agent's input: the JSON the engine hands on.
+    started = RunEvent(
+        id="e1",
+        run_id="r1",
+        sequence=1,
+        type="run.started",
+        occurred_at="2026-01-01T00:00:00.000000Z",
+        payload={"input": {"account_id": 7, "amount": 12}},
+    )
+    view = project_run([started])
+    assert view.messages[0].text == '{"account_id": 7, "amount": 12}'

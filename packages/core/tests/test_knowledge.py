@@ -416,3 +416,25 @@ async def test_a_run_recovered_after_a_crash_in_its_first_model_call_reuses_the_
     assert result.output == "hi"
     assert len(calls) == 1
     assert any("Plan: free" in text for text in texts(second_model.calls[0], "user"))
+
+
+async def test_a_provider_is_given_the_record_store_of_the_app_running_it() -> None:
+    from fevex.runtime import InMemoryRecordStore
+
+    seen: list[Any] = []
+    provider = define_context_provider(
+        name="records", read=lambda request: seen.append(request.record_store) or []
+    )
+    app = create_fevex(
+        models={"default": FakeModel({"output": "ok"}, {"output": "ok"})},
+        context_providers=[provider],
+        agents=[support_agent(context=["records"])],
+    )
+    await app.run_agent("support", "Hi")
+    replacement = InMemoryRecordStore()
+    app.record_store = replacement
+    await app.run_agent("support", "Hi")
+    assert seen[0] is not None
+    assert seen[0] is not replacement
+    assert seen[1] is replacement
+    await app.close()

@@ -200,6 +200,7 @@ def test_the_plugins_command_prints_json(capsys: pytest.CaptureFixture[str]) -> 
         "tool_providers",
         "trace_exporters",
         "memory_stores",
+        "record_stores",
         "commands",
     }
     assert core["commands"] == ["plugins", "version", "recover", "worker", "eval", "serve"]

@@ -101,6 +101,7 @@ def test_fevex_db_upgrade_migrates_once(
         "fevex_sessions",
         "fevex_runs",
         "fevex_events",
+        "fevex_records",
     }
 
     assert main(["db", "upgrade", "--store", empty_database_url]) == 0

@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from fevex.testing import RUN_STORE_CHECKS, ManualClock, RunStoreCheck, check_run_store
-from fevex_sqlite import SQLiteRunStore
+from fevex.testing import (
+    RUN_STORE_CHECKS,
+    ManualClock,
+    RunStoreCheck,
+    check_record_store,
+    check_run_store,
+)
+from fevex_sqlite import SQLiteRecordStore, SQLiteRunStore
 
 pytestmark = pytest.mark.anyio
 
@@ -25,3 +31,8 @@ async def test_the_whole_suite_passes_on_the_stores_injected_clock(database: Pat
     clock = ManualClock()
     report = await check_run_store(lambda: SQLiteRunStore(database, clock=clock), clock=clock)
     assert report.passed == tuple(check.__name__ for check in RUN_STORE_CHECKS)
+
+
+async def test_the_record_store_keeps_the_record_contract(database: Path) -> None:
+    passed = await check_record_store(lambda: SQLiteRecordStore(database))
+    assert len(passed) == 9

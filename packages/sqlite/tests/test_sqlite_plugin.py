@@ -153,6 +153,7 @@ def test_the_package_exports_exactly_its_documented_names() -> None:
     import fevex_sqlite
 
     assert fevex_sqlite.__all__ == [
+        "SQLiteRecordStore",
         "SQLiteRunStore",
         "__version__",
         "create_sqlite_run_store",

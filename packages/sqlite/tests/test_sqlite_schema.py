@@ -30,12 +30,13 @@ async def test_opening_creates_the_directory_file_and_schema_in_wal_mode(databas
     assert not database.parent.exists()
     store = SQLiteRunStore(database)
     await store.close()
-    assert store.schema_version == LATEST_VERSION == 4
+    assert store.schema_version == LATEST_VERSION == 5
     assert tables(database) == {
         "fevex_schema_migrations",
         "fevex_runs",
         "fevex_sessions",
         "fevex_events",
+        "fevex_records",
         "fevex_runs_by_session",
         "fevex_runs_running_by_lease",
         "fevex_events_by_run_sequence",
@@ -52,6 +53,7 @@ async def test_opening_creates_the_directory_file_and_schema_in_wal_mode(databas
         (2, "run name, version, tree and context; cancel requests; indexes that list runs"),
         (3, "wake-ups of paused runs; claims by run name"),
         (4, "tables and indexes prefixed fevex_"),
+        (5, "records replaced whole by compare-and-swap"),
     ]
     assert rows(database, "PRAGMA journal_mode") == [("wal",)]
 
@@ -76,6 +78,7 @@ async def test_reopening_keeps_data_and_migrates_nothing_again(database: Path) -
         (2,),
         (3,),
         (4,),
+        (5,),
     ]
 
 
@@ -226,6 +229,7 @@ def test_a_new_file_gets_the_schema_the_migrations_build(tmp_path: Path) -> None
         "fevex_runs",
         "fevex_sessions",
         "fevex_events",
+        "fevex_records",
     }
     assert structure(new) == expected
     assert rows(new, "SELECT version, name FROM fevex_schema_migrations") == rows(

@@ -219,9 +219,12 @@ async def test_history_is_appended_to_stored_text_in_any_spacing(
     for number, (stored, kept) in enumerate(spacings):
         run = new_run(f"run-{number}", f"ses-{number}")
         lease = await create(store, run)
+        # Another writer's text: like every writer of a session, it raises the revision
+        # (the store trusts a session it read at a revision it still has).
         with closing(sqlite3.connect(database)) as raw, raw:
             raw.execute(
-                "UPDATE fevex_sessions SET history = ? WHERE id = ?", (stored, run.session_id)
+                "UPDATE fevex_sessions SET history = ?, revision = revision + 1 WHERE id = ?",
+                (stored, run.session_id),
             )
         turn = ({"role": "user", "content": "é"}, {"role": "assistant"})
         await store.commit_execution(commit(run.id, 2, lease, history=turn))

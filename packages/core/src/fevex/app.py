@@ -22,7 +22,9 @@ from fevex._internal.composition.tool_runner import CredentialResolver, ToolExce
 from fevex._internal.engine.event_sink import Observers
 from fevex._internal.engine.kernel import Kernel, KindFactory, seconds_of
 from fevex._internal.engine.recovery_sweep import sweep_expired_runs, wake_due_runs
+from fevex._internal.launch.app_stores import open_app_record_store, open_app_run_store
 from fevex._internal.launch.blocking_twins import BlockingTwins, blocking, blocking_iterator
+from fevex._internal.launch.checkpoint_methods import CheckpointMethods
 from fevex._internal.launch.launcher import Launcher
 from fevex._internal.launch.run_arguments import (
     AgentInput,
@@ -38,12 +40,11 @@ from fevex.knowledge import ContextProviderDefinition, MemoryStore, SkillDefinit
 from fevex.models import ModelGateway
 from fevex.policies.policy import Policy
 from fevex.runtime.approval import ApprovalDecision, check_actor
-from fevex.runtime.in_memory_run_store import InMemoryRunStore
-from fevex.runtime.record_store import InMemoryRecordStore, RecordStore
+from fevex.runtime.record_store import RecordStore
 from fevex.runtime.records import AgentRun, RunStatus, Session
 from fevex.runtime.recovery import RecoverySweep, WakeSweep
 from fevex.runtime.run_result import RunResult
-from fevex.runtime.run_store import EventOrder, RunStore, missing_store_methods
+from fevex.runtime.run_store import EventOrder, RunStore
 from fevex.runtime.store_rules import RunListing
 from fevex.teams import TeamDefinition
 from fevex.tools import ToolDefinition
@@ -79,6 +80,7 @@ def create_fevex(
     memory_store: MemoryStore | str | None = None,
     on_tool_exception: ToolExceptionHook | None = None,
     tasks: Iterable[Any] = (),
+    record_store: RecordStore | str | None = None,
 ) -> Fevex:
     """Validate the whole composition and return the app.
 
@@ -109,6 +111,10 @@ def create_fevex(
     ``create_task`` and ``run_task`` (``INVALID_TASK`` for a task whose id an agent,
     workflow or team has).
 
+    ``record_store`` (``app.record_store``: the kits' records) is a store or a URL; ``None``
+    follows the run store's URL, or its ``open_record_store()``; a run store naming none
+    makes every use ``RECORD_STORE_MISSING`` (README, "Records").
+
     Every problem of the composition is reported at once: the ``FevexConfigurationError``
     has the first one's ``code`` and lists each in ``problems``. The app is a context
     manager (``async with create_fevex(...) as app``, or ``with`` in scripts) that closes
@@ -132,6 +138,7 @@ def create_fevex(
         memory_store=memory_store,
         on_tool_exception=on_tool_exception,
         tasks=tasks,
+        record_store=record_store,
     )
 
 
@@ -154,6 +161,7 @@ def _create_fevex(
     memory_store: MemoryStore | str | None = None,
     on_tool_exception: ToolExceptionHook | None = None,
     tasks: Iterable[Any] = (),
+    record_store: RecordStore | str | None = None,
 ) -> Fevex:
     """:func:`create_fevex`, with ``run_kinds`` registered besides the app's own: the
     private hook through which a test brings a kind of run of its own."""
@@ -185,15 +193,17 @@ def _create_fevex(
         tracing = open_pipeline(observability)
     if observability is not None and observability.calculate_cost is not None:
         composition = dataclasses.replace(composition, calculate_cost=observability.calculate_cost)
+    opened_run_store = open_app_run_store(run_store)
     app = Fevex(
         composition,
-        _open_run_store(run_store),
+        opened_run_store,
         lease_seconds=float(lease_seconds),
         tracing=tracing,
         run_kinds=run_kinds,
     )
     app.memory_store = knowledge.memory_store
-    app.record_store = InMemoryRecordStore()
+    app.record_store = open_app_record_store(record_store, run_store, opened_run_store)
+    knowledge.app_record_store = lambda: app.record_store
     return app
 
 
@@ -250,34 +260,7 @@ def _check_observability(observability: object, problems: Problems) -> None:
         )
 
 
-def _open_run_store(run_store: RunStore | str | None) -> RunStore:
-    """The store ``run_store`` is or names (``FEVEX_RUN_STORE`` when ``None``, else an
-    in-memory store), refused unless it implements the whole run-store contract."""
-    if run_store is None and not os.environ.get("FEVEX_RUN_STORE"):
-        store: RunStore = InMemoryRunStore()
-    elif run_store is None or isinstance(run_store, str):
-        # Imported here: plugin discovery (pluggy, entry points) is paid only when used.
-        from fevex.plugins.discovery import open_run_store
-
-        store = open_run_store(run_store or os.environ["FEVEX_RUN_STORE"])
-    else:
-        store = run_store
-    missing = missing_store_methods(store)
-    if len(missing) == len(missing_store_methods(None)):
-        raise FevexConfigurationError(
-            "INVALID_CONFIG", f"run_store must be a RunStore or a store URL, not {run_store!r}."
-        )
-    if missing:
-        # Refused now, by name: a store that lacks a method must never fail mid-run.
-        raise FevexConfigurationError(
-            "INVALID_CONFIG",
-            f"The run store {type(store).__name__} lacks {', '.join(missing)} of the run-store "
-            "contract; upgrade the store's plugin or implement them.",
-        )
-    return store
-
-
-class Fevex(RunMethods, TaskMethods, BlockingTwins):
+class Fevex(RunMethods, TaskMethods, CheckpointMethods, BlockingTwins):
     """Runs agents and answers questions about runs and sessions.
 
     Every coroutine method has a blocking twin with a ``_sync`` suffix for scripts. Use it

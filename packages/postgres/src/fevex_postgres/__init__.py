@@ -14,10 +14,12 @@ from fevex_postgres.__about__ import __version__
 if TYPE_CHECKING:
     from fevex_postgres.migrations import LATEST_VERSION, SchemaUpgrade
     from fevex_postgres.postgres_run_store import PostgresRunStore, create_postgres_run_store
+    from fevex_postgres.record_store import PostgresRecordStore
     from fevex_postgres.timeouts import SessionTimeouts
 
 __all__ = [
     "LATEST_VERSION",
+    "PostgresRecordStore",
     "PostgresRunStore",
     "SchemaUpgrade",
     "SessionTimeouts",
@@ -29,6 +31,7 @@ _LAZY = {
     "LATEST_VERSION": "fevex_postgres.migrations",
     "SchemaUpgrade": "fevex_postgres.migrations",
     "PostgresRunStore": "fevex_postgres.postgres_run_store",
+    "PostgresRecordStore": "fevex_postgres.record_store",
     "create_postgres_run_store": "fevex_postgres.postgres_run_store",
     "SessionTimeouts": "fevex_postgres.timeouts",
 }

@@ -163,6 +163,27 @@ MIGRATIONS: tuple[Migration, ...] = (
             "WHERE status = 'paused' AND wake_at IS NOT NULL",
         ),
     ),
+    Migration(
+        4,
+        "records replaced whole by compare-and-swap",
+        (
+            # One JSON document per namespace and key at the revision its last swap gave
+            # it (see record_store.py); the primary key is the only index a read or a swap
+            # needs. json, not jsonb: a record is read and written whole, never queried
+            # inside, and json keeps its text exactly (jsonb would write -1.5e300 out as
+            # digits, which read back as another number).
+            """
+            CREATE TABLE fevex_records (
+                namespace text NOT NULL,
+                key text NOT NULL,
+                revision bigint NOT NULL,
+                value json NOT NULL,
+                updated_at text NOT NULL,
+                PRIMARY KEY (namespace, key)
+            )
+            """,
+        ),
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -1,5 +1,5 @@
-"""The ``fevex`` entry point: registers the ``postgresql`` run-store and memory-store
-schemes and the ``fevex db`` command.
+"""The ``fevex`` entry point: registers the ``postgresql`` run-store, memory-store and
+record-store schemes and the ``fevex db`` command.
 
 Importing this module imports neither SQLAlchemy nor psycopg: plugin discovery stays
 cheap, and the driver loads when a store is opened or a ``db`` command runs.
@@ -15,12 +15,15 @@ if TYPE_CHECKING:
     from fevex.plugins import CommandRegistry, Register
     from fevex_postgres.memory_store import PostgresMemoryStore
     from fevex_postgres.postgres_run_store import PostgresRunStore
+    from fevex_postgres.record_store import PostgresRecordStore
 
 __all__ = [
     "fevex_register_commands",
     "fevex_register_memory_stores",
+    "fevex_register_record_stores",
     "fevex_register_run_stores",
     "open_postgres_memory",
+    "open_postgres_records",
     "open_postgres_store",
 ]
 
@@ -51,6 +54,19 @@ def open_postgres_memory(url: str, **options: Any) -> PostgresMemoryStore:
 def fevex_register_memory_stores(register: Register) -> None:
     register("postgresql", open_postgres_memory)
     register("postgres", open_postgres_memory)
+
+
+def open_postgres_records(url: str, **options: Any) -> PostgresRecordStore:
+    """Open the :class:`~fevex_postgres.record_store.PostgresRecordStore` of a URL."""
+    from fevex_postgres.record_store import open_postgres_record_store
+
+    return open_postgres_record_store(url, **options)
+
+
+@hookimpl
+def fevex_register_record_stores(register: Register) -> None:
+    register("postgresql", open_postgres_records)
+    register("postgres", open_postgres_records)
 
 
 @hookimpl

@@ -32,7 +32,7 @@ import psycopg
 from sqlalchemy import Row, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fevex.errors import FevexConfigurationError, FevexRunError
+from fevex.errors import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import (
     AgentRun,
@@ -62,7 +62,6 @@ from fevex.runtime import (
     session_not_found,
 )
 from fevex_postgres import claims, execution_writes, run_snapshots
-from fevex_postgres.connections import ConnectionPools
 from fevex_postgres.migrations import (
     LATEST_VERSION,
     SchemaUpgrade,
@@ -72,24 +71,17 @@ from fevex_postgres.migrations import (
     upgrade_schema,
 )
 from fevex_postgres.notifications import RunNotifications
-from fevex_postgres.store_url import POOL_OPTIONS, TIMEOUT_OPTIONS, parse_store_url
+from fevex_postgres.store_setup import set_up_store
 from fevex_postgres.tables import database_now, events, runs, sessions
-from fevex_postgres.timeouts import SessionTimeouts, session_timeouts
+from fevex_postgres.timeouts import SessionTimeouts
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from fevex_postgres.record_store import PostgresRecordStore
+
 __all__ = ["PostgresRunStore", "create_postgres_run_store"]
 
-_DEFAULT_POOL_OPTIONS: dict[str, Any] = {
-    "pool_size": 5,
-    "max_overflow": 10,
-    "pool_timeout": 30.0,
-    "pool_recycle": -1,
-    # No SELECT 1 per checkout: a connection the server dropped (restart, idle timeout)
-    # is noticed without a round trip and replaced before use (see connections.py).
-    "pool_pre_ping": False,
-}
 _RUN_COLUMNS = (
     runs.c.id,
     runs.c.session_id,
@@ -172,47 +164,26 @@ class PostgresRunStore:
     """
 
     def __init__(self, url: str, **options: Any) -> None:
-        parsed = parse_store_url(url)
-        known = (*POOL_OPTIONS, *TIMEOUT_OPTIONS)
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise FevexConfigurationError(
-                "INVALID_CONFIG",
-                f"PostgresRunStore takes no option {', '.join(unknown)}; it takes "
-                f"{', '.join(known)}.",
-            )
-        self.url = parsed.display
-        self.pool_options: dict[str, Any] = {
-            **_DEFAULT_POOL_OPTIONS,
-            **parsed.pool_options,
-            **{name: value for name, value in options.items() if name in POOL_OPTIONS},
-        }
-        self.timeouts: SessionTimeouts = session_timeouts(
-            parsed.timeouts,
-            {name: value for name, value in options.items() if name in TIMEOUT_OPTIONS},
-        )
-        engine_url = parsed.engine_url
-        connect_args: dict[str, Any] = {}
-        if "application_name" not in engine_url.query:
-            connect_args["application_name"] = "fevex"
-        # The URL's own libpq options (a search_path, say) ride after the timeouts.
-        given = engine_url.query.get("options")
-        connect_args["options"] = self.timeouts.libpq_options(
-            given if isinstance(given, str) or given is None else " ".join(given)
-        )
-        engine_url = engine_url.difference_update_query(["options"])
-        # The connections that are psycopg's own (the autocommit pool's, the listening one)
-        # get what SQLAlchemy's pool gives its own.
-        _, libpq_options = engine_url.get_dialect()().create_connect_args(engine_url)
-        connect_options = {**libpq_options, **connect_args}
-        self._pools = ConnectionPools(
-            engine_url, self.pool_options, connect_args, connect_options, self.url
-        )
-        self._notifications = RunNotifications(connect_options, self.url)
+        setup = set_up_store("PostgresRunStore", url, options)
+        self.url = setup.display_url
+        self.pool_options: dict[str, Any] = setup.pool_options
+        self.timeouts: SessionTimeouts = setup.timeouts
+        self._pools = setup.pools
+        self._notifications = RunNotifications(setup.connect_options, self.url)
         self._schema_ready = False
+        # What open_record_store opens the same database with.
+        self._opened_with = (url, dict(options))
 
     def __repr__(self) -> str:
         return f"PostgresRunStore({self.url!r})"
+
+    def open_record_store(self) -> PostgresRecordStore:
+        """The record store of this store's database, with the same options, which
+        ``create_fevex(run_store=store)`` gives the app."""
+        from fevex_postgres.record_store import PostgresRecordStore
+
+        url, options = self._opened_with
+        return PostgresRecordStore(url, **options)
 
     # -- schema ---------------------------------------------------------------------
 

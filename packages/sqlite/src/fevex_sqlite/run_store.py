@@ -65,10 +65,13 @@ from fevex.runtime import (
 from fevex_sqlite import statements as sql
 from fevex_sqlite.location import DEFAULT_BUSY_TIMEOUT, parse_location
 from fevex_sqlite.schema import prepare_database
+from fevex_sqlite.session_snapshots import SessionSnapshots
 from fevex_sqlite.transaction_thread import TransactionThread
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from fevex_sqlite.record_store import SQLiteRecordStore
 
 __all__ = ["SQLiteRunStore", "create_sqlite_run_store"]
 
@@ -89,7 +92,9 @@ class SQLiteRunStore:
     :meth:`close` ends it, and a closed store starts a new one if used again. A failure of
     SQLite is a :class:`~fevex.FevexRunError` with a stable code (``STORE_BUSY``,
     ``STORE_FULL``, ``STORE_READ_ONLY`` or ``STORE_ERROR``) whose message never quotes the
-    SQL or its parameters; the driver's error is its ``__cause__``.
+    SQL or its parameters; the driver's error is its ``__cause__``. The sessions it last
+    read or wrote are kept (:class:`~fevex_sqlite.session_snapshots.SessionSnapshots`), so a
+    turn on a long session reads its history only when another writer changed it.
     """
 
     def __init__(
@@ -120,9 +125,17 @@ class SQLiteRunStore:
             self.path, busy_timeout=self.busy_timeout, create=create
         )
         self._transactions = TransactionThread(self.path, busy_timeout=self.busy_timeout)
+        self._snapshots = SessionSnapshots()
 
     def __repr__(self) -> str:
         return f"SQLiteRunStore({str(self.path)!r})"
+
+    def open_record_store(self) -> SQLiteRecordStore:
+        """The record store of this store's file, which ``create_fevex(run_store=store)``
+        gives the app."""
+        from fevex_sqlite.record_store import SQLiteRecordStore
+
+        return SQLiteRecordStore(self.path, busy_timeout=self.busy_timeout)
 
     # -- runs -----------------------------------------------------------------------
 
@@ -134,9 +147,11 @@ class SQLiteRunStore:
             row[field] = _dumps(row[field], f"The run's {field}")
         row["checkpoint"] = _dumps(create.checkpoint, "The checkpoint")
         events = _event_rows(create.events)
-        return await self._transactions.write(
+        lease: RunLease = await self._transactions.write(
             "create_execution", self._create_execution, create, row, events
         )
+        self._snapshots.reserved(create)
+        return lease
 
     def _create_execution(
         self,
@@ -209,9 +224,11 @@ class SQLiteRunStore:
             updates["lease_expires_at"] = 0.0
         events = _event_rows(commit.events)
         history = _dumps(list(commit.history), "The session history") if commit.history else None
-        await self._transactions.write(
+        ended = await self._transactions.write(
             "commit_execution", self._commit_execution, commit, updates, events, history
         )
+        if ended is not None:
+            self._snapshots.ended(*ended, commit)
 
     def _commit_execution(
         self,
@@ -220,7 +237,7 @@ class SQLiteRunStore:
         updates: dict[str, Any],
         events: list[dict[str, Any]],
         history: str | None,
-    ) -> None:
+    ) -> tuple[str, int] | None:
         run_id = commit.run_id
         target = (
             sql.SELECT_COMMIT_TARGET if history is None else sql.SELECT_COMMIT_TARGET_AND_HISTORY
@@ -235,7 +252,8 @@ class SQLiteRunStore:
         if parent is not None:
             db.execute(sql.WAKE_PARENT, {"id": parent, "now": now, "ended": sql.ENDED_STATUSES})
         if commit.history is not None or commit.release_session:
-            _end_session_turn(db, stored, commit, history)
+            return stored.session_id, _end_session_turn(db, stored, commit, history)
+        return None
 
     def _stored(
         self, db: Connection, run_id: str, statement: TextClause = sql.SELECT_RUN_LEASE
@@ -404,7 +422,13 @@ class SQLiteRunStore:
     # -- sessions -------------------------------------------------------------------
 
     async def get_session(self, session_id: str) -> Session | None:
-        return await self._transactions.read("get_session", _read_session, session_id)
+        known = self._snapshots.get(session_id)
+        session = await self._transactions.read("get_session", _read_session, session_id, known)
+        if session is None:
+            self._snapshots.forget(session_id)
+        elif session is not known:
+            self._snapshots.keep(session)
+        return session
 
     async def save_session(self, session: Session, *, expected_revision: int) -> Session:
         saved = Session(
@@ -425,6 +449,7 @@ class SQLiteRunStore:
             "updated_at": saved.updated_at,
         }
         await self._transactions.write("save_session", _replace_session, row, expected_revision)
+        self._snapshots.keep(saved)
         return saved
 
     # -- events ---------------------------------------------------------------------
@@ -507,7 +532,11 @@ def _read_checkpoint(db: Connection, run_id: str) -> dict[str, Any] | None:
     return checkpoint
 
 
-def _read_session(db: Connection, session_id: str) -> Session | None:
+def _read_session(db: Connection, session_id: str, known: Session | None) -> Session | None:
+    if known is not None:
+        revision = db.execute(sql.SELECT_SESSION_REVISION, {"id": session_id}).scalar()
+        if revision == known.revision:
+            return known
     row = _one(db, sql.SELECT_SESSION, id=session_id)
     return None if row is None else _session(row)
 
@@ -522,7 +551,8 @@ def _replace_session(db: Connection, row: dict[str, Any], expected_revision: int
 
 def _end_session_turn(
     db: Connection, stored: Row[Any], commit: ExecutionCommit, history: str | None
-) -> None:
+) -> int:
+    """End the turn in the session's row; the revision it leaves the session at."""
     if history is not None:
         if stored.history is None:
             raise session_not_found(stored.session_id)
@@ -538,6 +568,7 @@ def _end_session_turn(
     )
     if ended.rowcount != 1:
         raise session_not_found(stored.session_id)
+    return int(db.execute(sql.SELECT_SESSION_REVISION, {"id": stored.session_id}).scalar_one())
 
 
 def _append_to_json_array(stored: str, items: str) -> str:

@@ -11,7 +11,7 @@ A new file (no schema version yet) gets ``CURRENT_SCHEMA``, the schema the migra
 build, in one go: replaying migration 1 would create unprefixed tables that may collide
 with an application's own in a shared file.
 
-To change the schema, append ``Migration(5, ...)`` to ``MIGRATIONS`` and change
+To change the schema, append ``Migration(6, ...)`` to ``MIGRATIONS`` and change
 ``CURRENT_SCHEMA`` to match; never edit a migration that has been released, since files in
 the field already ran it.
 
@@ -205,6 +205,24 @@ MIGRATIONS: tuple[Migration, ...] = (
             "WHERE status = 'paused' AND wake_at IS NOT NULL",
         ),
     ),
+    Migration(
+        5,
+        "records replaced whole by compare-and-swap",
+        (
+            # One JSON document per namespace and key (json.dumps text, read back with
+            # json.loads only), at the revision its last swap gave it: see record_store.py.
+            """
+            CREATE TABLE fevex_records (
+                namespace TEXT NOT NULL,
+                key TEXT NOT NULL,
+                revision INTEGER NOT NULL,
+                value TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                PRIMARY KEY (namespace, key)
+            )
+            """,
+        ),
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
@@ -278,6 +296,16 @@ CURRENT_SCHEMA: tuple[str, ...] = (
     "ON fevex_runs (status, name, lease_expires_at, id) WHERE status = 'running'",
     "CREATE INDEX fevex_runs_paused_by_wake ON fevex_runs (status, wake_at, id) "
     "WHERE status = 'paused' AND wake_at IS NOT NULL",
+    """
+    CREATE TABLE fevex_records (
+        namespace TEXT NOT NULL,
+        key TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        value TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (namespace, key)
+    )
+    """,
 )
 
 _CREATE_VERSION_TABLE = """

@@ -39,6 +39,7 @@ __all__ = [
     "SELECT_RUN_LEASE",
     "SELECT_RUN_POSITION",
     "SELECT_SESSION",
+    "SELECT_SESSION_REVISION",
     "SELECT_TAKEOVER",
     "SET_LEASE",
     "WAKE_PARENT",
@@ -165,6 +166,7 @@ SELECT_SESSION = text(
     "SELECT id, history, summary, active_run_id, revision, created_at, updated_at "
     "FROM fevex_sessions WHERE id = :id"
 )
+SELECT_SESSION_REVISION = text("SELECT revision FROM fevex_sessions WHERE id = :id")
 INSERT_SESSION = text(
     "INSERT INTO fevex_sessions (id, history, summary, active_run_id, revision, created_at, "
     "updated_at) VALUES (:id, :history, :summary, :active_run_id, :revision, :created_at, "

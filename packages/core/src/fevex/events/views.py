@@ -17,6 +17,7 @@ rebuilt at any time from the store, and a live run can be re-projected after eac
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -431,11 +432,18 @@ class _Projection:
 
 
 def _user_message(input: Any) -> Message:
+    """The request: text, content parts, or, for any other JSON input (an agent's input
+    schema, a workflow's or a team's input), that JSON as text, as the engine hands it to
+    the model."""
     if isinstance(input, str):
         return Message.user(input)
-    if isinstance(input, list):
+    if isinstance(input, list) and input and all(_is_part(part) for part in input):
         return Message.user(content_part_from_json(part) for part in input)
-    raise TypeError(f"run input must be text or a list of content parts, not {input!r}")
+    return Message.user(json.dumps(input, ensure_ascii=False))
+
+
+def _is_part(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("type"), str)
 
 
 def _tool_where(payload: dict[str, Any]) -> dict[str, Any]:

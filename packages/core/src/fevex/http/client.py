@@ -116,6 +116,13 @@ class FevexClient:
         run: AgentRun = self._send(call("get_run", {"run_id": run_id}))
         return run
 
+    def get_run_view(self, run_id: str) -> dict[str, Any]:
+        """The run as the console draws it (``GET /v1/runs/{id}/view``), plain JSON: the
+        four layers of ``project_run`` (``stream``, ``state``, ``messages``, ``turn``), the
+        ``spans`` of the run and its descendants, and their ``totals``."""
+        view: dict[str, Any] = self._send(call("get_run_view", {"run_id": run_id}))
+        return view
+
     def list_runs(
         self,
         *,
@@ -318,6 +325,13 @@ class AsyncFevexClient:
     async def get_run(self, run_id: str) -> AgentRun:
         run: AgentRun = await self._send(call("get_run", {"run_id": run_id}))
         return run
+
+    async def get_run_view(self, run_id: str) -> dict[str, Any]:
+        """The run as the console draws it (``GET /v1/runs/{id}/view``), plain JSON: the
+        four layers of ``project_run`` (``stream``, ``state``, ``messages``, ``turn``), the
+        ``spans`` of the run and its descendants, and their ``totals``."""
+        view: dict[str, Any] = await self._send(call("get_run_view", {"run_id": run_id}))
+        return view
 
     async def list_runs(
         self,

@@ -68,6 +68,10 @@ def _session(data: Any) -> Session:
     return Session.from_json(data)
 
 
+def _view(data: Any) -> dict[str, Any]:
+    return dict(data)
+
+
 def _document(data: Any) -> Any:
     return data
 
@@ -84,6 +88,7 @@ PARSERS: dict[Model, Callable[[Any], Any]] = {
     "EventPage": _events,
     "EventStream": _stream,
     "Session": _session,
+    "RunView": _view,
 }
 
 

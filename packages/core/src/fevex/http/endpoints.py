@@ -24,6 +24,7 @@ from fevex.http.authentication import same_namespace
 from fevex.http.event_stream import run_event_frames
 from fevex.http.request_body import invalid
 from fevex.http.routes import Incoming
+from fevex.http.run_view import run_view_json
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.records import AgentRun, RunStatus, Session
 
@@ -157,6 +158,14 @@ class Endpoints:
                 break
             next_after = position
         return JSONResponse({"runs": [run.to_json() for run in found], "next_after": next_after})
+
+    async def get_run_view(self, call: Incoming) -> Response:
+        run = await self._run(call)
+
+        def visible(other: AgentRun) -> bool:
+            return same_namespace(other.context, call.caller)
+
+        return JSONResponse(await run_view_json(self.fevex, run, visible))
 
     async def list_events(self, call: Incoming) -> Response:
         run = await self._run(call)

@@ -88,6 +88,50 @@ SESSION_SCHEMA: dict[str, Any] = {
         "id", "created_at", "updated_at", "history", "summary", "active_run_id", "revision"
     ],
 }  # fmt: skip
+SPAN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A span fevex builds (fevex.observability.Span), metadata only; times in "
+    "milliseconds since the epoch; run_id and sequence name the event that ended it.",
+    "properties": {
+        "span_id": {"type": "string"},
+        "parent_span_id": NULLABLE_TEXT,
+        "name": {"type": "string"},
+        "kind": {"type": "string"},
+        "start_ms": {"type": "number"},
+        "end_ms": {"type": "number"},
+        "status": {"type": "string", "enum": ["ok", "error"]},
+        "error_code": NULLABLE_TEXT,
+        "attributes": {"type": "object"},
+        "events": {"type": "array", "items": {"type": "object"}},
+        "run_id": NULLABLE_TEXT,
+        "sequence": {"type": ["integer", "null"]},
+        "open": {"type": "boolean"},
+    },
+    "required": ["span_id", "name", "kind", "start_ms", "end_ms", "status", "run_id", "open"],
+}
+VIEW_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A run's four layers (fevex.events.project_run), its tree's spans and totals.",
+    "properties": {
+        "run_id": {"type": "string"},
+        "stream": {"type": "array", "items": {"type": "object"}},
+        "state": {"type": "array", "items": {"type": "object"}},
+        "messages": {"type": "array", "items": {"type": "object"}},
+        "turn": {"type": ["object", "null"]},
+        "trace_id": {"type": "string"},
+        "spans": {"type": "array", "items": {"$ref": "#/components/schemas/Span"}},
+        "totals": {
+            "type": "object",
+            "properties": {
+                "runs": {"type": "integer"},
+                "usage": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "cost": {"type": ["object", "null"]},
+            },
+            "required": ["runs", "usage", "cost"],
+        },
+    },
+    "required": ["run_id", "stream", "state", "messages", "turn", "trace_id", "spans", "totals"],
+}
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -141,6 +185,8 @@ def openapi_document(
                 "Run": RUN_SCHEMA,
                 "RunEvent": EVENT_SCHEMA,
                 "Session": SESSION_SCHEMA,
+                "RunView": VIEW_SCHEMA,
+                "Span": SPAN_SCHEMA,
                 "Error": ERROR_SCHEMA,
             },
         },
@@ -227,6 +273,7 @@ MODEL_CONTENT: dict[Model, dict[str, Any]] = {
     "EventPage": _json(_page("events", "RunEvent")),
     "EventStream": {"content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}}},
     "Session": _json(_ref("Session")),
+    "RunView": _json(_ref("RunView")),
 }
 
 

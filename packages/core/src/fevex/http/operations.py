@@ -50,7 +50,7 @@ MAX_RUN_PAGE = 1000
 DEFAULT_RUN_PAGE = 50
 
 # What an answer's body is: a name the document and the clients both know.
-Model = Literal["Document", "Run", "RunPage", "EventPage", "EventStream", "Session"]
+Model = Literal["Document", "Run", "RunPage", "EventPage", "EventStream", "Session", "RunView"]
 
 # What each error status an operation may answer means, with the codes it is for (see
 # fevex.http.errors.ERROR_STATUS: one status per code).
@@ -232,6 +232,19 @@ OPERATIONS: tuple[Operation, ...] = (
         path="/v1/runs/{run_id}",
         summary="A run of the caller's.",
         answer=Answer("200", "The run.", "Run"),
+        errors=READ_ERRORS,
+        path_names=(RUN_ID,),
+    ),
+    Operation(
+        name="get_run_view",
+        method="GET",
+        path="/v1/runs/{run_id}/view",
+        summary="A run as the console draws it, computed by the server.",
+        description="The four layers of fevex.events.project_run (stream, state, messages, "
+        "turn: null until the run ends), the spans fevex builds for the run and its "
+        "descendants (metadata only; open ones end now and say open), and the tokens and "
+        "cost of the tree's model steps.",
+        answer=Answer("200", "The run's view.", "RunView"),
         errors=READ_ERRORS,
         path_names=(RUN_ID,),
     ),

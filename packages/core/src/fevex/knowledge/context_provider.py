@@ -10,6 +10,7 @@ from typing import Any
 from fevex._ground.names import is_valid_name
 from fevex.errors import FevexConfigurationError
 from fevex.runtime.context import ExecutionContext
+from fevex.runtime.record_store import RecordStore
 
 __all__ = [
     "ContextItem",
@@ -29,12 +30,15 @@ class ContextItem:
 
 @dataclass(frozen=True, slots=True)
 class ContextRequest:
-    """What a provider's ``read`` receives: the run it reads for and who it runs for."""
+    """What a provider's ``read`` receives: the run it reads for and who it runs for, and
+    the record store of the app running it (``app.record_store``), for providers that serve
+    the app's records (the publication kit's)."""
 
     run_id: str
     agent_name: str
     input: Any
     context: ExecutionContext
+    record_store: RecordStore | None = None
 
 
 ContextRead = Callable[[ContextRequest], "Sequence[ContextItem | dict[str, Any]] | Awaitable[Any]"]

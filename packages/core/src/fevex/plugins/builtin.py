@@ -1,4 +1,5 @@
-"""What the core registers through its own hooks: the in-memory run and memory stores."""
+"""What the core registers through its own hooks: the in-memory run, memory and record
+stores."""
 
 from __future__ import annotations
 
@@ -27,3 +28,14 @@ def open_in_memory_memory_store(url: str, **options: Any) -> Any:
 @hookimpl
 def fevex_register_memory_stores(register: Register) -> None:
     register("memory", open_in_memory_memory_store)
+
+
+def open_in_memory_record_store(url: str, **options: Any) -> Any:
+    from fevex.runtime.record_store import InMemoryRecordStore
+
+    return InMemoryRecordStore()
+
+
+@hookimpl
+def fevex_register_record_stores(register: Register) -> None:
+    register("memory", open_in_memory_record_store)

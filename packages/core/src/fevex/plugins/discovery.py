@@ -35,6 +35,7 @@ from fevex.plugins.install_hints import (
 
 if TYPE_CHECKING:
     from fevex.knowledge.memory_store import MemoryStore
+    from fevex.runtime.record_store import RecordStore
     from fevex.runtime.run_store import RunStore
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "get_plugin_manager",
     "list_plugins",
     "open_memory_store",
+    "open_record_store",
     "open_run_store",
     "open_tool_provider",
     "open_trace_exporter",
@@ -58,6 +60,7 @@ KINDS: tuple[PluginKind, ...] = (
     "tool_providers",
     "trace_exporters",
     "memory_stores",
+    "record_stores",
 )
 
 
@@ -304,6 +307,33 @@ def open_memory_store(url: str, **options: Any) -> MemoryStore:
         raise _missing(plugins, "memory_stores", base)
     store: MemoryStore = factory(url, **options)
     return store
+
+
+def open_record_store(url: str, **options: Any) -> RecordStore:
+    """Open the record store for ``url`` with the plugin registered for its scheme
+    (``sqlite:///runs.db``, ``postgresql://...``, ``memory://``), looked up as
+    :func:`open_run_store` looks run stores up."""
+    store: RecordStore = record_store_factory(url)(url, **options)
+    return store
+
+
+def record_store_factory(url: str) -> Callable[..., RecordStore]:
+    """The factory that opens record stores of ``url``'s scheme, found without opening one:
+    ``INVALID_CONFIG`` for a URL without a scheme, ``MISSING_PLUGIN`` for a scheme no loaded
+    plugin serves."""
+    scheme, separator, _ = url.partition(":")
+    if not separator or not scheme:
+        raise FevexConfigurationError(
+            "INVALID_CONFIG",
+            "A record store URL needs a scheme, like 'memory://' or 'sqlite:///'.",
+        )
+    plugins = _plugins()
+    factories = plugins.factories["record_stores"]
+    base = scheme.partition("+")[0]
+    factory = factories.get(scheme) or factories.get(base)
+    if factory is None:
+        raise _missing(plugins, "record_stores", base)
+    return factory
 
 
 def open_tool_provider(name: str, **options: Any) -> Any:

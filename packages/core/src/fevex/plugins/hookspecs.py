@@ -47,6 +47,15 @@ def fevex_register_memory_stores(register: Register) -> None:
 
 
 @hookspec
+def fevex_register_record_stores(register: Register) -> None:
+    """Called once when plugins load. Register record-store URL schemes:
+    ``register("acme", open_acme_records)`` where ``open_acme_records(url: str, **options)``
+    returns a :class:`~fevex.runtime.RecordStore` for ``acme://...`` URLs. The app opens
+    its record store from its run store's URL (``FEVEX_RUN_STORE`` included), so a run-store
+    plugin registers its schemes here too. Returns nothing."""
+
+
+@hookspec
 def fevex_register_tool_providers(register: Register) -> None:
     """Called once when plugins load. Register tool providers:
     ``register("acme", create_acme_provider)`` where ``create_acme_provider(**options)``

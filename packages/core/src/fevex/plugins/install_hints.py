@@ -33,7 +33,9 @@ __all__ = [
     "unknown_selected_plugins",
 ]
 
-PluginKind = Literal["models", "run_stores", "tool_providers", "trace_exporters", "memory_stores"]
+PluginKind = Literal[
+    "models", "run_stores", "tool_providers", "trace_exporters", "memory_stores", "record_stores"
+]
 
 ENTRY_POINT_GROUP = "fevex"
 AUTOLOAD_SWITCH = "FEVEX_DISABLE_PLUGIN_AUTOLOAD"
@@ -45,6 +47,7 @@ KIND_WORDS: dict[PluginKind, str] = {
     "tool_providers": "tool provider",
     "trace_exporters": "trace exporter",
     "memory_stores": "memory store for scheme",
+    "record_stores": "record store for scheme",
 }
 
 # The names fevex's own plugins register, and the extra of the core that installs each:
@@ -55,6 +58,7 @@ OFFICIAL_EXTRAS: dict[PluginKind, dict[str, str]] = {
     "tool_providers": {"mcp": "mcp", "openapi": "openapi"},
     "trace_exporters": {"opentelemetry": "opentelemetry"},
     "memory_stores": {"sqlite": "sqlite", "postgresql": "postgres", "postgres": "postgres"},
+    "record_stores": {"sqlite": "sqlite", "postgresql": "postgres", "postgres": "postgres"},
 }
 
 

@@ -37,7 +37,7 @@ from fevex.runtime.record_store import (
     check_record_key,
     check_record_swap,
 )
-from fevex.runtime.records import AgentRun, JsonValue, RunStatus, Session
+from fevex.runtime.records import AgentRun, JsonValue, RunStatus, Session, changed_session
 from fevex.runtime.recovery import RecoverySweep, SkippedRun, WakeSweep
 from fevex.runtime.run_store import (
     NotifyingRunStore,
@@ -115,6 +115,7 @@ __all__ = [
     "StoredRun",
     "TakeoverRunStore",
     "WakeSweep",
+    "changed_session",
     "check_acquirable",
     "check_commit",
     "check_commit_arguments",

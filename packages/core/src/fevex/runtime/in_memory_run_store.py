@@ -4,15 +4,20 @@ All its methods complete without awaiting anything else, so on one event loop ea
 operation is atomic without locks. Runs, checkpoints and leases are kept in their JSON
 form and read back as fresh snapshots. Every call is checked by the rules of
 :mod:`fevex.runtime.store_rules`, in their order, as in every other store.
+
+Pages cost what they hold, not what the store holds: a run's events are a list whose index is
+the sequence less one (sequences have no gaps), so a page is one slice; runs are kept in
+``(created_at, id)`` order, overall and per value of each field ``list_runs`` filters on, so a
+page is a bisection and a walk down the shortest of those lists.
 """
 
 from __future__ import annotations
 
+import bisect
 import copy
 import dataclasses
-import heapq
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fevex.events import RunEvent
@@ -24,12 +29,16 @@ from fevex.runtime.executions import (
     RunLease,
     RunTakeover,
 )
-from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session
+from fevex.runtime.records import TERMINAL_STATUSES, AgentRun, Session, changed_session
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["InMemoryRunStore"]
+
+# The run fields list_runs filters on (the keys of RunQuery.filters).
+_LISTED_FIELDS = ("status", "kind", "name", "session_id", "parent_run_id")
+_RunKey = tuple[str, str]
 
 
 class InMemoryRunStore:
@@ -46,6 +55,10 @@ class InMemoryRunStore:
         self._sessions: dict[str, Session] = {}
         self._events: dict[str, list[RunEvent]] = {}
         self._cursors: dict[str, tuple[str, int]] = {}
+        # (created_at, id) of every run, ascending; and of the runs holding each
+        # (field, value) of _LISTED_FIELDS.
+        self._listed: list[_RunKey] = []
+        self._listed_by: dict[tuple[str, str], list[_RunKey]] = {}
 
     async def create_execution(self, create: ExecutionCreate) -> RunLease:
         rules.check_create_arguments(create)
@@ -61,11 +74,12 @@ class InMemoryRunStore:
             )
         rules.check_sequence(run.id, 0, create.events)
         rules.check_event_ids_new(run.id, create.events, self._cursors)
-        self._sessions[session.id] = dataclasses.replace(
+        self._sessions[session.id] = changed_session(
             session, active_run_id=run.id, revision=session.revision + 1, updated_at=run.created_at
         )
         lease = RunLease(create.lease_owner, 1, self.clock() + create.lease_seconds)
-        self._runs[run.id] = run.to_json()
+        stored = self._runs[run.id] = run.to_json()
+        self._index_run(stored)
         self._checkpoints[run.id] = create.checkpoint
         self._leases[run.id] = lease
         self._events[run.id] = []
@@ -83,6 +97,7 @@ class InMemoryRunStore:
         stored["revision"] = commit.revision
         stored["updated_at"] = commit.updated_at
         if commit.changes:
+            self._reindex_run(stored, commit.changes)
             stored.update(commit.changes)
         parent = self._runs.get(rules.parent_to_wake(commit.changes, stored["parent_run_id"]) or "")
         if parent is not None and parent["status"] not in TERMINAL_STATUSES:
@@ -93,9 +108,9 @@ class InMemoryRunStore:
             self._leases[run_id] = dataclasses.replace(commit.lease, expires_at=0.0)
         if commit.history is not None or commit.release_session:
             session = self._sessions[stored["session_id"]]
-            self._sessions[session.id] = dataclasses.replace(
+            self._sessions[session.id] = changed_session(
                 session,
-                history=session.history + commit.history if commit.history else session.history,
+                tuple(commit.history or ()),
                 active_run_id=None if commit.release_session else session.active_run_id,
                 revision=session.revision + 1,
                 updated_at=commit.updated_at,
@@ -106,6 +121,27 @@ class InMemoryRunStore:
         if stored is None:
             raise rules.run_not_found(run_id)
         return stored
+
+    def _index_run(self, stored: dict[str, Any]) -> None:
+        key = (stored["created_at"], stored["id"])
+        bisect.insort(self._listed, key)
+        for field in _LISTED_FIELDS:
+            value = stored.get(field)
+            if isinstance(value, str):
+                bisect.insort(self._listed_by.setdefault((field, value), []), key)
+
+    def _reindex_run(self, stored: dict[str, Any], changes: Mapping[str, Any]) -> None:
+        key = (stored["created_at"], stored["id"])
+        for field in _LISTED_FIELDS:
+            if field not in changes or changes[field] == stored.get(field):
+                continue
+            before, after = stored.get(field), changes[field]
+            keys = self._listed_by.get((field, before), []) if isinstance(before, str) else []
+            at = bisect.bisect_left(keys, key)
+            if at < len(keys) and keys[at] == key:
+                del keys[at]
+            if isinstance(after, str):
+                bisect.insort(self._listed_by.setdefault((field, after), []), key)
 
     def _append_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
         stored = self._events[run_id]
@@ -210,18 +246,23 @@ class InMemoryRunStore:
         below: tuple[str, str] | None = None
         if page.after is not None:
             cursor = self._runs.get(page.after)
-            position = None if cursor is None else (cursor["created_at"], cursor["id"])
-            below = rules.run_cursor(page.after, position)
-        newest = heapq.nlargest(
-            page.limit,
-            (
-                (stored["created_at"], stored["id"])
-                for stored in self._runs.values()
-                if page.matches(stored)
-                and (below is None or (stored["created_at"], stored["id"]) < below)
-            ),
+            named = None if cursor is None else (cursor["created_at"], cursor["id"])
+            below = rules.run_cursor(page.after, named)
+        # The shortest list that holds every run of the page; the walk checks the other
+        # filters on each run it passes.
+        keys = min(
+            (self._listed_by.get(item, []) for item in page.filters.items()),
+            key=len,
+            default=self._listed,
         )
-        return [AgentRun.from_json(self._runs[run_id]) for _, run_id in newest]
+        position = len(keys) if below is None else bisect.bisect_left(keys, below)
+        found: list[AgentRun] = []
+        while position > 0 and len(found) < page.limit:
+            position -= 1
+            stored = self._runs[keys[position][1]]
+            if page.matches(stored):
+                found.append(AgentRun.from_json(stored))
+        return found
 
     async def get_checkpoint(self, run_id: str) -> dict[str, Any] | None:
         return copy.deepcopy(self._checkpoints.get(run_id))
@@ -252,10 +293,14 @@ class InMemoryRunStore:
         start = 0
         if after is not None:
             start = rules.cursor_sequence(run_id, after, self._cursors.get(after))
-        selected = self._events.get(run_id, [])[start:]
-        if order == "desc":
-            selected = selected[::-1]
-        return selected if limit is None else selected[:limit]
+        events = self._events.get(run_id, [])
+        end = len(events)
+        if order == "asc":
+            return events[start : end if limit is None else min(end, start + limit)]
+        # The newest events after the cursor, newest first.
+        selected = events[start if limit is None else max(start, end - limit) : end]
+        selected.reverse()
+        return selected
 
     async def close(self) -> None:
         return None

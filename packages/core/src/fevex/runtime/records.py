@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -9,7 +10,7 @@ from fevex.messages import Message, message_from_json
 from fevex.models import Usage
 from fevex.runtime.approval import PendingApproval, pending_approvals
 
-__all__ = ["AgentRun", "JsonValue", "RunStatus", "Session"]
+__all__ = ["AgentRun", "JsonValue", "RunStatus", "Session", "changed_session"]
 
 # A value as stores keep it: what json.loads returns.
 JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
@@ -158,10 +159,21 @@ class Session:
     summary: str | None = None
     active_run_id: str | None = None
     revision: int = 0
+    # The history as Message values, built by the first messages() call and carried to the
+    # session a turn extends (session_with_turn), so that a turn on a long session does
+    # not rebuild every earlier message. A history is never changed in place: a snapshot
+    # is replaced, and dataclasses.replace starts a new snapshot without it.
+    _messages: tuple[Message, ...] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def messages(self) -> list[Message]:
         """The history rebuilt as :class:`~fevex.messages.Message` values."""
-        return [message_from_json(item) for item in self.history]
+        built = self._messages
+        if built is None:
+            built = tuple(message_from_json(item) for item in self.history)
+            object.__setattr__(self, "_messages", built)
+        return list(built)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -185,3 +197,26 @@ class Session:
             active_run_id=data.get("active_run_id"),
             revision=int(data.get("revision", 0)),
         )
+
+
+def changed_session(
+    session: Session, appended: tuple[dict[str, Any], ...] = (), **changes: Any
+) -> Session:
+    """``session`` with ``appended`` messages (JSON) after its history and ``changes``
+    made (never to ``history``), keeping the Message values it has already built: how a
+    store that keeps sessions in memory reserves a session and ends a turn, at a cost that
+    does not grow with the history."""
+    history = session.history + appended if appended else session.history
+    extended = dataclasses.replace(session, history=history, **changes)
+    built = session._messages
+    if built is not None:
+        if not appended:
+            object.__setattr__(extended, "_messages", built)
+            return extended
+        try:
+            added = tuple(message_from_json(item) for item in appended)
+        except (KeyError, TypeError, ValueError):
+            # A message that does not parse fails messages(), later, as it always did.
+            return extended
+        object.__setattr__(extended, "_messages", built + added)
+    return extended

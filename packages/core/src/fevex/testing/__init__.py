@@ -10,6 +10,11 @@ from fevex.testing.fake_model import FakeModel, FakeResponse
 from fevex.testing.function_model import FunctionModel, ModelFunction
 from fevex.testing.memory_store_contract import MemoryStoreContractError, check_memory_store
 from fevex.testing.model_contract import check_model_gateway, default_contract_inputs
+from fevex.testing.record_store_contract import (
+    RecordStoreContractError,
+    RecordStoreFactory,
+    check_record_store,
+)
 from fevex.testing.run_store_contract import (
     RUN_STORE_CHECKS,
     ManualClock,
@@ -32,12 +37,15 @@ __all__ = [
     "ModelFunction",
     "ModelRecorder",
     "ModelReplay",
+    "RecordStoreContractError",
+    "RecordStoreFactory",
     "RunStoreCheck",
     "RunStoreContractError",
     "RunStoreFactory",
     "RunStoreReport",
     "check_memory_store",
     "check_model_gateway",
+    "check_record_store",
     "check_run_store",
     "check_trace_exporter",
     "contract_spans",

@@ -1,5 +1,6 @@
-"""Agent runs as the kernel sees them: a new run's record and driver, the driver that
-continues a stored one from its checkpoint, and the approval decisions recorded in it."""
+"""Agent runs as the kernel sees them: a new run's record and driver (or one restored from
+an exported checkpoint), the driver that continues a stored one from its checkpoint, and
+the approval decisions recorded in it."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ from typing import Any
 from fevex._ground.clock import new_id, utc_now
 from fevex._ground.names import did_you_mean
 from fevex._internal.agents.agent_loop import AgentLoop
+from fevex._internal.agents.portable_checkpoint import RestoredConversation
 from fevex._internal.agents.run_input import run_input
-from fevex._internal.agents.run_state import RunState, record_decision
+from fevex._internal.agents.run_state import PendingCalls, RunState, record_decision
 from fevex._internal.composition.connections import ConnectionResolver
 from fevex._internal.composition.registry import Composition, PreparedAgent
 from fevex._internal.engine.run_kind import LaunchRequest, NewRun, ReadSession
 from fevex.agents import AgentDefinition, Limits
 from fevex.errors import FevexRunError
-from fevex.messages import Message
+from fevex.messages import Message, ToolCallPart
 from fevex.runtime.approval import ApprovalDecision
 from fevex.runtime.records import AgentRun, Session
 from fevex.runtime.store_rules import check_session_id
@@ -77,7 +79,11 @@ class AgentKind:
     ) -> NewRun:
         """A new run of the agent ``request`` names, in the session it names (read here:
         the run continues its conversation) or a new one."""
-        name = self.name_of(request.reference)
+        restored = request.reference
+        if isinstance(restored, RestoredConversation):
+            name = restored.agent
+        else:
+            name = self.name_of(restored)
         session_id = request.session_id
         session = None
         if session_id is not None:
@@ -86,13 +92,73 @@ class AgentKind:
             session = await read_session(session_id)
         else:
             session_id = new_id("ses")
-        run, loop = self.new_run(name, request.input, session_id, context, session)
+        opening: dict[str, Any] = {}
+        if isinstance(restored, RestoredConversation):
+            run, loop = self.restored_run(restored, request.input, session_id, context, session)
+            opening["restored_from"] = restored.source_run_id
+        else:
+            run, loop = self.new_run(name, request.input, session_id, context, session)
         return NewRun(
             run,
             loop,
-            {"agent_name": name, "session_id": session_id, "input": run.input},
+            {"agent_name": name, "session_id": session_id, "input": run.input, **opening},
             None if session is None else session.revision,
         )
+
+    def restored_run(
+        self,
+        restored: RestoredConversation,
+        input: Any,
+        session_id: str,
+        context: dict[str, Any] | None,
+        session: Session | None,
+    ) -> tuple[AgentRun, AgentLoop]:
+        """A new run of the agent a restored conversation names, continuing it: its pending
+        calls (asked again for approval), or ``input`` as the next user message. The run's
+        counters and limits start afresh, as any new run's."""
+        prepared = self.agent(restored.agent)
+        transcript = list(restored.transcript)
+        if restored.pending is not None:
+            if input is not None:
+                raise FevexRunError(
+                    "INVALID_ARGUMENT",
+                    "The checkpoint is of a run paused on its tool calls; it is restored "
+                    "without input (its calls are worked through first).",
+                )
+            input_json: Any = None
+        else:
+            if input is None:
+                raise FevexRunError(
+                    "INVALID_ARGUMENT",
+                    "The checkpoint is of a run that ended; give the input that continues "
+                    "its conversation.",
+                )
+            user_message, input_json = run_input(prepared, input)
+            transcript.append(user_message)
+        seen = {
+            part.id
+            for message in transcript
+            for part in message.content
+            if isinstance(part, ToolCallPart)
+        }
+        pending = restored.pending
+        if pending is not None:
+            # The step that asked for these calls was the exported run's, not this one's.
+            pending = PendingCalls(0, list(pending.calls), list(pending.results))
+        state = RunState(transcript, seen_call_ids=seen, pending=pending)
+        now = utc_now()
+        run = AgentRun(
+            new_id("run"),
+            session_id,
+            restored.agent,
+            "running",
+            input_json,
+            now,
+            now,
+            revision=1,
+            context=context,
+        )
+        return run, self._loop(prepared, session, state)
 
     def name_of(self, reference: Any) -> str:
         """The name of one of this app's agents, given by name or definition;

@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from fevex.knowledge.memory_store import MemoryAccess, MemoryStore, namespace_of
 from fevex.knowledge.skill import SkillDefinition
 from fevex.messages import Message
 from fevex.runtime.context import ExecutionContext
+from fevex.runtime.record_store import RecordStore
 from fevex.schemas.schema import compile_schema, ensure_json
 from fevex.tools.definition import define_tool
 
@@ -60,11 +61,14 @@ _DATA_NOTICE = (
 
 @dataclass(slots=True)
 class KnowledgeSetup:
-    """What the app's agents share: the registered skills and providers, and the memory
-    store (opened after the composition is known to be valid)."""
+    """What the app's agents share: the registered skills and providers, the memory store
+    (opened after the composition is known to be valid) and how to find the app's record
+    store, which providers are given in their requests (looked up at each read, so that it
+    is whatever ``app.record_store`` is then)."""
 
     entries: dict[str, SkillDefinition | ContextProviderDefinition] = field(default_factory=dict)
     memory_store: MemoryStore | None = None
+    app_record_store: Callable[[], RecordStore] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +252,10 @@ async def start_knowledge(
     loaded = None
     if state.knowledge is None:
         blocks = [
-            *[await _read(provider, run, execution) for provider in knowledge.providers],
+            *[
+                await _read(provider, run, execution, knowledge.setup.app_record_store)
+                for provider in knowledge.providers
+            ],
             *await _recall(knowledge, store, namespace, state, execution),
         ]
         state.knowledge = [block for block in blocks if block is not None]
@@ -267,10 +274,14 @@ async def start_knowledge(
 
 
 async def _read(
-    provider: ContextProviderDefinition, run: Any, execution: Execution
+    provider: ContextProviderDefinition,
+    run: Any,
+    execution: Execution,
+    app_record_store: Callable[[], RecordStore] | None,
 ) -> dict[str, Any] | None:
+    record_store = None if app_record_store is None else app_record_store()
     request = ContextRequest(
-        run.id, run.agent_name, run.input, ExecutionContext.from_json(run.context)
+        run.id, run.agent_name, run.input, ExecutionContext.from_json(run.context), record_store
     )
     try:
         if provider.is_async:

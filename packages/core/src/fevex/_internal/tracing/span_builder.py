@@ -220,6 +220,20 @@ class SpanBuilder:
         self._second_ns = nanoseconds(self._second + "Z")
         return self._second_ns + int(occurred_at[20:26]) * 1_000
 
+    def open_spans(self, now_ns: int) -> list[Span]:
+        """The spans started and not ended yet, as if they ended at ``now_ns``: what a
+        live view draws while a run goes on (a paused run's open steps included)."""
+        spans: list[Span] = []
+        for execution in self._executions.values():
+            trace_id = execution.trace_id
+            for opened in (execution.span, *execution.models.values(), *execution.tools.values()):
+                spans.append(_snapshot(trace_id, opened, now_ns))
+        for (run_id, _), opened in self._steps.items():
+            running = self._executions.get(run_id)
+            trace = running.trace_id if running is not None else ""
+            spans.append(_snapshot(trace, opened, now_ns))
+        return spans
+
     # -- executions -----------------------------------------------------------------
 
     def _open_execution(self, run: AgentRun, event: RunEvent, now: int) -> None:
@@ -581,6 +595,20 @@ def _finish(
         error_code,
         opened.attributes,
         tuple(opened.events),
+    )
+
+
+def _snapshot(trace_id: str, opened: _Open, now_ns: int) -> Span:
+    return Span(
+        trace_id,
+        opened.span_id,
+        opened.parent_span_id,
+        opened.name,
+        opened.kind,
+        opened.start_ns,
+        max(now_ns, opened.start_ns),
+        attributes=dict(opened.attributes),
+        events=tuple(opened.events),
     )
 
 

@@ -39,10 +39,36 @@ export function runLink(id) {
   return el("a", { href: "#/runs/" + encodeURIComponent(id) }, id);
 }
 
+const WITH_MS = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 3, hour12: false };
+const CLOCK = { hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 3, hour12: false };
+
+function instant(stamp) {
+  const date = typeof stamp === "number" ? new Date(stamp) : new Date(String(stamp));
+  return Number.isNaN(date.getTime()) ? null : date;
+}
+
+// A date and time to the millisecond, in the viewer's zone.
 export function formatTime(stamp) {
-  if (!stamp) return "";
-  const date = new Date(stamp);
-  return Number.isNaN(date.getTime()) ? String(stamp) : date.toLocaleString();
+  if (stamp === null || stamp === undefined || stamp === "") return "";
+  const date = instant(stamp);
+  return date ? date.toLocaleString(undefined, WITH_MS) : String(stamp);
+}
+
+// The time of day to the millisecond ("12:04:31.120").
+export function formatClock(stamp) {
+  const date = instant(stamp);
+  return date ? date.toLocaleTimeString(undefined, CLOCK) : String(stamp);
+}
+
+// How long after the run's start ("2.4 s after start").
+export function formatAfter(milliseconds) {
+  return formatDuration(Math.max(0, milliseconds)) + " after start";
+}
+
+// How far from now ("3.1 s ago", "in 4.0 s").
+export function formatFromNow(milliseconds) {
+  const offset = milliseconds - Date.now();
+  return offset >= 0 ? "in " + formatDuration(offset) : formatDuration(-offset) + " ago";
 }
 
 export function formatDuration(milliseconds) {

@@ -1,84 +1,182 @@
-// One run: its summary, pending approvals, cancel, output or error, parent and child
-// runs, the tokens-and-cost chart, the four-layer view and the live timeline.
+// One run: its input first, its summary (a duration that stops at a pause), pending
+// approvals, cancel, what it waits for in words, output or error, parent and child runs,
+// the step list of a workflow or team, the conversation, the tokens-and-cost chart, the
+// trace waterfall of its tree, the four layers and the live timeline. The layers, the
+// spans and the totals are the server's view (GET /v1/runs/{id}/view), read again as
+// the run goes on; the page computes none of them.
 import { followRun, getJson, postJson, runPath } from "./api.js";
 import { stepChart } from "./chart.js";
-import { el, formatCost, formatDuration, formatTime, json, replace, runLink, tokens } from "./dom.js";
-import { projectRun } from "./run_view.js";
+import { el, formatAfter, formatCost, formatDuration, formatTime, json, replace, runLink, tokens } from "./dom.js";
+import { conversation, describeWait, renderLayer, stepTable, steps } from "./run_parts.js";
+import { waterfall } from "./waterfall.js";
 
 const LAYERS = ["stream", "state", "messages", "turn"];
 const ENDED = new Set(["completed", "failed", "cancelled"]);
+const COMPOSED = new Set(["workflow", "team", "task"]);
+const LIVE_VIEW_MS = 1000;
 
-export function showRun(main, runId, signal) {
+export function showRun(main, runId, signal, focusSequence = null) {
   const events = [];
   let run = null;
+  let view = null;
+  let children = [];
   let layer = "stream";
+  let selected = focusSequence;
+  const input = el("div", { id: "input-box" });
   const summary = el("dl", { id: "summary" });
   const controls = el("div", { id: "controls" });
+  const waiting = el("div", { id: "waiting-box" });
   const outcome = el("div", { id: "outcome" });
   const family = el("div", { id: "family" });
+  const stepBox = el("div", { id: "step-box" });
+  const talk = el("div", { id: "conversation" });
   const chart = el("div", { id: "chart" });
+  const trace = el("div", { id: "waterfall" });
+  const picked = el("div", { id: "selected-event" });
   const layerView = el("div", { class: "layer", id: "layer" });
   const connection = el("p", { class: "notice", id: "connection" });
   const timeline = el("tbody", { id: "timeline" });
   const tabs = el("div", { class: "tabs", id: "layers" }, LAYERS.map((name) =>
-    el("button", { type: "button", "data-layer": name, "aria-pressed": String(name === layer), onclick: () => { layer = name; render(); } }, name)));
+    el("button", { type: "button", "data-layer": name, "aria-pressed": String(name === layer), onclick: () => { layer = name; renderView(); } }, name)));
 
   replace(main,
     el("p", {}, el("a", { href: "#/" }, "← Runs")),
     el("h1", {}, "Run ", el("code", { id: "run-id" }, runId)),
-    summary, controls, outcome, family,
+    input, summary, controls, waiting, outcome, family, stepBox,
+    el("h2", {}, "Conversation"), talk,
+    el("h2", {}, "Trace"), trace, picked,
     el("h2", {}, "Tokens and cost per model step"), chart,
     el("h2", {}, "View"), tabs, layerView,
     el("h2", {}, "Timeline"), connection,
-    el("div", { class: "timeline" }, el("table", {}, el("thead", {}, el("tr", {}, ["#", "Type", "At", "Payload"].map((h) => el("th", {}, h)))), timeline)));
+    el("table", { class: "timeline" }, el("thead", {}, el("tr", {}, ["#", "Type", "At", "Payload"].map((h) => el("th", {}, h)))), timeline));
 
-  // One read of the run at a time; a request made during one reads again after it, so
-  // that the last read always follows the last event.
-  let reading = null;
-  let readAgain = false;
-  async function refresh() {
-    if (reading) {
-      readAgain = true;
+  // One read at a time; a request made during one reads again after it, so that the
+  // last read always follows the last event.
+  function serial(read) {
+    let reading = null;
+    let again = false;
+    return () => {
+      if (reading) {
+        again = true;
+        return reading;
+      }
+      reading = (async () => {
+        do {
+          again = false;
+          try {
+            await read();
+          } catch (error) {
+            if (!signal.aborted) replace(outcome, problem(error));
+          }
+        } while (again && !signal.aborted);
+        reading = null;
+      })();
       return reading;
-    }
-    reading = (async () => {
-      do {
-        readAgain = false;
-        try {
-          run = await getJson(runPath(runId));
-          const children = await getJson("/v1/runs", { parent_run_id: runId, limit: "100" });
-          if (signal.aborted) return;
-          renderRun(children.runs);
-        } catch (error) {
-          if (!signal.aborted) replace(outcome, problem(error));
-        }
-      } while (readAgain && !signal.aborted);
-      reading = null;
-    })();
-    return reading;
+    };
   }
 
-  function renderRun(children) {
+  const refresh = serial(async () => {
+    const fresh = await getJson(runPath(runId));
+    const page = await getJson("/v1/runs", { parent_run_id: runId, limit: "100" });
+    if (signal.aborted) return;
+    run = fresh;
+    children = page.runs.slice().reverse(); // oldest first: the order they started in
+    renderRun();
+  });
+
+  const refreshView = serial(async () => {
+    const fresh = await getJson(runPath(runId, "/view"));
+    if (signal.aborted) return;
+    view = fresh;
+    renderView();
+    renderSummary();
+  });
+
+  function duration() {
+    if (!run) return null;
+    const start = Date.parse(run.created_at);
+    // A paused or ended run's clock stopped at its last change (the pause, the end).
+    if (run.status === "paused" || ENDED.has(run.status)) return { ms: Date.parse(run.updated_at) - start, stopped: run.status };
+    return { ms: Date.now() - start, stopped: null };
+  }
+
+  function renderSummary() {
+    if (!run) return;
     const count = tokens(run.usage);
+    const lasted = duration();
+    const totals = view ? view.totals : null;
+    const treeTokens = totals ? tokens(totals.usage) : null;
     replace(summary,
       el("dt", {}, "Status"), el("dd", { class: `status status-${run.status}`, id: "run-status" }, run.status),
       el("dt", {}, "Kind"), el("dd", {}, run.kind),
       el("dt", {}, "Name"), el("dd", {}, run.name),
-      el("dt", {}, "Started"), el("dd", {}, formatTime(run.created_at)),
-      el("dt", {}, "Updated"), el("dd", {}, formatTime(run.updated_at)),
-      el("dt", {}, "Tokens"), el("dd", {}, count === null ? "" : String(count)),
+      el("dt", {}, "Started"), el("dd", { id: "started" }, formatTime(run.created_at)),
+      el("dt", {}, "Updated"), el("dd", {}, formatTime(run.updated_at), ` (${formatAfter(Date.parse(run.updated_at) - Date.parse(run.created_at))})`),
+      el("dt", {}, "Duration"), el("dd", { id: "duration", "data-stopped": lasted.stopped || "" }, formatDuration(lasted.ms), lasted.stopped === "paused" ? " (stopped at the pause)" : lasted.stopped ? "" : " so far"),
+      el("dt", {}, "Tokens"), el("dd", { id: "run-tokens" }, count === null ? "" : String(count)),
+      totals ? [
+        el("dt", {}, totals.runs > 1 ? `Tree (${totals.runs} runs)` : "Cost"),
+        el("dd", { id: "totals", "data-tokens": treeTokens === null ? "" : treeTokens, "data-cost": totals.cost ? totals.cost.amount : "" },
+          totals.runs > 1 ? `${treeTokens === null ? 0 : treeTokens} tokens, ` : "", formatCost(totals.cost) || "not priced"),
+      ] : null,
       el("dt", {}, "Session"), el("dd", {}, run.session_id));
+  }
+
+  function renderRun() {
+    replace(input, el("h2", {}, "Input"), el("pre", { id: "input" }, typeof run.input === "string" ? run.input : json(run.input)));
+    renderSummary();
     const approvals = run.status === "paused" && run.pause && Array.isArray(run.pause.approvals) ? run.pause.approvals : [];
     replace(controls,
       approvals.map(approvalCard),
       ENDED.has(run.status) ? null : el("div", { class: "actions" }, el("button", { type: "button", id: "cancel", onclick: cancel }, "Cancel run")));
+    replace(waiting, run.status === "paused" && run.pause ? [el("h2", {}, "Waiting"), el("ul", { id: "waiting" }, describeWait(run.pause, run.updated_at))] : null);
     if (run.status === "completed") replace(outcome, el("h2", {}, "Output"), el("pre", { id: "output" }, json(run.output)));
     else if (run.error) replace(outcome, el("h2", {}, "Error"), el("p", { class: "error", id: "error" }, el("strong", {}, String(run.error.code || "ERROR")), ": ", String(run.error.message || "")), el("pre", {}, json(run.error)));
-    else if (run.pause && run.pause.reason !== "approval") replace(outcome, el("h2", {}, "Waiting"), el("pre", {}, json(run.pause)));
     else replace(outcome);
     replace(family,
       run.parent_run_id ? el("p", { id: "parent" }, "Parent run: ", runLink(run.parent_run_id)) : null,
       children.length ? [el("h2", {}, "Child runs"), el("ul", { id: "children" }, children.map((c) => el("li", {}, runLink(c.id), ` ${c.kind} ${c.name} · ${c.status}`)))] : null);
+    renderSteps();
+  }
+
+  function renderSteps() {
+    if (!run || !COMPOSED.has(run.kind)) return replace(stepBox);
+    const list = steps(events, run);
+    replace(stepBox, el("h2", {}, "Steps"), list.length ? stepTable(list) : el("p", { class: "notice" }, "No step has started yet."));
+  }
+
+  function renderView() {
+    for (const button of tabs.querySelectorAll("button")) button.setAttribute("aria-pressed", String(button.dataset.layer === layer));
+    if (!view) return;
+    const ended = run ? ENDED.has(run.status) : false;
+    replace(talk, conversation(view.messages),
+      run && COMPOSED.has(run.kind) ? el("p", { class: "notice" }, `A ${run.kind} talks through its child runs: see its steps above and the trace below.`) : null);
+    replace(chart, stepChart(view.spans, ended));
+    replace(trace, waterfall(view.spans, select));
+    replace(layerView, renderLayer(layer, view, ended));
+  }
+
+  // A bar's event: this run's is shown here; another run's opens that run's page at it.
+  function select(span) {
+    if (span.run_id && span.run_id !== runId) {
+      location.hash = "#/runs/" + encodeURIComponent(span.run_id) + (span.sequence ? "/events/" + span.sequence : "");
+      return;
+    }
+    if (span.sequence) {
+      selected = span.sequence;
+      showSelected();
+    }
+  }
+
+  function showSelected() {
+    if (selected === null) return;
+    const row = timeline.querySelector(`tr[data-sequence="${selected}"]`);
+    if (!row) return;
+    for (const other of timeline.querySelectorAll("tr.selected")) other.classList.remove("selected");
+    row.classList.add("selected");
+    const event = events.find((e) => e.sequence === selected);
+    replace(picked, el("h3", {}, `Event ${event.sequence}: ${event.type}`), el("pre", { id: "selected-payload" }, json(event.payload)));
+    row.scrollIntoView({ block: "center" });
   }
 
   function approvalCard(approval) {
@@ -108,25 +206,30 @@ export function showRun(main, runId, signal) {
     }
   }
 
-  function render() {
-    const view = projectRun(events);
-    replace(chart, stepChart(view.steps));
-    for (const button of tabs.querySelectorAll("button")) button.setAttribute("aria-pressed", String(button.dataset.layer === layer));
-    replace(layerView, renderLayer(layer, view));
-  }
-
   // No duplicate check: a reconnection resumes after the last event (Last-Event-ID).
   function addEvent(event) {
     events.push(event);
+    const start = Date.parse(events[0].occurred_at);
     timeline.append(el("tr", { "data-sequence": event.sequence },
-      el("td", {}, String(event.sequence)), el("td", {}, event.type), el("td", {}, formatTime(event.occurred_at)),
-      el("td", {}, el("pre", {}, json(event.payload)))));
-    render();
+      el("td", {}, String(event.sequence)), el("td", {}, event.type),
+      el("td", {}, formatTime(event.occurred_at), el("br"), el("span", { class: "notice" }, formatAfter(Date.parse(event.occurred_at) - start))),
+      el("td", {}, el("details", {}, el("summary", {}, summaryOf(event)), el("pre", {}, json(event.payload))))));
+    if (event.sequence === selected) showSelected();
+    refreshView();
     if (event.type.startsWith("run.")) refresh();
+    else if (run) renderSteps();
   }
 
   refresh();
-  render();
+  refreshView();
+  // The clock of a running run, and the spans of its children (whose events this page
+  // does not follow), move on between this run's events.
+  const timer = setInterval(() => {
+    if (!run || ENDED.has(run.status) || run.status === "paused") return;
+    renderSummary();
+    refreshView();
+  }, LIVE_VIEW_MS);
+  signal.addEventListener("abort", () => clearInterval(timer));
   followRun(runId, {
     signal,
     onEvent: addEvent,
@@ -135,41 +238,15 @@ export function showRun(main, runId, signal) {
       connection.dataset.history = `${connection.dataset.history || ""} ${said}`.trim();
       replace(connection, count === 1 ? "Live." : `Live (reconnected ${count - 1}×, resumed after the last event received).`);
     },
-    onEnd: (end) => { replace(connection, `The run ended: ${end.status}.`); refresh(); },
+    onEnd: (end) => { replace(connection, `The run ended: ${end.status}.`); refresh(); refreshView(); },
   }).catch((error) => replace(connection, problem(error)));
 }
 
-function renderLayer(layer, view) {
-  if (layer === "stream") {
-    if (!view.stream.length) return el("p", { class: "notice" }, "Nothing streamed yet.");
-    return el("ol", {}, view.stream.map((item) => el("li", { "data-kind": item.kind },
-      `step ${item.step} · ${item.kind} · `,
-      item.kind === "text-delta" ? item.text : item.kind === "tool-call" ? el("pre", {}, `${item.call.name} ${json(item.call.input)}`) : el("pre", {}, `${item.result.tool_name}${item.result.is_error ? " (failed)" : ""} → ${json(item.result.output)}`))));
-  }
-  if (layer === "state") {
-    return el("ol", {}, view.state.map((t) => el("li", {}, `${t.state} at event ${t.sequence}`, t.step ? ` · step ${t.step}` : "", t.tool_call_id ? ` · call ${t.tool_call_id}` : "")));
-  }
-  if (layer === "messages") {
-    return el("div", {}, view.messages.map((m) => el("div", { class: "message" }, el("strong", {}, m.role), el("pre", {}, m.content.map(partText).join("\n")))));
-  }
-  const turn = view.turn;
-  if (!turn) return el("p", { class: "notice" }, "The run has not ended: no turn yet.");
-  return el("dl", { id: "turn" },
-    el("dt", {}, "Status"), el("dd", {}, turn.status),
-    el("dt", {}, "Duration"), el("dd", {}, formatDuration(turn.duration_ms)),
-    el("dt", {}, "Usage"), el("dd", {}, json(turn.usage)),
-    el("dt", {}, "Cost"), el("dd", {}, formatCost(turn.cost) || "not priced"),
-    el("dt", {}, "Model steps"), el("dd", {}, String(turn.steps)),
-    el("dt", {}, "Tool calls"), el("dd", {}, String(turn.tool_calls)),
-    el("dt", {}, "Response"), el("dd", {}, el("pre", {}, turn.response ? turn.response.content.map(partText).join("\n") : "")),
-    turn.error ? [el("dt", {}, "Error"), el("dd", { class: "error" }, `${turn.error.code}: ${turn.error.message}`)] : null);
-}
-
-function partText(part) {
-  if (part.type === "text") return part.text;
-  if (part.type === "tool-call") return `→ ${part.name}(${json(part.input)})`;
-  if (part.type === "tool-result") return `${part.tool_name}${part.is_error ? " failed" : ""}: ${json(part.output)}`;
-  return json(part.value === undefined ? part : part.value);
+// One line saying what an event holds, before its JSON.
+function summaryOf(event) {
+  const p = event.payload || {};
+  const bits = [p.step_id, p.tool_name, p.step !== undefined ? `step ${p.step}` : null, p.reason, p.event, p.status].filter((b) => b !== undefined && b !== null && b !== "");
+  return bits.length ? bits.join(" · ") : "payload";
 }
 
 function problem(error) {

@@ -1,0 +1,163 @@
+"""The rules of a write: validity against the clock, the snapshot a swap writes, and a
+swap that, once started, is always awaited to its receipt.
+
+Deadlines (a candidate's ``expires_at``, each source's, the operation's ``timeout``) are
+checked again after every await before a swap; none is checked during one. A swap that has
+started decides the outcome: its ``True`` is a receipt even when a deadline passed while
+it ran, its ``False`` means nothing was written, and a store that fails during it leaves
+the outcome unknown (``PUBLICATION_COMMIT_UNCERTAIN``), never a rollback claimed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Iterable
+from typing import Any
+
+from fevex._ground.clock import utc_now
+from fevex.errors import FevexError, FevexRunError
+from fevex.kits.publication.documents import SourceReference, instant
+from fevex.kits.publication.record import Candidate, PublicationState
+from fevex.runtime.record_store import RecordStore, check_record_swap
+
+__all__ = [
+    "Deadline",
+    "check_sources_valid",
+    "prepare_snapshot",
+    "swap",
+]
+
+
+class Deadline:
+    """An operation's optional ``timeout`` (seconds on the loop's clock) and the validity
+    of what it writes, checked with :meth:`check` after every await before the swap; used
+    as ``async with`` around those awaits."""
+
+    def __init__(self, timeout: float | None, operation: str) -> None:
+        if timeout is not None and (
+            not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0
+        ):
+            raise FevexRunError(
+                "KIT_REQUEST_INVALID",
+                "timeout must be a positive number of seconds or None.",
+                details={"field": "timeout"},
+            )
+        loop = asyncio.get_running_loop()
+        self.operation = operation
+        self.timeout = timeout
+        self.at = None if timeout is None else loop.time() + timeout
+        self._scope = asyncio.timeout_at(self.at)
+        self.candidate: Candidate | None = None
+        self.sources: tuple[SourceReference, ...] = ()
+
+    async def __aenter__(self) -> Deadline:
+        # The timeout stops the awaits before the swap (callbacks, reads); never the swap,
+        # which is awaited outside this scope.
+        await self._scope.__aenter__()
+        return self
+
+    async def __aexit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        try:
+            await self._scope.__aexit__(kind, error, traceback)
+        except TimeoutError:
+            raise timed_out(self.operation, self.timeout, "an await") from None
+
+    def check(self, after: str) -> None:
+        """``PUBLICATION_TIMEOUT``, ``PUBLICATION_SOURCE_EXPIRED`` or
+        ``PUBLICATION_CANDIDATE_EXPIRED`` once its instant has passed; ``after`` names the
+        await just finished, for the message."""
+        if self.at is not None and asyncio.get_running_loop().time() >= self.at:
+            raise timed_out(self.operation, self.timeout, after)
+        now = utc_now()
+        check_sources_valid(self.sources, now, after)
+        candidate = self.candidate
+        if candidate is not None and instant(candidate.expires_at) <= instant(now):
+            raise FevexRunError(
+                "PUBLICATION_CANDIDATE_EXPIRED",
+                f"Candidate {candidate.id} expired at {candidate.expires_at} (checked after "
+                f"{after}); nothing was written. Propose it again.",
+                details={"candidate_id": candidate.id, "expires_at": candidate.expires_at},
+            )
+
+
+def timed_out(operation: str, timeout: float | None, after: str) -> FevexRunError:
+    return FevexRunError(
+        "PUBLICATION_TIMEOUT",
+        f"{operation} ran past its timeout of {timeout} seconds ({after}); nothing was written.",
+        details={"operation": operation, "timeout": timeout},
+    )
+
+
+def check_sources_valid(sources: Iterable[SourceReference], now: str, after: str) -> None:
+    """``PUBLICATION_SOURCE_EXPIRED`` when a source's validity has ended by ``now``."""
+    for source in sources:
+        if source.expires_at is not None and instant(source.expires_at) <= instant(now):
+            raise FevexRunError(
+                "PUBLICATION_SOURCE_EXPIRED",
+                f"Source {source.id} (version {source.version}) expired at {source.expires_at} "
+                f"(checked after {after}); nothing was written.",
+                details={"source": source.id, "expires_at": source.expires_at},
+            )
+
+
+def prepare_snapshot(state: PublicationState) -> dict[str, Any]:
+    """The record's next JSON document, checked as every record store checks it (JSON,
+    size) so that the swap cannot refuse it once started."""
+    value = state.to_json()
+    try:
+        check_record_swap(state.namespace, "snapshot", state.revision, value)
+    except FevexRunError as error:
+        raise FevexRunError(
+            "PUBLICATION_INVALID",
+            f"The publication's record would not be stored: {error.message}",
+            details={"problem": "too_large"},
+        ) from error
+    return value
+
+
+async def swap(
+    store: RecordStore, state: PublicationState, key: str, value: dict[str, Any]
+) -> bool:
+    """``compare_and_swap`` of ``value`` over ``state.revision``, awaited to its receipt:
+    neither a cancellation nor a deadline abandons a swap under way. A cancellation that
+    came meanwhile is raised once the store has answered (read the record to learn what it
+    said)."""
+    commit: asyncio.Future[bool] = asyncio.ensure_future(
+        _checked(store.compare_and_swap(state.namespace, key, state.revision, value))
+    )
+    cancelled: asyncio.CancelledError | None = None
+    while not commit.done():
+        try:
+            await asyncio.shield(commit)
+        except asyncio.CancelledError as error:
+            cancelled = error
+        except Exception:
+            break  # the commit's own failure, raised by result() below
+    if cancelled is not None:
+        if not commit.cancelled():
+            commit.exception()  # retrieved: the caller stopped waiting for it
+        raise cancelled
+    return commit.result()
+
+
+async def _checked(write: Awaitable[Any]) -> bool:
+    try:
+        written = await write
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        code = error.code if isinstance(error, FevexError) else type(error).__name__
+        raise FevexRunError(
+            "PUBLICATION_COMMIT_UNCERTAIN",
+            f"The record store failed during the commit ({code}); whether it was written is "
+            "unknown: read the publication before trying again.",
+            details={"cause": code},
+        ) from error
+    if not isinstance(written, bool):
+        raise FevexRunError(
+            "PUBLICATION_COMMIT_UNCERTAIN",
+            f"The record store answered {type(written).__name__} to compare_and_swap, not a "
+            "receipt; whether it was written is unknown.",
+            details={"cause": type(written).__name__},
+        )
+    return written

@@ -1,0 +1,141 @@
+"""Every benchmark runs in its smoke mode (tiny sizes, seconds), so that a benchmark that
+breaks fails here instead of on the day someone measures.
+
+Each smoke run is a subprocess from the repository root, as the benchmark is run by hand.
+fevex's side always runs; a peer's side (Agno, LangGraph, DBOS, ...) runs only where the peer
+is installed, and never in its place: a smoke run fails when fevex's side fails. The last test
+keeps the list whole: a new benchmark script must be run here, or named with what runs it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+TIMEOUT_SECONDS = 600
+# A peer's scenario script and the module that says it is installed.
+PEERS = {
+    "agno": "agno",
+    "langgraph": "langgraph",
+    "openai_agents": "agents",
+    "pydantic_ai": "pydantic_ai",
+}
+
+
+def run(module: str, *arguments: str) -> str:
+    """Run ``python -m module *arguments``; its standard output, once it succeeded."""
+    completed = subprocess.run(
+        [sys.executable, "-m", module, *arguments],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert completed.returncode == 0, (module, completed.stdout[-2000:], completed.stderr[-4000:])
+    return completed.stdout
+
+
+def test_the_overhead_benchmark_runs(tmp_path: Path) -> None:
+    run("benchmarks.frameworks.with_fevex", "--smoke", "--out", str(tmp_path / "fevex.json"))
+    for script, module in PEERS.items():
+        if importlib.util.find_spec(module) is not None:
+            out = str(tmp_path / f"{script}.json")
+            run(f"benchmarks.frameworks.with_{script}", "--smoke", "--out", out)
+    figures = json.loads((tmp_path / "fevex.json").read_text("utf-8"))
+    assert figures["smoke"] is True
+    assert figures["sync_us_per_run"] > 0
+    assert figures["async_us_per_run"] > 0
+    table = run("benchmarks.overhead", "--results", str(tmp_path))
+    assert re.search(r"^\| fevex +\| ", table, re.MULTILINE), table
+
+
+def test_the_instruction_counts_run() -> None:
+    assert "fevex: the scenario runs" in run("benchmarks.instructions", "--smoke")
+    assert "both scenarios run" in run("benchmarks.observability", "--smoke")
+
+
+def test_the_durable_benchmark_runs(tmp_path: Path) -> None:
+    run("benchmarks.durable.fevex_side", "--smoke", "--out", str(tmp_path))
+    conversation = str(tmp_path / "conversation.json")
+    run("benchmarks.durable.conversation_rounds", "--smoke", "--out", conversation)
+    rounds = json.loads(Path(conversation).read_text("utf-8"))
+    # The 25-turn conversation on SQLite: every turn stored, in the renamed tables.
+    stored = rounds["sides"]["fevex"]["variants"]["run_agent (async)"]["stored_per_conversation"]
+    assert set(stored["tables"]) == {"fevex_runs", "fevex_events", "fevex_sessions"}
+    assert stored["rows"] > 25
+    report = run("benchmarks.durable.report", "--results", str(tmp_path))
+    for heading in (
+        "Tool-call run",
+        "25-turn conversation",
+        "PostgreSQL throughput",
+        "list_events",
+    ):
+        assert heading in report, report
+    # Each piece also runs alone.
+    run("benchmarks.durable.tool_call_runs", "--smoke", "--stores", "memory,sqlite")
+    run("benchmarks.durable.event_paging", "--smoke", "--stores", "sqlite")
+
+
+def test_the_workflow_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "workflows.json"
+    run("benchmarks.workflows.rounds", "--smoke", "--out", str(out))
+    sides = json.loads(out.read_text("utf-8"))["sides"]
+    fevex = sides["fevex/default"]["stores"]
+    assert set(fevex) == {"sqlite", "postgres"}
+    assert all(store["commits"]["write_transactions"] > 0 for store in fevex.values())
+    assert "fevex (default)" in run("benchmarks.workflows.report", "--results", str(out))
+
+
+def test_the_http_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "http.json"
+    run("benchmarks.http.run", "--smoke", "--out", str(out))
+    figures = json.loads(out.read_text("utf-8"))
+    assert {"throughput", "observers", "slow_consumer"} <= set(figures)
+
+
+def test_the_flat_cost_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "flat.json"
+    table = run("benchmarks.flat_costs", "--smoke", "--out", str(out))
+    figures = json.loads(out.read_text("utf-8"))
+    assert set(figures) >= {"events", "runs", "memory", "sessions"}
+    assert set(figures["sessions"]["turn"]) == {"memory", "sqlite"}
+    assert table.count("\n| ") >= 12, table
+
+
+# Scripts this file does not start itself, and what runs them.
+RUN_ELSEWHERE = {
+    "benchmarks.durable.fevex_conversation": "conversation_rounds, above",
+    "benchmarks.durable.postgres_workers": "fevex_side, above",
+    "benchmarks.durable.langgraph_conversation": "conversation_rounds, where LangGraph is",
+    "benchmarks.workflows.with_fevex": "workflows.rounds, above",
+    "benchmarks.workflows.with_dbos": "workflows.rounds, where DBOS is",
+    "benchmarks.workflows.with_langgraph": "workflows.rounds, where LangGraph is",
+    "benchmarks.long_streams": "tests/test_long_streams_benchmark.py",
+    "benchmarks.openapi.run": "packages/openapi/tests/test_benchmark_smoke.py",
+    "benchmarks.openapi.measure": "benchmarks.openapi.run, in its smoke test",
+    **{
+        f"benchmarks.frameworks.with_{script}": "the overhead test, where installed"
+        for script in PEERS
+    },
+}
+
+
+def test_every_benchmark_script_is_smoke_run() -> None:
+    started = set(
+        re.findall(r'run\(\s*f?"(benchmarks\.[\w.]+)"', Path(__file__).read_text("utf-8"))
+    )
+    scripts = {
+        ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for path in BENCHMARKS.rglob("*.py")
+        if 'if __name__ == "__main__":' in path.read_text("utf-8")
+    }
+    missing = scripts - started - set(RUN_ELSEWHERE)
+    assert not missing, f"benchmark scripts without a smoke run: {sorted(missing)}"
+    assert set(RUN_ELSEWHERE) <= scripts, sorted(set(RUN_ELSEWHERE) - scripts)
