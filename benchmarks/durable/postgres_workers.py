@@ -6,25 +6,39 @@ windows that all workers start together (a barrier). Runs/s is the sum over work
 runs completed in a window over that window's length; the figure is the median window.
 Next to it: the CPU the workers used (busy cores, and CPU milliseconds per run), and how
 busy the whole machine was meanwhile (``/proc/stat``: server, workers and anything else),
-which says whether more workers could have found a free core at all.
+which says whether more workers could have found a free core at all. The baseline of worker
+CPU per run is one worker on the in-memory store; a second one, after the one-worker
+PostgreSQL windows, is the in-memory store whose every write first sleeps as long as a
+PostgreSQL write took there: what waiting itself costs a client on the machine.
 
 ``pgbench`` then runs on the same server, in a database of its own (``pgbench -i -s 10``):
 its builtin ``tpcb-like`` script (five statements, three updates, one transaction) and
-``select-only``, each with ``-c N -j N`` for the same N and window length, median of the
-windows. A fevex run is four write transactions (see ``tool_call_runs``), so the figures
-that compare are four times runs/s against tpcb-like TPS.
+``select-only``, and a script of one statement, ``INSERT`` of a JSON document (of about
+the size a commit sends: :data:`JSONB_DOCUMENT`) into a ``jsonb`` column of a table with a
+primary key, sent as a prepared statement (``-M prepared``, as fevex sends its writes), each
+with ``-c N -j N`` for the same N and window length, median of the windows. A fevex run is
+four write transactions (see ``tool_call_runs``), so the figures that compare are four
+times runs/s (commits/s) against tpcb-like and jsonb-insert TPS.
 
-Run with ``python -m benchmarks.durable.postgres_workers [--out FILE] [--postgres-url URL]``.
+``--durable`` makes the throwaway server durable before anything is measured: ``fsync``,
+``synchronous_commit`` and ``full_page_writes`` on (``ALTER SYSTEM``, then a reload; read
+back into the result's ``postgres_settings``), so that every commit, fevex's and pgbench's
+alike, waits for its WAL flush.
+
+Run with ``python -m benchmarks.durable.postgres_workers [--out FILE] [--postgres-url URL]
+[--durable]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
 import re
 import statistics
 import subprocess
+import tempfile
 import time
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -38,9 +52,36 @@ WINDOW_SECONDS = 3.0
 WINDOWS = 3
 WARMUP_RUNS = 5
 PGBENCH_SCALE = 10
+# The one-statement pgbench script's document: about the size of a commit's events and
+# fields (1-2 KB of JSON, see tool_call_runs), nested as they are.
+JSONB_DOCUMENT = json.dumps(
+    {
+        "events": [
+            {
+                "id": f"evt_{index:04d}",
+                "sequence": index,
+                "type": "tool.completed",
+                "data": {"call_id": f"call_{index}", "output": "x" * 120, "ok": True},
+            }
+            for index in range(5)
+        ],
+        "run": {
+            "status": "running",
+            "revision": 3,
+            "updated_at": 1764700000.25,
+            "checkpoint": {"messages": [{"role": "user", "content": "y" * 200}]},
+        },
+    }
+)
+JSONB_SCRIPT = f"""\\set id random(1, 1000000000)
+INSERT INTO jsonb_insert (key, document) VALUES (:id, '{JSONB_DOCUMENT}'::jsonb);
+"""
+DURABLE_SETTINGS = ("fsync", "synchronous_commit", "full_page_writes")
 BARRIER_TIMEOUT_SECONDS = 120
 # A window never runs more runs than this per worker, however fast the server.
 MAX_RUNS_PER_WINDOW = 100_000
+# One create_execution and three commit_execution, each its own transaction.
+COMMITS_PER_RUN = 4
 
 
 def use_smoke_sizes() -> None:
@@ -65,7 +106,13 @@ async def _work(
     from fevex.runtime import InMemoryRunStore, RunStore
     from fevex_postgres import PostgresRunStore
 
-    store: RunStore = InMemoryRunStore() if kind == "memory" else PostgresRunStore(url)
+    store: RunStore
+    if kind == "memory":
+        store = InMemoryRunStore()
+    elif kind.startswith("memory-waiting:"):
+        store = _waiting_memory_store(float(kind.split(":", 1)[1]))
+    else:
+        store = PostgresRunStore(url)
     app = build_app(store)
     for _ in range(WARMUP_RUNS):
         await run_once(app)
@@ -82,6 +129,24 @@ async def _work(
         counted.append((runs, time.perf_counter() - start, time.process_time() - cpu))
     await app.close()
     results.put(counted)
+
+
+def _waiting_memory_store(seconds: float) -> Any:
+    """The in-memory store, each of whose writes first waits ``seconds`` (``asyncio.sleep``):
+    the client's CPU of a run that waits for its writes as long as PostgreSQL's take, with
+    no I/O and no driver. The part of PostgreSQL's worker CPU above it is the store's own."""
+    from fevex.runtime import ExecutionCommit, ExecutionCreate, InMemoryRunStore, RunLease
+
+    class WaitingMemoryStore(InMemoryRunStore):
+        async def create_execution(self, create: ExecutionCreate) -> RunLease:
+            await asyncio.sleep(seconds)
+            return await super().create_execution(create)
+
+        async def commit_execution(self, commit: ExecutionCommit) -> None:
+            await asyncio.sleep(seconds)
+            await super().commit_execution(commit)
+
+    return WaitingMemoryStore()
 
 
 def machine_cpu() -> tuple[int, int] | None:
@@ -169,11 +234,26 @@ class Pgbench:
         ]
         self.version = self._run("--version", connect=False).strip()
         self._run("-i", "-q", "-s", str(PGBENCH_SCALE))
+        import psycopg
 
-    def tps(self, clients: int, seconds: float, *, select_only: bool) -> float:
-        script = ["-S"] if select_only else []
+        with psycopg.connect(stores.libpq_url(self.url), autocommit=True) as connection:
+            connection.execute(
+                "CREATE TABLE jsonb_insert"
+                " (id bigserial PRIMARY KEY, key bigint NOT NULL, document jsonb NOT NULL)"
+            )
+        self._folder = tempfile.TemporaryDirectory(prefix="fevex-pgbench-")
+        self.jsonb_script = Path(self._folder.name) / "jsonb_insert.sql"
+        self.jsonb_script.write_text(JSONB_SCRIPT, encoding="utf-8")
+
+    def tps(self, clients: int, seconds: float, *, script: str) -> float:
+        """TPS of ``script``: "tpcb-like", "select-only" (builtins) or "jsonb-insert"."""
+        chosen = {
+            "tpcb-like": [],
+            "select-only": ["-S"],
+            "jsonb-insert": ["-M", "prepared", "-f", str(self.jsonb_script)],
+        }[script]
         output = self._run(
-            *script, "-c", str(clients), "-j", str(clients), "-T", str(round(seconds))
+            *chosen, "-c", str(clients), "-j", str(clients), "-T", str(round(seconds))
         )
         found = re.search(r"tps = ([\d.]+) \(without initial connection time\)", output)
         if found is None:
@@ -190,43 +270,74 @@ class Pgbench:
         return completed.stdout + completed.stderr
 
 
-def measure(url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS) -> dict[str, Any]:
+def make_durable(url: str) -> None:
+    """Restart the server of ``url`` (a throwaway one on this machine) with its durability
+    settings on, and check that they took. The throwaway server is started with them off
+    on its command line, which no ``ALTER SYSTEM`` overrides: the restart keeps every other
+    option it was started with (``postmaster.opts``)."""
+    import os
+    import shlex
+    import shutil
+
+    import psycopg
+
+    from fevex_postgres.testing import find_postgres_bin
+
+    with psycopg.connect(stores.libpq_url(url), autocommit=True) as connection:
+        row = connection.execute("SHOW data_directory").fetchone()
+    assert row is not None
+    data = Path(row[0])
+    options = shlex.split((data / "postmaster.opts").read_text(encoding="utf-8"))[1:]
+    kept = []
+    while options:
+        option = options.pop(0)
+        if option == "-D":
+            options.pop(0)
+            continue
+        if option.split("=", 1)[0] in DURABLE_SETTINGS:
+            option = option.split("=", 1)[0] + "=on"
+        kept.append(option)
+    # PostgreSQL runs as its own user when this runs as root (fevex_postgres.testing).
+    runuser = shutil.which("runuser")
+    as_server_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 and runuser else []
+    command = [*as_server_user, str(find_postgres_bin() / "pg_ctl"), "restart", "-D", str(data)]
+    # The server's output goes to its log (as fevex_postgres.testing starts it), not to a
+    # pipe that would stay open for as long as the server runs.
+    log = data.parent / "server.log"
+    command += ["-l", str(log), "-m", "fast", "-w", "-t", "60", "-o", shlex.join(kept)]
+    subprocess.run(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True, timeout=90
+    )
+    settings = stores.server_settings(url)
+    if not all(settings[name] == "on" for name in DURABLE_SETTINGS):
+        raise RuntimeError(f"the server did not turn durable: {settings}")
+
+
+def measure(
+    url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS, *, durable: bool = False
+) -> dict[str, Any]:
+    if durable:
+        make_durable(url)
     asyncio.run(_migrate(url))
     pgbench = Pgbench(url)
     # The baseline of worker CPU per run: one worker process, the same runs and windows,
     # on the in-memory store (which persists nothing).
-    memory = sorted(
-        fevex_windows(url, 1, windows, seconds, kind="memory"),
-        key=lambda w: w["worker_cpu_ms_per_run"],
-    )[windows // 2]
+    memory = _median_cpu_window(url, windows, seconds, "memory")
     print(f"in-memory worker: {memory}", flush=True)
     rows = []
+    waiting: dict[str, Any] = {}
     for workers in WORKERS:
-        fevex = sorted(
-            fevex_windows(url, workers, windows, seconds), key=lambda w: w["runs_per_second"]
-        )
-        median = fevex[len(fevex) // 2]
-        before = machine_cpu()
-        tpcb = [pgbench.tps(workers, seconds, select_only=False) for _ in range(windows)]
-        tpcb_busy = machine_busy(before)
-        select = [pgbench.tps(workers, seconds, select_only=True) for _ in range(windows)]
-        rows.append(
-            {
-                "workers": workers,
-                "fevex_runs_per_second": median["runs_per_second"],
-                "worker_cpu_cores": median["worker_cpu_cores"],
-                "worker_cpu_ms_per_run": median["worker_cpu_ms_per_run"],
-                "worker_cpu_vs_memory": (
-                    median["worker_cpu_ms_per_run"] / memory["worker_cpu_ms_per_run"]
-                ),
-                "machine_busy": median["machine_busy"],
-                "pgbench_tpcb_machine_busy": tpcb_busy,
-                "fevex_windows": fevex,
-                "pgbench_tpcb_tps": statistics.median(tpcb),
-                "pgbench_select_only_tps": statistics.median(select),
-            }
-        )
+        rows.append(_row(url, pgbench, workers, windows, seconds, memory))
         print(f"postgres workers: {rows[-1]}", flush=True)
+        if workers == 1:
+            # The same runs on the in-memory store, each write waiting as long as one
+            # PostgreSQL write took here (its share of a run's wall time beyond memory's).
+            per_run = 1 / rows[0]["fevex_runs_per_second"] - 1 / memory["runs_per_second"]
+            wait = max(per_run / COMMITS_PER_RUN, 0.0)
+            waiting = _median_cpu_window(url, windows, seconds, f"memory-waiting:{wait}")
+            waiting["wait_seconds_per_write"] = wait
+            print(f"in-memory worker waiting like PostgreSQL: {waiting}", flush=True)
+    best = max(rows, key=lambda row: row["fevex_commits_per_second"])
     return {
         "benchmark": "postgres_workers",
         "machine": timing.machine(),
@@ -234,8 +345,70 @@ def measure(url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS) -
         "windows": windows,
         "pgbench": {"version": pgbench.version, "scale": PGBENCH_SCALE},
         "postgres_settings": stores.server_settings(url),
+        "durable": durable,
         "memory_worker": memory,
+        "waiting_memory_worker": waiting,
         "rows": rows,
+        # The targets' figures: fevex's commits/s at its best worker count against pgbench's
+        # at the same client count and at pgbench's own best.
+        "best": {
+            "workers": best["workers"],
+            "fevex_commits_per_second": best["fevex_commits_per_second"],
+            "commits_vs_tpcb": best["commits_vs_tpcb"],
+            "commits_vs_jsonb_insert": best["commits_vs_jsonb_insert"],
+            "commits_vs_best_jsonb_insert": best["fevex_commits_per_second"]
+            / max(row["pgbench_jsonb_insert_tps"] for row in rows),
+            "commits_vs_best_tpcb": best["fevex_commits_per_second"]
+            / max(row["pgbench_tpcb_tps"] for row in rows),
+            "worker_cpu_vs_memory_max": max(row["worker_cpu_vs_memory"] for row in rows),
+            "worker_cpu_vs_waiting_memory_max": max(row["worker_cpu_ms_per_run"] for row in rows)
+            / waiting["worker_cpu_ms_per_run"],
+        },
+    }
+
+
+def _median_cpu_window(url: str, windows: int, seconds: float, kind: str) -> dict[str, Any]:
+    """One worker on a store of ``kind``: its window of median CPU per run."""
+    measured = fevex_windows(url, 1, windows, seconds, kind=kind)
+    return sorted(measured, key=lambda w: w["worker_cpu_ms_per_run"])[windows // 2]
+
+
+def _row(
+    url: str, pgbench: Pgbench, workers: int, windows: int, seconds: float, memory: dict[str, Any]
+) -> dict[str, Any]:
+    """fevex with ``workers`` worker processes, then pgbench's scripts with as many clients."""
+    fevex = sorted(
+        fevex_windows(url, workers, windows, seconds), key=lambda w: w["runs_per_second"]
+    )
+    median = fevex[len(fevex) // 2]
+    before = machine_cpu()
+    tpcb = statistics.median(
+        pgbench.tps(workers, seconds, script="tpcb-like") for _ in range(windows)
+    )
+    tpcb_busy = machine_busy(before)
+    before = machine_cpu()
+    jsonb = statistics.median(
+        pgbench.tps(workers, seconds, script="jsonb-insert") for _ in range(windows)
+    )
+    jsonb_busy = machine_busy(before)
+    select = [pgbench.tps(workers, seconds, script="select-only") for _ in range(windows)]
+    commits = median["runs_per_second"] * COMMITS_PER_RUN
+    return {
+        "workers": workers,
+        "fevex_runs_per_second": median["runs_per_second"],
+        "fevex_commits_per_second": commits,
+        "worker_cpu_cores": median["worker_cpu_cores"],
+        "worker_cpu_ms_per_run": median["worker_cpu_ms_per_run"],
+        "worker_cpu_vs_memory": median["worker_cpu_ms_per_run"] / memory["worker_cpu_ms_per_run"],
+        "machine_busy": median["machine_busy"],
+        "pgbench_tpcb_machine_busy": tpcb_busy,
+        "fevex_windows": fevex,
+        "pgbench_tpcb_tps": tpcb,
+        "commits_vs_tpcb": commits / tpcb,
+        "pgbench_jsonb_insert_tps": jsonb,
+        "pgbench_jsonb_insert_machine_busy": jsonb_busy,
+        "commits_vs_jsonb_insert": commits / jsonb,
+        "pgbench_select_only_tps": statistics.median(select),
     }
 
 
@@ -250,6 +423,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--postgres-url", help="use this server instead of a throwaway one")
     parser.add_argument("--windows", type=int, default=WINDOWS)
     parser.add_argument("--seconds", type=float, default=WINDOW_SECONDS)
+    parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="turn fsync, synchronous_commit and full_page_writes on first",
+    )
     parser.add_argument("--smoke", action="store_true", help="one short window per figure")
     arguments = parser.parse_args(argv)
     windows, seconds = arguments.windows, arguments.seconds
@@ -257,7 +435,7 @@ def main(argv: list[str] | None = None) -> None:
         use_smoke_sizes()
         windows, seconds = 1, 1.0
     with stores.postgres_url(arguments.postgres_url) as url:
-        result = measure(url, windows, seconds)
+        result = measure(url, windows, seconds, durable=arguments.durable)
     timing.write_result(arguments.out, result)
 
 
