@@ -41,9 +41,9 @@ from benchmarks.tool_calls import scenario
 ROOT = Path(__file__).resolve().parent.parent.parent
 FRAMEWORKS = ("fevex", "agno")
 MODES = ("sync", "async")
-WARMUP = 2
+WARMUP = 1
 # Tool calls measured per figure (beyond the warm-up): repeats = CALLS_MEASURED // n.
-CALLS_MEASURED = 600
+CALLS_MEASURED = 300
 _COLLECTED = re.compile(r"Collected : (\d+)")
 _SCENARIO = """
 import asyncio, importlib, sys
