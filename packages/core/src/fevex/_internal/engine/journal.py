@@ -36,7 +36,9 @@ def input_digest(value: Any) -> str:
     return json_digest(value)[len(DIGEST_PREFIX) :]
 
 
-@dataclass(frozen=True, slots=True)
+# Replaced, never changed (see StepJournal); not frozen, since a frozen dataclass pays
+# object.__setattr__ for every field of every entry it makes.
+@dataclass(slots=True)
 class JournalEntry:
     kind: str
     digest: str
