@@ -36,7 +36,11 @@ def bench_env(session: nox.Session, framework: str) -> None:
     """Run one framework's scenario and write its figures to .nox/bench-results/."""
     session.chdir(ROOT)
     editable = ["-e", str(ROOT / "packages" / "core")] if framework == "fevex" else []
-    session.install("-r", str(REQUIREMENTS / f"{framework}.txt"), *editable)
+    # From this checkout, as packages/core/pyproject.toml says, not the workspace's sources
+    # (uv refuses the core's extras on workspace members it is not told about).
+    session.install(
+        "-r", str(REQUIREMENTS / f"{framework}.txt"), *editable, env={"UV_NO_SOURCES": "1"}
+    )
     module = "benchmarks.frameworks.with_" + framework.replace("-", "_")
     out = RESULTS / f"{framework}.json"
     session.run("python", "-m", module, "--out", str(out), env=OFFLINE_ENVIRONMENT)
@@ -58,6 +62,21 @@ def bench_instructions(session: nox.Session) -> None:
     arguments = ["--out", str(RESULTS / "instructions.json"), *session.posargs]
     if instructions.main(arguments) != 0:
         session.error("No instruction counts: run nox -s bench first, with valgrind installed.")
+
+
+@nox.session(venv_backend="none", default=False)
+def bench_tool_calls(session: nox.Session) -> None:
+    """Instructions per tool call at 1 to 300 calls a run, both shapes, fevex and Agno under
+    callgrind (needs valgrind; builds fevex's and Agno's ``bench_env`` environments first)."""
+    from benchmarks.tool_calls import per_call
+
+    for framework in ("fevex", "agno"):
+        session.run(
+            "nox", "--install-only", "-s", f"bench_env(framework='{framework}')", external=True
+        )
+    arguments = ["--out", str(RESULTS / "tool_calls.json"), *session.posargs]
+    if per_call.main(arguments) != 0:
+        session.error("No counts: is valgrind installed?")
 
 
 # -- the durable benchmark: run stores, LangGraph's SQLite checkpointer, pgbench ----------

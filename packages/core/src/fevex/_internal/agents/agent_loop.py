@@ -420,9 +420,9 @@ class AgentLoop:
         while (call := pending.next_call) is not None:
             tool = self.tools.get(call.name)
             base = {"step": pending.step, "tool_call_id": call.id, "tool_name": call.name}
-            if call.id not in pending.admitted:
+            if not pending.is_admitted(call.id):
                 tool = self._admit_tool_call(call)
-                pending.admitted.append(call.id)
+                pending.admit(call.id)
             assert tool is not None
             runner = self._runner(tool, call)
             step_id = tool_step_id(call.id)
@@ -475,7 +475,7 @@ class AgentLoop:
             if logger.isEnabledFor(logging.DEBUG):
                 message = "Run %s: tool %s completed (call %s)"
                 logger.debug(message, runner.run_id, call.name, call.id, extra=where)
-            pending.results.append(ToolResultPart(call.id, call.name, output))
+            pending.add_result(ToolResultPart(call.id, call.name, output))
             state.journal.completed(step_id, output)
             # Durable as soon as the effect ended: a crash now must not make it look in flight.
             yield await sink.emit(
@@ -513,7 +513,7 @@ class AgentLoop:
             "message": f"A reviewer rejected this call of {call.name}"
             + (f": {reason}" if isinstance(reason, str) and reason else "."),
         }
-        pending.results.append(ToolResultPart(call.id, call.name, rejection, True))
+        pending.add_result(ToolResultPart(call.id, call.name, rejection, True))
         pending.approval = None
         return rejection
 
@@ -538,7 +538,7 @@ class AgentLoop:
             return None
         left = None if retries_left is None else retries_left - 1
         result = {"code": error.code, "message": message}
-        pending.results.append(ToolResultPart(call.id, call.name, result, True))
+        pending.add_result(ToolResultPart(call.id, call.name, result, True))
         # Failed, not started: recovery must never run this call again.
         state.journal.failed(step_id, {**error.to_json(), "retry": True})
         logger.warning(
@@ -608,15 +608,15 @@ class AgentLoop:
     def _check_call_ids(self, calls: Sequence[ToolCall]) -> None:
         """Each call id names one effect (and its idempotency key), in the step and in the
         run: a reused id fails the run before anything of the step is committed."""
-        seen = self.state.seen_call_ids
+        state = self.state
         for call in calls:
-            if call.id in seen:
+            if call.id in state.seen_call_ids:
                 raise _fail(
                     "DUPLICATE_TOOL_CALL_ID",
                     f"The model reused tool call id {call.id!r}; no tool of this step ran.",
                     tool_call_id=call.id,
                 )
-            seen.add(call.id)
+            state.see_call_id(call.id)
 
     def _admit_tool_call(self, call: ToolCall) -> PreparedTool:
         state = self.state

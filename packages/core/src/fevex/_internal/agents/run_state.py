@@ -12,6 +12,7 @@ written by an earlier fevex is read into the same state, so stored runs continue
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,12 @@ _READABLE_VERSIONS = (1, 2)
 
 @dataclass(slots=True)
 class PendingCalls:
-    """The tool calls of one model step, worked through in order."""
+    """The tool calls of one model step, worked through in order.
+
+    The JSON of the calls and of each result is made once, when they are: a checkpoint at
+    every call of a long step copies lists of references instead of serializing the whole
+    step again. Results and admissions go through :meth:`add_result` and :meth:`admit`.
+    """
 
     step: int
     calls: list[ToolCall]
@@ -38,17 +44,37 @@ class PendingCalls:
     admitted: list[str] = field(default_factory=list)
     approval: dict[str, Any] | None = None
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _calls_json: list[dict[str, Any]] = field(init=False, repr=False, compare=False)
+    _results_json: list[dict[str, Any]] = field(init=False, repr=False, compare=False)
+    _admitted: set[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Never changed once made: every checkpoint of the step shares this one list.
+        self._calls_json = [{"id": c.id, "name": c.name, "input": c.input} for c in self.calls]
+        self._results_json = [result.to_json() for result in self.results]
+        self._admitted = set(self.admitted)
 
     @property
     def next_call(self) -> ToolCall | None:
         index = len(self.results)
         return self.calls[index] if index < len(self.calls) else None
 
+    def add_result(self, result: ToolResultPart) -> None:
+        self.results.append(result)
+        self._results_json.append(result.to_json())
+
+    def is_admitted(self, call_id: str) -> bool:
+        return call_id in self._admitted
+
+    def admit(self, call_id: str) -> None:
+        self._admitted.add(call_id)
+        self.admitted.append(call_id)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "step": self.step,
-            "calls": [{"id": c.id, "name": c.name, "input": c.input} for c in self.calls],
-            "results": [r.to_json() for r in self.results],
+            "calls": self._calls_json,
+            "results": list(self._results_json),
             "admitted": list(self.admitted),
             "approval": self.approval,
             "decisions": self.decisions,
@@ -92,21 +118,43 @@ class RunState:
     # a run continued elsewhere never reads them again (see knowledge_context.py).
     knowledge: list[dict[str, Any]] | None = None
 
+    # Sorted once, kept sorted: a checkpoint lists the ids in order without sorting them.
+    _sorted_call_ids: list[str] = field(init=False, repr=False, compare=False)
+    # The lists the last checkpoint holds, until the state they copy changes: the calls of
+    # one step commit twice each with the same transcript and call ids.
+    _transcript_copy: list[dict[str, Any]] | None = field(init=False, repr=False, compare=False)
+    _call_ids_copy: list[str] | None = field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if len(self.transcript_json) != len(self.transcript):
             self.transcript_json = [message.to_json() for message in self.transcript]
+        self._sorted_call_ids = sorted(self.seen_call_ids)
+        self._transcript_copy = None
+        self._call_ids_copy = None
 
     def add(self, message: Message) -> None:
         self.transcript.append(message)
         self.transcript_json.append(message.to_json())
+        self._transcript_copy = None
+
+    def see_call_id(self, call_id: str) -> None:
+        self.seen_call_ids.add(call_id)
+        bisect.insort(self._sorted_call_ids, call_id)
+        self._call_ids_copy = None
 
     def checkpoint(self) -> dict[str, Any]:
+        """The checkpoint of the state as it is now. Nothing in it changes afterwards: the
+        state copies what it will change and shares the JSON it will only add to."""
+        if self._transcript_copy is None:
+            self._transcript_copy = list(self.transcript_json)
+        if self._call_ids_copy is None:
+            self._call_ids_copy = list(self._sorted_call_ids)
         checkpoint = {
             "version": CHECKPOINT_VERSION,
-            "transcript": list(self.transcript_json),
+            "transcript": self._transcript_copy,
             "step": self.step,
             "tool_calls": self.tool_calls,
-            "seen_call_ids": sorted(self.seen_call_ids),
+            "seen_call_ids": self._call_ids_copy,
             "usage": self.usage.to_json(),
             "pending": None if self.pending is None else self.pending.to_json(),
             "journal": self.journal.to_json(),

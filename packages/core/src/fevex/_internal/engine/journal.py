@@ -36,6 +36,8 @@ def input_digest(value: Any) -> str:
     return json_digest(value)[len(DIGEST_PREFIX) :]
 
 
+# Replaced, never changed (see StepJournal); not frozen, since a frozen dataclass pays
+# object.__setattr__ for every field of every entry it makes.
 @dataclass(slots=True)
 class JournalEntry:
     kind: str
@@ -55,10 +57,19 @@ class JournalEntry:
 
 
 class StepJournal:
-    __slots__ = ("entries",)
+    """The entries of a run's steps, each with its JSON made once, when the entry is.
+
+    An entry is replaced, never changed, so the JSON of each stays what it was: a checkpoint
+    takes a copy of the mapping of entry JSON (:meth:`to_json`) instead of serializing the
+    whole journal again at every commit, and the checkpoints committed earlier share the
+    JSON of the entries they hold.
+    """
+
+    __slots__ = ("_json", "entries")
 
     def __init__(self, entries: dict[str, JournalEntry] | None = None) -> None:
         self.entries = entries or {}
+        self._json = {step_id: entry.to_json() for step_id, entry in self.entries.items()}
 
     def lookup(self, step_id: str, kind: str, input: Any) -> JournalEntry | None:
         """The entry of ``step_id``, checked against what the replay asks for."""
@@ -73,18 +84,23 @@ class StepJournal:
         return entry
 
     def started(self, step_id: str, kind: str, input: Any) -> None:
-        self.entries[step_id] = JournalEntry(kind, input_digest(input), "started")
+        self._put(step_id, JournalEntry(kind, input_digest(input), "started"))
 
-    def completed(self, step_id: str, output: Any) -> None:
+    def completed(self, step_id: str, output: Any) -> JournalEntry:
         entry = self.entries[step_id]
-        entry.status, entry.output = "completed", output
+        return self._put(step_id, JournalEntry(entry.kind, entry.digest, "completed", output))
 
-    def failed(self, step_id: str, error: dict[str, Any]) -> None:
+    def failed(self, step_id: str, error: dict[str, Any]) -> JournalEntry:
         entry = self.entries[step_id]
-        entry.status, entry.error = "failed", error
+        return self._put(step_id, JournalEntry(entry.kind, entry.digest, "failed", None, error))
 
     def to_json(self) -> dict[str, Any]:
-        return {step_id: entry.to_json() for step_id, entry in self.entries.items()}
+        return dict(self._json)
+
+    def _put(self, step_id: str, entry: JournalEntry) -> JournalEntry:
+        self.entries[step_id] = entry
+        self._json[step_id] = entry.to_json()
+        return entry
 
     @classmethod
     def from_json(cls, data: Any) -> StepJournal:

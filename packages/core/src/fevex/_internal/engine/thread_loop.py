@@ -7,15 +7,19 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures.thread  # noqa: F401  (its exit hook registered before ours)
+import importlib
 import signal
 import threading
 import weakref
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from fevex.errors import FevexRunError
 
 T = TypeVar("T")
+# The C function: signal.getsignal wraps its answer in an enum, trying (and failing, with
+# an exception) for every handler that is a function, on every blocking call.
+_getsignal: Callable[[int], object] = importlib.import_module("_signal").getsignal
 _local = threading.local()
 
 
@@ -147,7 +151,7 @@ def _complete(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]
     task = loop.create_task(coroutine)
     if threading.current_thread() is not threading.main_thread():
         return loop.run_until_complete(task)  # only the main thread gets signals
-    handler = signal.getsignal(signal.SIGINT)
+    handler = _getsignal(signal.SIGINT)
     if handler is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupts)
     elif handler is not _interrupts:

@@ -386,16 +386,14 @@ class WorkflowDriver(StepHost):
         await self._step_event(step_id, kind, "started", {}, durable=durable)
 
     async def complete(self, step_id: str, output: Any, **announced: Any) -> Any:
-        entry = self.state.journal.entries[step_id]
-        entry.status, entry.output, entry.error = "completed", output, None
+        entry = self.state.journal.completed(step_id, output)
         self.state.announced.add(step_id)
         self._log_step(step_id, entry.kind, "completed")
         await self._step_event(step_id, entry.kind, "completed", {"output": output, **announced})
         return output
 
     async def fail(self, step_id: str, error: FevexError) -> FevexError:
-        entry = self.state.journal.entries[step_id]
-        entry.status, entry.output, entry.error = "failed", None, error.to_json()
+        entry = self.state.journal.failed(step_id, error.to_json())
         self.state.announced.add(step_id)
         self._log_step(step_id, entry.kind, "failed", error.code)
         await self._step_event(step_id, entry.kind, "failed", {"error": error.to_json()})
