@@ -123,6 +123,8 @@ RUN_ELSEWHERE = {
     "benchmarks.long_streams": "tests/test_long_streams_benchmark.py",
     "benchmarks.openapi.run": "packages/openapi/tests/test_benchmark_smoke.py",
     "benchmarks.openapi.measure": "benchmarks.openapi.run, in its smoke test",
+    "benchmarks.durable.worker_hosts": "tests/test_postgres_hosts.py",
+    "benchmarks.tool_calls.per_call": "tests/test_tool_calls_benchmark.py",
     **{
         f"benchmarks.frameworks.with_{script}": "the overhead test, where installed"
         for script in PEERS
