@@ -275,36 +275,31 @@ def run_store_factory(url: str) -> Callable[..., RunStore]:
     """The factory that opens run stores of ``url``'s scheme (see :func:`open_run_store`),
     found without opening one: ``INVALID_CONFIG`` for a URL without a scheme,
     ``MISSING_PLUGIN`` for a scheme no loaded plugin serves."""
+    return _store_factory("run_stores", "A run store", url)
+
+
+def _store_factory(group: PluginKind, what: str, url: str) -> Callable[..., Any]:
+    """The factory of ``group`` (``run_stores``, ...) registered for ``url``'s scheme, or
+    for its base (``postgresql+psycopg`` is looked up, then ``postgresql``)."""
     scheme, separator, _ = url.partition(":")
     if not separator or not scheme:
         # The URL is not repeated: it may carry a password.
         raise FevexConfigurationError(
-            "INVALID_CONFIG", "A run store URL needs a scheme, like 'memory://' or 'sqlite:///'."
+            "INVALID_CONFIG", f"{what} URL needs a scheme, like 'memory://' or 'sqlite:///'."
         )
     plugins = _plugins()
-    factories = plugins.factories["run_stores"]
+    factories = plugins.factories[group]
     base = scheme.partition("+")[0]
     factory = factories.get(scheme) or factories.get(base)
     if factory is None:
-        raise _missing(plugins, "run_stores", base)
+        raise _missing(plugins, group, base)
     return factory
 
 
 def open_memory_store(url: str, **options: Any) -> MemoryStore:
     """Open the memory store for ``url`` with the plugin registered for its scheme
     (``sqlite:///memory.db``, ``postgresql://...``, ``memory://``)."""
-    scheme, separator, _ = url.partition(":")
-    if not separator or not scheme:
-        raise FevexConfigurationError(
-            "INVALID_CONFIG",
-            "A memory store URL needs a scheme, like 'memory://' or 'sqlite:///'.",
-        )
-    plugins = _plugins()
-    factories = plugins.factories["memory_stores"]
-    base = scheme.partition("+")[0]
-    factory = factories.get(scheme) or factories.get(base)
-    if factory is None:
-        raise _missing(plugins, "memory_stores", base)
+    factory = _store_factory("memory_stores", "A memory store", url)
     store: MemoryStore = factory(url, **options)
     return store
 
@@ -321,19 +316,7 @@ def record_store_factory(url: str) -> Callable[..., RecordStore]:
     """The factory that opens record stores of ``url``'s scheme, found without opening one:
     ``INVALID_CONFIG`` for a URL without a scheme, ``MISSING_PLUGIN`` for a scheme no loaded
     plugin serves."""
-    scheme, separator, _ = url.partition(":")
-    if not separator or not scheme:
-        raise FevexConfigurationError(
-            "INVALID_CONFIG",
-            "A record store URL needs a scheme, like 'memory://' or 'sqlite:///'.",
-        )
-    plugins = _plugins()
-    factories = plugins.factories["record_stores"]
-    base = scheme.partition("+")[0]
-    factory = factories.get(scheme) or factories.get(base)
-    if factory is None:
-        raise _missing(plugins, "record_stores", base)
-    return factory
+    return _store_factory("record_stores", "A record store", url)
 
 
 def open_tool_provider(name: str, **options: Any) -> Any:
