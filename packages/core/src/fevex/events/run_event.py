@@ -55,7 +55,10 @@ RunEventType = Literal[
 EVENT_TYPES: tuple[str, ...] = RunEventType.__args__  # type: ignore[attr-defined]
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, as every record made per run, step, event or model delta (runs, commits,
+# messages and their parts, model stream items): a frozen dataclass pays object.__setattr__
+# for each field of each instance, which was a fifth of a tool-call run. Read them only.
+@dataclass(slots=True)
 class RunEvent:
     id: str
     run_id: str

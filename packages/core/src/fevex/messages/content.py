@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TextPart:
     text: str
     type: Literal["text"] = "text"
@@ -30,7 +30,7 @@ class TextPart:
         return {"type": "text", "text": self.text}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ThinkingPart:
     """Model reasoning; ``signature`` is provider data some APIs need returned verbatim."""
 
@@ -42,7 +42,7 @@ class ThinkingPart:
         return {"type": "thinking", "reasoning": self.reasoning, "signature": self.signature}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ImagePart:
     """An image as base64 ``data`` or as a ``url``, with its media type."""
 
@@ -55,7 +55,7 @@ class ImagePart:
         return {"type": "image", "media_type": self.media_type, "data": self.data, "url": self.url}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FilePart:
     """A file as base64 ``data`` or as a ``url``, with its media type and optional name."""
 
@@ -75,7 +75,7 @@ class FilePart:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCallPart:
     id: str
     name: str
@@ -86,7 +86,7 @@ class ToolCallPart:
         return {"type": "tool-call", "id": self.id, "name": self.name, "input": self.input}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolResultPart:
     id: str
     name: str

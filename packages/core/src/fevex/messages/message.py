@@ -19,7 +19,7 @@ __all__ = ["Message", "Role", "message_from_json"]
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Message:
     """One conversation message.
 

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Usage:
     """Token counts as the provider reported them; ``None`` means not reported.
 
@@ -56,7 +56,7 @@ class Usage:
             and isinstance(self.input_tokens, int)
             and isinstance(self.output_tokens, int)
         ):
-            object.__setattr__(self, "total_tokens", self.input_tokens + self.output_tokens)
+            self.total_tokens = self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -87,7 +87,7 @@ def _add(left: int | None, right: int | None) -> int | None:
     return left + right
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCall:
     id: str
     name: str
@@ -111,7 +111,7 @@ StopReason = Literal[
 STOP_REASONS: tuple[str, ...] = StopReason.__args__  # type: ignore[attr-defined]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ModelResult:
     """The terminal result of one model step.
 
@@ -129,13 +129,13 @@ class ModelResult:
     stop_reason: StopReason | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class OutputDelta:
     delta: str
     type: Literal["output.delta"] = "output.delta"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Completed:
     result: ModelResult
     type: Literal["completed"] = "completed"
@@ -144,7 +144,7 @@ class Completed:
 BlockKind = Literal["text", "thinking", "tool_use"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BlockStarted:
     """A content block begins: ``index`` numbers it in the step (from 0); a ``tool_use``
     block names its call's id (when the provider gave one yet) and tool."""
@@ -156,7 +156,7 @@ class BlockStarted:
     type: Literal["block.started"] = "block.started"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolInputDelta:
     """A fragment of the JSON arguments of the tool call in the open block ``index``."""
 
@@ -165,7 +165,7 @@ class ToolInputDelta:
     type: Literal["tool_input.delta"] = "tool_input.delta"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BlockStopped:
     """The content block ``index`` is complete."""
 
@@ -176,7 +176,7 @@ class BlockStopped:
 ModelStreamEvent = OutputDelta | BlockStarted | ToolInputDelta | BlockStopped | Completed
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ModelInput:
     """Everything one model step needs.
 

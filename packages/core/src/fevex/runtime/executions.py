@@ -28,7 +28,7 @@ EventOrder = Literal["asc", "desc"]
 RUN_FIELDS_A_COMMIT_CHANGES = frozenset(("status", "output", "usage", "error", "pause", "wake_at"))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunLease:
     """The right to write a run: who holds it, which generation, and until when
     (seconds since the epoch, by the store's clock)."""
@@ -38,7 +38,7 @@ class RunLease:
     expires_at: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunTakeover:
     """A run as its new lease holder finds it: the ``lease`` just taken, and the run, its
     checkpoint and the sequence of its last event (0: none), all read under that lease,
@@ -54,7 +54,7 @@ class RunTakeover:
     last_sequence: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ExecutionCreate:
     """A new run, the events that open it, its first checkpoint and the session it reserves.
 
@@ -71,7 +71,7 @@ class ExecutionCreate:
     lease_seconds: float = 30.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ExecutionCommit:
     """One atomic step of a run.
 

@@ -19,7 +19,7 @@ RunStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
 TERMINAL_STATUSES = frozenset(("completed", "failed", "cancelled"))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AgentRun:
     """A consultable snapshot of one run.
 
@@ -67,12 +67,12 @@ class AgentRun:
     wake_at: float | None = None
 
     def __post_init__(self) -> None:
-        # Frozen: the defaults that depend on other fields are set once, here, so that a
-        # snapshot always holds them and reads back equal from every store.
+        # The defaults that depend on other fields are set once, here, so that a snapshot
+        # always holds them and reads back equal from every store.
         if not self.name:
-            object.__setattr__(self, "name", self.agent_name)
+            self.name = self.agent_name
         if not self.root_run_id:
-            object.__setattr__(self, "root_run_id", self.id)
+            self.root_run_id = self.id
 
     @property
     def approvals(self) -> tuple[PendingApproval, ...]:
@@ -146,7 +146,7 @@ def _number_or_none(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Session:
     """A conversation: completed runs' messages in ``history`` (JSON), an optional
     ``summary`` that replaced older history, the run holding the session, if any, and
@@ -172,7 +172,7 @@ class Session:
         built = self._messages
         if built is None:
             built = tuple(message_from_json(item) for item in self.history)
-            object.__setattr__(self, "_messages", built)
+            self._messages = built
         return list(built)
 
     def to_json(self) -> dict[str, Any]:
@@ -211,12 +211,12 @@ def changed_session(
     built = session._messages
     if built is not None:
         if not appended:
-            object.__setattr__(extended, "_messages", built)
+            extended._messages = built
             return extended
         try:
             added = tuple(message_from_json(item) for item in appended)
         except (KeyError, TypeError, ValueError):
             # A message that does not parse fails messages(), later, as it always did.
             return extended
-        object.__setattr__(extended, "_messages", built + added)
+        extended._messages = built + added
     return extended

@@ -13,7 +13,7 @@ __all__ = ["RunResult"]
 OutputT = TypeVar("OutputT")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunResult(Generic[OutputT]):
     """A finished run: ``output`` is the validated value (the agent's output schema type,
     or text), ``events`` every event this call committed."""

@@ -149,7 +149,7 @@ class RunQuery:
         return all(run.get(field) == value for field, value in self.filters.items())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StoredRun:
     """What a commit is checked against, as the store holds it: the run's revision, its
     lease (owner, generation and expiry by the store's clock) and the sequence of its last

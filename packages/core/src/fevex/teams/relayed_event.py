@@ -11,7 +11,7 @@ from fevex.events import RunEvent
 __all__ = ["TeamRelayedEvent"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TeamRelayedEvent(RunEvent):
     """An event of a delegation's child run (``run_id`` is the child's) in the stream of
     ``stream_team`` and the events of ``run_team``: ``team_delegation_id`` is the step id
