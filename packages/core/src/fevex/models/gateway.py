@@ -68,9 +68,19 @@ class Usage:
         )
 
     def to_json(self) -> dict[str, int]:
-        return {
-            name: value for name in Usage.__slots__ if (value := getattr(self, name)) is not None
-        }
+        # Written out: it runs several times per model step.
+        data = {}
+        if self.input_tokens is not None:
+            data["input_tokens"] = self.input_tokens
+        if self.output_tokens is not None:
+            data["output_tokens"] = self.output_tokens
+        if self.total_tokens is not None:
+            data["total_tokens"] = self.total_tokens
+        if self.cached_input_tokens is not None:
+            data["cached_input_tokens"] = self.cached_input_tokens
+        if self.reasoning_tokens is not None:
+            data["reasoning_tokens"] = self.reasoning_tokens
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Usage:

@@ -129,17 +129,23 @@ class AgentLoop:
         provider_state: Any = None
         while True:
             if self.state.pending is None:
-                async with aclosing(
-                    self._model_step(tool_specs, output_schema, provider_state)
-                ) as step_events:
+                # try/finally rather than aclosing, here and below: this runs per step, and
+                # aclosing's own context manager costs a third of relaying a step's events.
+                step_events = self._model_step(tool_specs, output_schema, provider_state)
+                try:
                     async for event in step_events:
                         yield event
+                finally:
+                    await step_events.aclose()
                 if execution.finished:
                     return
                 provider_state = self._provider_state
-            async with aclosing(self._tool_calls()) as call_events:
+            call_events = self._tool_calls()
+            try:
                 async for event in call_events:
                     yield event
+            finally:
+                await call_events.aclose()
             if execution.pause is not None:
                 return
 
@@ -179,13 +185,16 @@ class AgentLoop:
         gate = self.execution.model_calls
         if gate is not None:
             await self.execution.guard(gate.acquire(run_id))
+        stream = self._stream_model(model_input, step, reader)
         try:
-            async with aclosing(self._stream_model(model_input, step, reader)) as stream:
-                async for event in stream:
-                    yield event
+            async for event in stream:
+                yield event
         finally:
-            if gate is not None:
-                gate.release()
+            try:
+                await stream.aclose()
+            finally:
+                if gate is not None:
+                    gate.release()
         result = reader.finish()
         self._check_call_ids(result.tool_calls)
         state.step = step

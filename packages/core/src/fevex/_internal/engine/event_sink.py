@@ -177,17 +177,16 @@ class EventSink:
         ``checkpoint`` makes the run's checkpoint; it is called only when the sink commits,
         when the run's state is that of the last event committed."""
         assert self.lease is not None, "a run is written only under its lease"
+        if self.batching and not (durable or release_lease or self._committing.locked()):
+            # Joins the batch without awaiting anything: no commit can start meanwhile.
+            return self._batched(type, payload, run_changes, checkpoint)
         async with self._committing:
+            if self.batching and not (durable or release_lease):
+                return self._batched(type, payload, run_changes, checkpoint)
             if self.lost is not None:
                 raise self.lost
             now = utc_now()
             event = self.event(type, payload, now)
-            if self.batching and not (durable or release_lease):
-                self._pending.append(event)
-                self._pending_changes.update(run_changes)
-                if checkpoint is not None:
-                    self._pending_checkpoint = checkpoint
-                return event
             try:
                 await self._commit(
                     event, now, run_changes, checkpoint, history, release_session, release_lease
@@ -196,6 +195,22 @@ class EventSink:
                 self.sequence -= 1
                 raise
             return event
+
+    def _batched(
+        self,
+        type: str,
+        payload: dict[str, Any],
+        run_changes: dict[str, Any],
+        checkpoint: Callable[[], dict[str, Any]] | None,
+    ) -> RunEvent:
+        if self.lost is not None:
+            raise self.lost
+        event = self.event(type, payload)
+        self._pending.append(event)
+        self._pending_changes.update(run_changes)
+        if checkpoint is not None:
+            self._pending_checkpoint = checkpoint
+        return event
 
     async def flush(self) -> None:
         """Commit the events waiting in the batch now, with their run changes and

@@ -25,7 +25,6 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable
-from contextlib import aclosing
 from typing import Any, Literal, Protocol, TypeVar
 
 from fevex._internal.engine.deadline import DeadlineReached
@@ -85,8 +84,11 @@ class Execution:
         *,
         lease_seconds: float = 30.0,
         opening: tuple[RunEvent, ...] = (),
+        active: dict[str, Execution] | None = None,
     ) -> None:
         self.sink = sink
+        # The kernel's executions under way: this one leaves them when its events end.
+        self._active = active
         self.driver = driver
         self.deadline = deadline
         self.lease_seconds = lease_seconds
@@ -351,8 +353,9 @@ class Execution:
         timer = None
         if self.deadline is not None:
             timer = asyncio.get_running_loop().call_at(self.deadline, self._deadline_fired)
+        inner = self._run()
         try:
-            async with aclosing(self._run()) as inner:
+            try:
                 async for event in inner:
                     self._parked = True
                     try:
@@ -362,6 +365,9 @@ class Execution:
                     self.sink.delivered(event)
                     if self._cancel_reason is not None and self.finished:
                         raise RunCancelledError(self.run_id, self._cancel_reason)
+            finally:
+                # Not aclosing: its context manager costs a run more than relaying its events.
+                await inner.aclose()
         except FevexError as error:
             error.for_run(self.run_id)
             raise
@@ -373,8 +379,12 @@ class Execution:
         finally:
             if timer is not None:
                 timer.cancel()
-            await keeper.stop()
-            await self._cancelled_on_request()
+            try:
+                await keeper.stop()
+                await self._cancelled_on_request()
+            finally:
+                if self._active is not None:
+                    self._active.pop(self.run_id, None)
 
     async def _run(self) -> AsyncGenerator[RunEvent, None]:
         try:
@@ -382,9 +392,12 @@ class Execution:
             # event cancels the run like one that stops anywhere else.
             for event in self.opening:
                 yield event
-            async with aclosing(self.driver.steps(self)) as steps:
+            steps = self.driver.steps(self)
+            try:
                 async for event in steps:
                     yield event
+            finally:
+                await steps.aclose()
         except GeneratorExit:
             # The consumer abandoned the stream: the run is cancelled, durably.
             if self._lease_error is None:

@@ -128,7 +128,12 @@ class Kernel:
         opening: tuple[RunEvent, ...],
     ) -> Execution:
         execution = Execution(
-            sink, driver, deadline, lease_seconds=self.lease_seconds, opening=opening
+            sink,
+            driver,
+            deadline,
+            lease_seconds=self.lease_seconds,
+            opening=opening,
+            active=self.active,
         )
         if self.model_gates:
             gate = self.model_gates.get(sink.run.root_run_id)
@@ -143,13 +148,9 @@ class Kernel:
         nothing of its takeover is stored, and its lease lapses by itself."""
         self.active.pop(execution.run_id, None)
 
-    async def events(self, execution: Execution) -> AsyncGenerator[RunEvent, None]:
-        try:
-            async with aclosing(execution.events()) as stream:
-                async for event in stream:
-                    yield event
-        finally:
-            self.active.pop(execution.run_id, None)
+    def events(self, execution: Execution) -> AsyncGenerator[RunEvent, None]:
+        """The execution's committed events; it leaves :attr:`active` when they end."""
+        return execution.events()
 
     # -- taking stored runs over ----------------------------------------------------
 

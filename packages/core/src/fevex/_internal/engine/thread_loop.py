@@ -24,11 +24,8 @@ _local = threading.local()
 
 
 def _loop() -> asyncio.AbstractEventLoop:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
+    # asyncio's own test, without the RuntimeError get_running_loop raises and this catches.
+    if asyncio._get_running_loop() is not None:
         raise FevexRunError(
             "SYNC_CALL_IN_EVENT_LOOP",
             "A blocking fevex method was called inside a running event loop; await the "

@@ -213,8 +213,14 @@ class Launcher:
                 approvals=await self._pending_approvals(execution.run_id, execution.pause),
             )
         run = execution.sink.run
-        usage: Usage = getattr(execution.driver, "usage", Usage())
-        return RunResult(run.id, run.session_id, execution.output, usage, tuple(events))
+        usage: Usage | None = getattr(execution.driver, "usage", None)
+        return RunResult(
+            run.id,
+            run.session_id,
+            execution.output,
+            usage if usage is not None else Usage(),
+            tuple(events),
+        )
 
     async def _pending_approvals(
         self, run_id: str, pause: Any, depth: int = 0
