@@ -32,13 +32,8 @@ class KindTable(Mapping[str, RunKind]):
         # setdefault: two threads building a kind at once both get the one kept.
         return self._built.setdefault(name, make())
 
-    def get(self, name: str, default: RunKind | None = None) -> RunKind | None:  # type: ignore[override]
-        kind = self._built.get(name)
-        if kind is not None:
-            return kind
-        return self[name] if name in self._makers else default
-
     def __contains__(self, name: object) -> bool:
+        # Mapping's own would build the kind to answer.
         return name in self._makers
 
     def __iter__(self) -> Iterator[str]:
