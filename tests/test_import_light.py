@@ -73,6 +73,12 @@ NOT_NEEDED_BY_A_FIRST_RUN = (
     "fevex.cli", "fevex.channels", "fevex.evals", "fevex.http", "fevex.kits", "fevex.plugins",
     "fevex.testing", "fevex._internal.tracing", "pluggy", "sqlite3", "argparse", "tomllib",
     "multiprocessing",
+    # Workflows, teams and knowledge: their names are exported lazily, their run kinds are
+    # built when first looked up, the default memory store is made when first read.
+    "fevex.workflows", "fevex.teams", "fevex.knowledge", "fevex._internal.workflows",
+    "fevex._internal.workflows.workflow_kind", "fevex._internal.workflows.team_kind",
+    "fevex._internal.agents.knowledge_context", "fevex.knowledge.memory_store",
+    "fevex.knowledge.in_memory_memory_store",
 )  # fmt: skip
 
 FIRST_RUN = """
@@ -127,3 +133,79 @@ def test_the_first_run_probe_sees_a_loaded_module() -> None:
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout.strip().splitlines()[-1]) == [["sqlite3"], ["sqlite3"]]
+
+
+LAZY_NAMES = """
+import json, sys
+import fevex
+listed = [name in dir(fevex) for name in ("define_workflow", "TeamDefinition")]
+loaded = ["fevex.workflows" in sys.modules, "fevex.teams" in sys.modules]
+from fevex import TeamDefinition, define_workflow
+from fevex.teams import TeamDefinition as team_definition
+from fevex.workflows import define_workflow as workflow_decorator
+same = [define_workflow is workflow_decorator, TeamDefinition is team_definition]
+try:
+    fevex.define_workflows
+    missing = None
+except AttributeError as error:
+    missing = str(error)
+print(json.dumps([listed, loaded, same, missing]))
+"""
+
+
+def test_the_lazy_names_of_fevex_import_dir_and_refuse_unknown_names() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-c", LAZY_NAMES], capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr
+    listed, loaded, same, missing = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert listed == [True, True]
+    # Listed, yet not loaded until read.
+    assert loaded == [False, False]
+    assert same == [True, True]
+    assert missing == "module 'fevex' has no attribute 'define_workflows'"
+
+
+def test_every_name_in_fevex_all_resolves_from_a_fresh_interpreter() -> None:
+    code = "import fevex; print([name for name in fevex.__all__ if not hasattr(fevex, name)])"
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "[]"
+
+
+WHEN_FIRST_USED = """
+import json, sys
+from fevex import create_fevex, define_workflow
+
+kind = "fevex._internal.workflows.workflow_kind"
+memory = "fevex.knowledge.in_memory_memory_store"
+
+
+@define_workflow(name="double", version="1")
+async def double(step, value: int) -> int:
+    return await step.run("twice", lambda: value * 2)
+
+
+app = create_fevex(workflows=[double])
+created = [kind in sys.modules, memory in sys.modules]
+output = app.run_workflow_sync("double", input=21).output
+store = app.memory_store
+read = [kind in sys.modules, memory in sys.modules, store is app.memory_store]
+app.close_sync()
+print(json.dumps([created, output, read, type(store).__name__]))
+"""
+
+
+def test_a_run_kind_and_the_default_memory_store_load_when_first_used() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-c", WHEN_FIRST_USED], capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr
+    created, output, read, store = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert created == [False, False]
+    assert output == 42
+    # The workflow kind was built for the run; the store, once, when first read.
+    assert read == [True, True, True]
+    assert store == "InMemoryMemoryStore"

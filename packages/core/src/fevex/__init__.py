@@ -1,6 +1,9 @@
 """fevex: a small, durable runtime for LLM agents, extended by plugins."""
 
+from typing import TYPE_CHECKING
+
 from fevex.__about__ import __version__
+from fevex._ground.lazy_exports import lazy_exports
 from fevex.agents import AgentDefinition, Limits, define_agent
 from fevex.app import Fevex, RunResult, create_fevex
 from fevex.errors import (
@@ -15,22 +18,47 @@ from fevex.messages import Message
 from fevex.models import ModelGateway
 from fevex.runtime import AgentRun, ApprovalDecision, InMemoryRunStore, PendingApproval, Session
 from fevex.schemas import Schema
-from fevex.teams import (
-    TeamDefinition,
-    TeamLimits,
-    TeamMember,
-    TeamRelayedEvent,
-    TeamStep,
-    define_team,
-)
 from fevex.tools import ToolContext, ToolDefinition, ToolRetry, define_connection, define_tool
-from fevex.workflows import (
-    AgentStepResult,
-    EventDelivery,
-    WorkflowDefinition,
-    WorkflowStep,
-    define_workflow,
-)
+
+if TYPE_CHECKING:
+    # Imported when first read (fevex._ground.lazy_exports): an agent app never loads
+    # workflows or teams. Type checkers and IDEs see these plain imports.
+    from fevex.teams import (
+        TeamDefinition,
+        TeamLimits,
+        TeamMember,
+        TeamRelayedEvent,
+        TeamStep,
+        define_team,
+    )
+    from fevex.workflows import (
+        AgentStepResult,
+        EventDelivery,
+        WorkflowDefinition,
+        WorkflowStep,
+        define_workflow,
+    )
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "fevex.teams": (
+                "TeamDefinition",
+                "TeamLimits",
+                "TeamMember",
+                "TeamRelayedEvent",
+                "TeamStep",
+                "define_team",
+            ),
+            "fevex.workflows": (
+                "AgentStepResult",
+                "EventDelivery",
+                "WorkflowDefinition",
+                "WorkflowStep",
+                "define_workflow",
+            ),
+        },
+    )
 
 __all__ = [
     "AgentDefinition",

@@ -16,12 +16,16 @@ from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
 
 from fevex._ground.clock import utc_now
 from fevex._ground.storable_text import is_storable
-from fevex._internal.agents.knowledge_context import attach_knowledge, open_memory_store
 from fevex._internal.composition.registry import Composition, Problems, compose
 from fevex._internal.composition.tool_runner import CredentialResolver, ToolExceptionHook
 from fevex._internal.engine.event_sink import Observers
 from fevex._internal.engine.kernel import Kernel, KindFactory, seconds_of
 from fevex._internal.engine.recovery_sweep import sweep_expired_runs, wake_due_runs
+from fevex._internal.launch.app_knowledge import (
+    AppMemoryStore,
+    attach_app_knowledge,
+    open_app_memory_store,
+)
 from fevex._internal.launch.app_stores import open_app_record_store, open_app_run_store
 from fevex._internal.launch.blocking_twins import BlockingTwins, blocking, blocking_iterator
 from fevex._internal.launch.checkpoint_methods import CheckpointMethods
@@ -36,7 +40,6 @@ from fevex._internal.launch.task_methods import TaskMethods
 from fevex.agents import AgentDefinition
 from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.events import RunEvent
-from fevex.knowledge import ContextProviderDefinition, MemoryStore, SkillDefinition
 from fevex.models import ModelGateway
 from fevex.policies.policy import Policy
 from fevex.runtime.approval import ApprovalDecision, check_actor
@@ -46,16 +49,18 @@ from fevex.runtime.recovery import RecoverySweep, WakeSweep
 from fevex.runtime.run_result import RunResult
 from fevex.runtime.run_store import EventOrder, RunStore
 from fevex.runtime.store_rules import RunListing
-from fevex.teams import TeamDefinition
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import ConnectionDefinition
-from fevex.workflows import WorkflowDefinition
 
 if TYPE_CHECKING:
-    # Imported when used: an app without observability never loads it.
+    # Imported when used: an app without observability, knowledge, workflows or teams
+    # never loads them.
     from fevex._internal.tracing.trace_pipeline import TracePipeline
+    from fevex.knowledge import ContextProviderDefinition, MemoryStore, SkillDefinition
     from fevex.observability.configuration import Observability
     from fevex.observability.report import ObservabilityReport
+    from fevex.teams import TeamDefinition
+    from fevex.workflows import WorkflowDefinition
 
 __all__ = ["AgentInput", "Fevex", "RunResult", "create_fevex"]
 
@@ -182,10 +187,10 @@ def _create_fevex(
     _check_lease_seconds(lease_seconds, problems)
     run_kinds = _with_tasks(run_kinds, tasks, composition, problems)
     _check_observability(observability, problems)
-    knowledge = attach_knowledge(composition, context_providers, problems)
+    knowledge = attach_app_knowledge(composition, context_providers, problems)
     # The store is opened only for a valid composition: opening one can create it.
     problems.raise_if_any()
-    knowledge.memory_store = open_memory_store(memory_store)
+    opened_memory_store = open_app_memory_store(memory_store)
     tracing = None
     if observability is not None or os.environ.get("FEVEX_TRACE_EXPORTERS"):
         from fevex._internal.tracing.trace_pipeline import open_pipeline
@@ -201,9 +206,11 @@ def _create_fevex(
         tracing=tracing,
         run_kinds=run_kinds,
     )
-    app.memory_store = knowledge.memory_store
+    app._memory_store = opened_memory_store
     app.record_store = open_app_record_store(record_store, run_store, opened_run_store)
-    knowledge.app_record_store = lambda: app.record_store
+    if knowledge is not None:
+        knowledge.app_memory_store = lambda: app.memory_store
+        knowledge.app_record_store = lambda: app.record_store
     return app
 
 
@@ -260,15 +267,13 @@ def _check_observability(observability: object, problems: Problems) -> None:
         )
 
 
-class Fevex(RunMethods, TaskMethods, CheckpointMethods, BlockingTwins):
+class Fevex(RunMethods, TaskMethods, CheckpointMethods, AppMemoryStore, BlockingTwins):
     """Runs agents and answers questions about runs and sessions.
 
     Every coroutine method has a blocking twin with a ``_sync`` suffix for scripts. Use it
     as ``async with`` (or ``with`` in scripts): it is closed on exit.
     """
 
-    # The store agents' memory= reads and writes; closed with the app.
-    memory_store: MemoryStore | None = None
     # The store the family and publication kits keep their records in; closed with the app.
     record_store: RecordStore
 
@@ -653,8 +658,8 @@ class Fevex(RunMethods, TaskMethods, CheckpointMethods, BlockingTwins):
             if callable(aclose):
                 await aclose()
         await self.run_store.close()
-        if self.memory_store is not None:
-            await self.memory_store.close()
+        if self._memory_store is not None:
+            await self._memory_store.close()
         await self.record_store.close()
 
     # -- blocking twins -------------------------------------------------------------

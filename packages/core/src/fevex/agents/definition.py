@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from fevex._ground.names import did_you_mean, is_valid_name
 from fevex.errors import FevexConfigurationError
-from fevex.knowledge.memory_store import MemoryAccess
 from fevex.schemas.schema_check import check_schema
 from fevex.tools.definition import Approval, ToolDefinition
+
+if TYPE_CHECKING:
+    # Imported where a memory= is checked: an agent without memory never loads knowledge.
+    from fevex.knowledge.memory_store import MemoryAccess
 
 __all__ = ["AgentDefinition", "Limits", "define_agent"]
 
@@ -158,6 +161,8 @@ class AgentDefinition(Generic[OutputT]):
             if not isinstance(names, tuple) or not all(isinstance(n, str) for n in names):
                 raise _invalid(f"Agent {self.name}: {field_name} must be a list of names.")
         if self.memory is not None:
+            from fevex.knowledge.memory_store import MemoryAccess
+
             if not isinstance(self.memory, MemoryAccess):
                 raise _invalid(f"Agent {self.name}: memory must be a MemoryAccess value.")
             try:

@@ -30,7 +30,6 @@ from contextlib import aclosing
 from typing import Any
 
 from fevex._ground.clock import new_id
-from fevex._internal.agents.knowledge_context import start_knowledge
 from fevex._internal.agents.run_state import PendingCalls, RunState, tool_step_id
 from fevex._internal.composition.connections import ConnectionResolver
 from fevex._internal.composition.registry import DEFAULT_MODEL_KEY, PreparedAgent, PreparedTool
@@ -120,6 +119,9 @@ class AgentLoop:
             self.tools = {**self.agent.tools, **remote}
             tool_specs = (*tool_specs, *(tool.spec() for tool in remote.values()))
         if self.agent.knowledge is not None:
+            # Imported here: an app without knowledge never loads it (app_knowledge.py).
+            from fevex._internal.agents.knowledge_context import start_knowledge
+
             self.knowledge_messages, bound, loaded = await start_knowledge(
                 self.agent.knowledge, self.state, execution
             )

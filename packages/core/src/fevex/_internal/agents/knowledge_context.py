@@ -7,6 +7,9 @@ becomes one user message that says so, with its items JSON-encoded (``<`` escape
 text cannot close the frame). Providers and the memory search run once per run, at its
 start; their results are kept in the run's checkpoint (``knowledge``), so a run continued
 in another process (resumed, recovered) reuses them without calling anything again.
+
+Only an app that has knowledge imports this module (see
+:mod:`fevex._internal.launch.app_knowledge`), and only an agent run with knowledge calls it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,7 +31,6 @@ from fevex.knowledge.context_provider import (
     ContextProviderDefinition,
     ContextRequest,
 )
-from fevex.knowledge.in_memory_memory_store import InMemoryMemoryStore
 from fevex.knowledge.memory_store import MemoryAccess, MemoryStore, namespace_of
 from fevex.knowledge.skill import SkillDefinition
 from fevex.messages import Message
@@ -47,7 +48,6 @@ __all__ = [
     "AgentKnowledge",
     "KnowledgeSetup",
     "attach_knowledge",
-    "open_memory_store",
     "start_knowledge",
 ]
 
@@ -61,13 +61,14 @@ _DATA_NOTICE = (
 
 @dataclass(slots=True)
 class KnowledgeSetup:
-    """What the app's agents share: the registered skills and providers, the memory store
-    (opened after the composition is known to be valid) and how to find the app's record
-    store, which providers are given in their requests (looked up at each read, so that it
-    is whatever ``app.record_store`` is then)."""
+    """What the app's agents share: the registered skills and providers, and how to find
+    the app's memory store and its record store, which providers are given in their
+    requests (both looked up at each read, so that each is whatever ``app.memory_store``
+    and ``app.record_store`` are then: the app makes its default memory store when first
+    asked, see :mod:`fevex._internal.launch.app_knowledge`)."""
 
     entries: dict[str, SkillDefinition | ContextProviderDefinition] = field(default_factory=dict)
-    memory_store: MemoryStore | None = None
+    app_memory_store: Callable[[], MemoryStore | None] | None = None
     app_record_store: Callable[[], RecordStore] | None = None
 
 
@@ -211,33 +212,6 @@ def _remember_tool(store: MemoryStore | None, namespace: str) -> PreparedTool:
     return _prepared(define_tool(name=REMEMBER_TOOL, risk="medium")(remember))
 
 
-def open_memory_store(memory_store: Any) -> MemoryStore:
-    """The store ``create_fevex(memory_store=)`` names: a store, a URL opened through the
-    plugins' ``fevex_register_memory_stores``, or ``None`` for ``FEVEX_MEMORY_STORE``
-    (an :class:`InMemoryMemoryStore` when unset)."""
-    if memory_store is None:
-        memory_store = os.environ.get("FEVEX_MEMORY_STORE") or None
-        if memory_store is None:
-            return InMemoryMemoryStore()
-    if isinstance(memory_store, str):
-        from fevex.plugins.discovery import open_memory_store as open_url
-
-        return open_url(memory_store)
-    missing = [
-        method
-        for method in ("add", "search", "delete", "close")
-        if not callable(getattr(memory_store, method, None))
-    ]
-    if missing:
-        raise FevexConfigurationError(
-            "INVALID_CONFIG",
-            f"The memory store {type(memory_store).__name__} lacks {', '.join(missing)} of "
-            "the memory-store contract.",
-        )
-    store: MemoryStore = memory_store
-    return store
-
-
 async def start_knowledge(
     knowledge: AgentKnowledge, state: RunState, execution: Execution
 ) -> tuple[list[Message], dict[str, PreparedTool], RunEvent | None]:
@@ -248,7 +222,8 @@ async def start_knowledge(
     step, so that no takeover reads them again."""
     run = execution.sink.run
     namespace = namespace_of(run.context)
-    store = knowledge.setup.memory_store
+    app_memory_store = knowledge.setup.app_memory_store
+    store = None if app_memory_store is None else app_memory_store()
     loaded = None
     if state.knowledge is None:
         blocks = [

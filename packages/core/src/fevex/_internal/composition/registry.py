@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fevex._ground.names import did_you_mean
 from fevex.agents import AgentDefinition
@@ -20,10 +20,14 @@ from fevex.events.cost import CostCalculator
 from fevex.models import ToolSpec
 from fevex.schemas.schema import CompiledSchema, compile_schema
 from fevex.schemas.schema_check import schema_problem
-from fevex.teams.definition import TeamDefinition
 from fevex.tools import ToolDefinition
 from fevex.tools.connection import SEPARATOR, ConnectionDefinition
-from fevex.workflows.definition import WorkflowDefinition
+
+if TYPE_CHECKING:
+    # Imported when an app has workflows or teams (see _workflows, _teams): an agent app
+    # never loads them.
+    from fevex.teams.definition import TeamDefinition
+    from fevex.workflows.definition import WorkflowDefinition
 
 DEFAULT_MODEL_KEY = "default"
 
@@ -219,6 +223,10 @@ def _workflows(workflows: Any, found: Problems) -> dict[tuple[str, str], Prepare
     listed: Sequence[Any] = ()
     with found.collect():
         listed = _as_sequence(workflows, "workflows")
+    if not listed:
+        return table
+    from fevex.workflows.definition import WorkflowDefinition
+
     for workflow in listed:
         with found.collect():
             if not isinstance(workflow, WorkflowDefinition):
@@ -252,6 +260,10 @@ def _teams(
     listed: Sequence[Any] = ()
     with found.collect():
         listed = _as_sequence(teams, "teams")
+    if not listed:
+        return table
+    from fevex.teams.definition import TeamDefinition
+
     for team in listed:
         with found.collect():
             if not isinstance(team, TeamDefinition):

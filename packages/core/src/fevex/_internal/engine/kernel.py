@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import os
 import socket
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from types import MappingProxyType
 from typing import Any, Literal
 
 from fevex._ground.clock import new_id
@@ -29,6 +29,7 @@ from fevex._ground.names import did_you_mean
 from fevex._ground.storable_text import is_storable
 from fevex._internal.engine.event_sink import EventSink, Observers
 from fevex._internal.engine.execution import Execution, log_run
+from fevex._internal.engine.kind_table import KindTable
 from fevex._internal.engine.model_calls import ModelCallGate
 from fevex._internal.engine.run_kind import Driver, RunKind
 from fevex._internal.engine.waits import (
@@ -82,9 +83,10 @@ class Kernel:
         # holds it (see model_calls).
         self.model_gates: dict[str, ModelCallGate] = {}
         # The kinds of run this kernel executes, by the name runs record as their kind:
-        # registered once, here, and the kernel's for its whole life.
-        self.kinds: Mapping[str, RunKind] = MappingProxyType(
-            {name: make(self) for name, make in kinds.items()}
+        # registered once, here, each built when first looked up (see kind_table), and the
+        # kernel's for its whole life.
+        self.kinds: Mapping[str, RunKind] = KindTable(
+            {name: functools.partial(make, self) for name, make in kinds.items()}
         )
 
     @property

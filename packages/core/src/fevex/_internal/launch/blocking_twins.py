@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
-from typing import Any, Concatenate, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
 from fevex._internal.engine.run_kind import LaunchRequest
 from fevex._internal.launch.launcher import Launcher
@@ -28,8 +28,11 @@ from fevex._internal.launch.sync import iterate_sync, run_sync
 from fevex.agents import AgentDefinition, Limits
 from fevex.runtime.approval import ApprovalDecision
 from fevex.runtime.run_result import RunResult
-from fevex.teams import TeamDefinition, TeamLimits
-from fevex.workflows import WorkflowDefinition
+
+if TYPE_CHECKING:
+    # Named in annotations only: an agent app never loads workflows or teams.
+    from fevex.teams import TeamDefinition, TeamLimits
+    from fevex.workflows import WorkflowDefinition
 
 __all__ = ["BlockingTwins", "blocking", "blocking_iterator"]
 

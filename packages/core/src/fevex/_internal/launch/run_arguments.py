@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from fevex.agents import AgentDefinition
 from fevex.errors import FevexRunError
 from fevex.messages import ContentPart, Message
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.records import AgentRun
-from fevex.teams import TeamDefinition
-from fevex.workflows import WorkflowDefinition
+
+if TYPE_CHECKING:
+    # Named in the aliases below only: an agent app never loads workflows or teams.
+    from fevex.teams import TeamDefinition
+    from fevex.workflows import WorkflowDefinition
 
 __all__ = [
     "AgentInput",
@@ -34,12 +37,12 @@ AgentInput = str | Message | Sequence[ContentPart] | Mapping[str, Any]
 # An agent of the app: its name, or its definition (which types the run's output).
 AgentReference = str | AgentDefinition[Any]
 # A workflow of the app: its name (the version registered last), or its definition.
-WorkflowReference = str | WorkflowDefinition[Any, Any]
+WorkflowReference: TypeAlias = "str | WorkflowDefinition[Any, Any]"
 # A team of the app: its name (the version registered last), or its definition.
-TeamReference = str | TeamDefinition[Any, Any]
+TeamReference: TypeAlias = "str | TeamDefinition[Any, Any]"
 # A definition whose runs' output type is known: what types a result read back by run id.
-TypedDefinition = (
-    AgentDefinition[OutputT] | WorkflowDefinition[Any, OutputT] | TeamDefinition[Any, OutputT]
+TypedDefinition: TypeAlias = (
+    "AgentDefinition[OutputT] | WorkflowDefinition[Any, OutputT] | TeamDefinition[Any, OutputT]"
 )
 # A run id a caller chooses: what every store keeps as a key and every URL path carries.
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -55,13 +58,13 @@ def check_run_id(run_id: object) -> None:
 
 def check_run_definition(run: AgentRun, definition: TypedDefinition[Any]) -> None:
     """Refuse ``definition`` as the type of ``run``'s result unless the run is of it."""
-    kind = (
-        "agent"
-        if isinstance(definition, AgentDefinition)
-        else "workflow"
-        if isinstance(definition, WorkflowDefinition)
-        else "team"
-    )
+    if isinstance(definition, AgentDefinition):
+        kind = "agent"
+    else:
+        # Loaded already: the caller holds a workflow's or a team's definition.
+        from fevex.workflows import WorkflowDefinition
+
+        kind = "workflow" if isinstance(definition, WorkflowDefinition) else "team"
     if (run.kind, run.name) != (kind, definition.name):
         raise FevexRunError(
             "RUN_DEFINITION_MISMATCH",

@@ -6,7 +6,7 @@ call of the one launcher, typed for its kind: a new kind adds names here, not bo
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from fevex._internal.engine.run_kind import LaunchRequest
 from fevex._internal.launch.blocking_twins import blocking, blocking_iterator
@@ -23,8 +23,11 @@ from fevex.agents import AgentDefinition, Limits
 from fevex.events import RunEvent
 from fevex.runtime.records import AgentRun
 from fevex.runtime.run_result import RunResult
-from fevex.teams import TeamDefinition, TeamLimits
-from fevex.workflows import WorkflowDefinition
+
+if TYPE_CHECKING:
+    # Named in annotations only: an agent app never loads workflows or teams.
+    from fevex.teams import TeamDefinition, TeamLimits
+    from fevex.workflows import WorkflowDefinition
 
 __all__ = ["RunMethods"]
 

@@ -53,7 +53,8 @@ class HistoryApp(Protocol):
     @property
     def agents(self) -> tuple[str, ...]: ...
 
-    memory_store: MemoryStore | None
+    @property
+    def memory_store(self) -> MemoryStore | None: ...
 
     async def get_run(self, run_id: str) -> AgentRun: ...
 
