@@ -6,7 +6,9 @@ async entry point, the scenario runs under ``valgrind --tool=callgrind`` twice i
 interpreter: 20 warm-up runs alone, then the same 20 runs plus ``--runs`` more. The
 difference divided by ``--runs`` is what one run costs, without the interpreter's start,
 the imports and the warm-up. Counts are of instructions, not time: they do not move with
-the machine's load.
+the machine's load. With fevex's environment it also counts ``import fevex`` against
+``import pydantic, pluggy; from pydantic import BaseModel`` (:data:`IMPORTS`; bytecode
+written first, an empty interpreter's count taken off both).
 
 Run with ``python -m benchmarks.instructions [--frameworks fevex,agno] [--runs 200]`` after
 ``nox -s bench`` (or ``nox -s bench_instructions``, which does both). ``--smoke`` shows the
@@ -31,6 +33,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WARMUP = 20
+# What importing fevex is set against: what every fevex user imports anyway.
+IMPORTS = {
+    "fevex": "import fevex",
+    "pydantic + pluggy": "import pydantic, pluggy; from pydantic import BaseModel",
+}
 _COLLECTED = re.compile(r"Collected : (\d+)")
 _SCENARIO = """
 import asyncio, importlib, sys
@@ -61,7 +68,7 @@ def callgrind(python: Path, *arguments: str) -> int:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=_environment(),
         check=True,
     )
     found = _COLLECTED.search(completed.stderr)
@@ -85,6 +92,22 @@ def empty_interpreter(python: Path) -> str:
     if shutil.which("valgrind") is None:
         return "valgrind is not installed, so nothing was counted"
     return f"an empty interpreter is {callgrind(python, '-c', 'pass'):,} instructions"
+
+
+def import_counts(python: Path) -> dict[str, int]:
+    """The instructions of each of :data:`IMPORTS` in a fresh interpreter, beyond an empty
+    one's, with the modules' bytecode written beforehand (as an installed package has it)."""
+    for code in IMPORTS.values():
+        subprocess.run([str(python), "-c", code], cwd=ROOT, env=_environment(), check=True)
+    empty = callgrind(python, "-c", "pass")
+    return {name: callgrind(python, "-c", code) - empty for name, code in IMPORTS.items()}
+
+
+def _environment() -> dict[str, str]:
+    # PYTHONDONTWRITEBYTECODE would make every import compile its source again.
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
+    return environment
 
 
 def smoke(python: Path, module: str) -> None:
@@ -130,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.smoke:
             smoke(python, scenario_module(framework))
             print(f"{framework}: the scenario runs; {empty_interpreter(python)}")
+            if framework == "fevex":
+                for code in IMPORTS.values():
+                    subprocess.run([str(python), "-c", code], cwd=ROOT, check=True)
         else:
             counts[framework] = {
                 mode: per_run(python, framework, mode, args.runs) for mode in ("sync", "async")
@@ -146,6 +172,13 @@ def main(argv: list[str] | None = None) -> int:
         for mode in ("sync", "async"):
             ratio = counts["fevex"][mode] / counts["agno"][mode]
             print(f"fevex / agno, {mode}: {ratio:.3f}")
+    fevex_python = _interpreter("fevex", smoke=False)
+    if "fevex" in counts and fevex_python is not None:
+        imports = import_counts(fevex_python)
+        counts["imports"] = imports
+        fevex, anchor = imports["fevex"], imports["pydantic + pluggy"]
+        print(f"import fevex: {fevex:,}; {IMPORTS['pydantic + pluggy']}: {anchor:,}", end="")
+        print(f"; ratio {fevex / anchor:.2f}")
     if args.out is not None:
         args.out.write_text(json.dumps(counts, indent=2), encoding="utf-8")
     return 0
