@@ -4,9 +4,11 @@ Four ``fevex worker`` processes, each in its own network namespace with its own 
 reach one PostgreSQL 15 server over a virtual bridge (``benchmarks/durable/network_hosts``)
 and run 200 jobs of ``benchmarks/durable/worker_hosts_app``: a workflow whose child agent
 run makes one call of a tool that is not idempotent and appends a line to a file of its
-own per call. While host0 is inside that tool, every packet between host0 and the server
-is dropped (nftables in host0's namespace); once the others have taken over every run
-host0 held (its lease expired), host0 is let through again.
+own per call. Once host0 has finished a few runs, its next calls of that tool stop right
+after their effect (``FEVEX_HOSTS_HOLD``); while one is held there, every packet between
+host0 and the server is dropped (nftables in host0's namespace), and the calls go on into
+the cut. Once the others have taken over every run host0 held (its lease expired), host0 is
+let through again.
 
 What must hold, read back from the store and from the log each process's store wrote of
 what it asked (which event ids it committed, under which lease generation, and how each
@@ -120,22 +122,14 @@ async def poll(what: str, check: Any, timeout: float, every: float = 0.02) -> An
         await asyncio.sleep(every)
 
 
-def in_a_tool(logs: Logs) -> bool:
-    """host0 has finished a few runs and has just committed a ``tool.started``."""
+def warmed_up(logs: Logs) -> bool:
+    """host0 has finished a few runs."""
     host0 = logs.read().get("host0")
     if host0 is None:
         return False
     attempts = host0["attempts"]
     finished = [a for a in attempts if "run.completed" in a.get("types", ()) and a["end"]]
-    if len(finished) < 6:
-        return False
-    last = {}
-    for attempt in attempts:
-        last[attempt["run"]] = attempt
-    return any(
-        attempt.get("types", [])[-1:] == ["tool.started"] and attempt["outcome"] == "ok"
-        for attempt in last.values()
-    )
+    return len(finished) >= 6
 
 
 def held_at(host: dict[str, list[dict[str, Any]]], moment: float) -> dict[str, int]:
@@ -162,16 +156,23 @@ async def test_a_host_cut_off_mid_run_is_fenced_and_its_runs_are_taken_over(
     log.mkdir()
     logs = Logs(log)
     host0 = lab.network.hosts[0]
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    gate = hold / host0.name
     app = worker_hosts.submitter_app(local, LEASE_SECONDS, log)
-    environment = worker_hosts.worker_environment(effects, LEASE_SECONDS, TOOL_DELAY, log)
+    environment = worker_hosts.worker_environment(effects, LEASE_SECONDS, TOOL_DELAY, log, hold)
     workers = worker_hosts.Workers(lab.network.hosts, remote, tmp_path, environment)
     try:
         await asyncio.to_thread(workers.wait_ready)
         await worker_hosts.submit(app, JOBS, time.time())
-        await poll("host0 is inside a tool", lambda: in_a_tool(logs), timeout=120, every=0.005)
+        await poll("host0 finished a few runs", lambda: warmed_up(logs), timeout=120)
+        gate.touch()
+        inside = f"{host0.name}.*"
+        await poll("host0 is inside a tool", lambda: list(hold.glob(inside)), timeout=60)
         cut_started = time.time()
         lab.network.cut(host0)
         cut = time.time()
+        gate.unlink()
         held = held_at(logs.read()["host0"], cut_started)
         assert held, "host0 held no run at the cut"
 
@@ -212,6 +213,7 @@ async def test_a_host_cut_off_mid_run_is_fenced_and_its_runs_are_taken_over(
         events = {run.id: await app.list_events(run.id) for run in [*flows, *agents]}
         hosts = logs.read()
     finally:
+        gate.unlink(missing_ok=True)
         if lab.network.is_cut(host0):
             lab.network.restore(host0)
         workers.kill()
@@ -229,9 +231,13 @@ async def test_a_host_cut_off_mid_run_is_fenced_and_its_runs_are_taken_over(
 
     # Every job ended: completed, or failed as documented for an uncertain effect.
     assert len(flows) == JOBS
-    assert len(agents) == JOBS
     child = {run.parent_run_id: run for run in agents}
-    assert set(child) == {run.id for run in flows}
+    assert set(child) == {run.id for run in flows}, {
+        flow.id: (flow.status, flow.error, [e.type for e in events[flow.id]], trail(flow.id))
+        for flow in flows
+        if flow.id not in child
+    }
+    assert len(agents) == JOBS
     uncertain = set()
     for flow in flows:
         agent = child[flow.id]
@@ -286,7 +292,10 @@ async def test_a_host_cut_off_mid_run_is_fenced_and_its_runs_are_taken_over(
                 taken_from_host0 += attempt["host"] != "host0"
         # Fencing: once a newer lease wrote, no event of an older one follows.
         assert generations == sorted(generations), (run_id, generations)
-    assert taken_from_host0 >= 1, "no run of host0 was recovered by another host"
+    assert taken_from_host0 >= 1, (
+        "no run of host0 was recovered by another host",
+        {run: ([e.type for e in events.get(run, ())], trail(run)) for run in held},
+    )
 
     # Every commit host0 attempted after the cut under a lease it held then was refused by
     # the store once the link was back, and left nothing.

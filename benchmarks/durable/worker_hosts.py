@@ -179,7 +179,11 @@ class Workers:
 
 
 def worker_environment(
-    effects: Path, lease: float, tool_delay: float = 0.0, log: Path | None = None
+    effects: Path,
+    lease: float,
+    tool_delay: float = 0.0,
+    log: Path | None = None,
+    hold: Path | None = None,
 ) -> dict[str, str]:
     """What the workers' app reads (see ``worker_hosts_app``)."""
     env = {
@@ -191,8 +195,11 @@ def worker_environment(
     }
     env.pop("FEVEX_RUN_STORE", None)
     env.pop("FEVEX_HOSTS_LOG", None)
+    env.pop("FEVEX_HOSTS_HOLD", None)
     if log is not None:
         env["FEVEX_HOSTS_LOG"] = str(log)
+    if hold is not None:
+        env["FEVEX_HOSTS_HOLD"] = str(hold)
     return env
 
 

@@ -7,6 +7,10 @@ scripted model asks for one call of ``record_effect`` and then answers; the tool
 idempotent (no ``idempotency="keyed"``), and each call appends one line to its own file
 ``<run id>.<call id>`` in ``FEVEX_HOSTS_EFFECTS``: its effect, outside fevex, where repeats
 can be counted. It sleeps ``FEVEX_HOSTS_TOOL_DELAY`` seconds before and after the effect.
+With ``FEVEX_HOSTS_HOLD`` set (a folder), while a file named after this host is in it, each
+call stops right after its effect, first touching ``<host>.<run id>`` there, until that file
+is gone (at most ``HOLD_SECONDS``): the test cuts a host off while it is surely inside the
+tool, however slowly the machine answers.
 
 With ``FEVEX_HOSTS_LOG`` set (a folder), the store writes what this process asked of it to
 ``<host>-<pid>.jsonl`` there, one JSON object a line: each lease it took (``op`` "lease"),
@@ -47,6 +51,7 @@ from fevex_postgres import PostgresRunStore
 AGENT = "clerk"
 WORKFLOW = "job"
 ANSWER = "Recorded."
+HOLD_SECONDS = 60.0
 
 
 class Entry(BaseModel):
@@ -68,8 +73,20 @@ async def record_effect(entry: Entry, context: ToolContext) -> dict[str, Any]:
         os.write(descriptor, line.encode())
     finally:
         os.close(descriptor)
+    if hold := os.environ.get("FEVEX_HOSTS_HOLD"):
+        await _wait_while_held(Path(hold), context.run_id)
     await asyncio.sleep(delay)
     return {"job": entry.job, "recorded": True}
+
+
+async def _wait_while_held(folder: Path, run_id: str) -> None:
+    gate = folder / os.environ.get("FEVEX_HOSTS_NAME", "local")
+    if not gate.exists():
+        return
+    (folder / f"{gate.name}.{run_id}").touch()
+    deadline = time.monotonic() + HOLD_SECONDS
+    while gate.exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
 
 
 class ClerkModel:
