@@ -37,6 +37,7 @@ async def test_opening_creates_the_directory_file_and_schema_in_wal_mode(databas
         "fevex_sessions",
         "fevex_events",
         "fevex_records",
+        "fevex_session_turns",
         "fevex_runs_by_session",
         "fevex_runs_running_by_lease",
         "fevex_events_by_run_sequence",
@@ -80,6 +81,7 @@ async def test_reopening_keeps_data_and_migrates_nothing_again(database: Path) -
         (3,),
         (4,),
         (5,),
+        (6,),
     ]
 
 
@@ -231,6 +233,7 @@ def test_a_new_file_gets_the_schema_the_migrations_build(tmp_path: Path) -> None
         "fevex_sessions",
         "fevex_events",
         "fevex_records",
+        "fevex_session_turns",
     }
     assert structure(new) == expected
     assert rows(new, "SELECT version, name FROM fevex_schema_migrations") == rows(

@@ -113,6 +113,7 @@ async def test_opening_a_version_1_file_upgrades_it_in_place(v1_file: Path) -> N
         (3,),
         (4,),
         (5,),
+        (6,),
     ]
     assert raw_rows(
         v1_file, "SELECT count(*) FROM fevex_runs WHERE name = agent_name AND root_run_id = id"
@@ -246,6 +247,7 @@ async def test_a_version_2_file_upgrades_and_its_paused_run_can_be_woken(v2_file
         (3,),
         (4,),
         (5,),
+        (6,),
     ]
     assert raw_rows(v2_file, "PRAGMA integrity_check") == [("ok",)]
 
