@@ -68,7 +68,12 @@ def test_the_durable_benchmark_runs(tmp_path: Path) -> None:
     rounds = json.loads(Path(conversation).read_text("utf-8"))
     # The 25-turn conversation on SQLite: every turn stored, in the renamed tables.
     stored = rounds["sides"]["fevex"]["variants"]["run_agent (async)"]["stored_per_conversation"]
-    assert set(stored["tables"]) == {"fevex_runs", "fevex_events", "fevex_sessions"}
+    assert set(stored["tables"]) == {
+        "fevex_runs",
+        "fevex_events",
+        "fevex_sessions",
+        "fevex_session_turns",
+    }
     assert stored["rows"] > 25
     report = run("benchmarks.durable.report", "--results", str(tmp_path))
     for heading in (

@@ -33,7 +33,7 @@ from fevex_sqlite import SQLiteRunStore
 
 AGENT = "assistant"
 REFERENCE = "run_agent (async), in-memory store: not durable, for reference"
-TABLES = ("fevex_runs", "fevex_events", "fevex_sessions")
+TABLES = ("fevex_runs", "fevex_events", "fevex_sessions", "fevex_session_turns")
 
 
 class ConversationModel:

@@ -84,7 +84,7 @@ def test_db_upgrade_migrates_a_version_1_file(workdir: Path) -> None:
     assert "needs: fevex db upgrade" in status.stdout
     upgrade = fevex("db", "upgrade", "--store", "sqlite:///old.db", cwd=workdir)
     assert upgrade.returncode == 0, upgrade.stderr
-    assert f"from schema version 1 to {LATEST_VERSION} (applied 2, 3, 4, 5)" in upgrade.stdout
+    assert f"from schema version 1 to {LATEST_VERSION} (applied 2, 3, 4, 5, 6)" in upgrade.stdout
 
 
 def test_db_refuses_a_scheme_no_plugin_manages(workdir: Path) -> None:

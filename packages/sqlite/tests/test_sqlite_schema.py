@@ -30,13 +30,14 @@ async def test_opening_creates_the_directory_file_and_schema_in_wal_mode(databas
     assert not database.parent.exists()
     store = SQLiteRunStore(database)
     await store.close()
-    assert store.schema_version == LATEST_VERSION == 5
+    assert store.schema_version == LATEST_VERSION == 6
     assert tables(database) == {
         "fevex_schema_migrations",
         "fevex_runs",
         "fevex_sessions",
         "fevex_events",
         "fevex_records",
+        "fevex_session_turns",
         "fevex_runs_by_session",
         "fevex_runs_running_by_lease",
         "fevex_events_by_run_sequence",
@@ -54,6 +55,7 @@ async def test_opening_creates_the_directory_file_and_schema_in_wal_mode(databas
         (3, "wake-ups of paused runs; claims by run name"),
         (4, "tables and indexes prefixed fevex_"),
         (5, "records replaced whole by compare-and-swap"),
+        (6, "session histories one row per turn"),
     ]
     assert rows(database, "PRAGMA journal_mode") == [("wal",)]
 
@@ -63,8 +65,8 @@ async def test_reopening_keeps_data_and_migrates_nothing_again(database: Path) -
         await SQLiteRunStore(database).close()
     with closing(sqlite3.connect(database)) as raw, raw:
         raw.execute(
-            "INSERT INTO fevex_sessions (id, history, revision, created_at, updated_at) "
-            "VALUES ('ses-1', '[]', 1, 't', 't')"
+            "INSERT INTO fevex_sessions (id, revision, created_at, updated_at) "
+            "VALUES ('ses-1', 1, 't', 't')"
         )
     store = SQLiteRunStore(database)
     try:
@@ -79,6 +81,7 @@ async def test_reopening_keeps_data_and_migrates_nothing_again(database: Path) -
         (3,),
         (4,),
         (5,),
+        (6,),
     ]
 
 
@@ -103,8 +106,8 @@ def test_a_later_migration_upgrades_a_file(database: Path) -> None:
     prepare_database(database, busy_timeout=1.0)
     with closing(sqlite3.connect(database)) as raw, raw:
         raw.execute(
-            "INSERT INTO fevex_sessions (id, history, revision, created_at, updated_at) "
-            "VALUES ('ses-1', '[]', 1, 't', 't')"
+            "INSERT INTO fevex_sessions (id, revision, created_at, updated_at) "
+            "VALUES ('ses-1', 1, 't', 't')"
         )
     later = LATEST_VERSION + 1
     titles = Migration(
@@ -230,6 +233,7 @@ def test_a_new_file_gets_the_schema_the_migrations_build(tmp_path: Path) -> None
         "fevex_sessions",
         "fevex_events",
         "fevex_records",
+        "fevex_session_turns",
     }
     assert structure(new) == expected
     assert rows(new, "SELECT version, name FROM fevex_schema_migrations") == rows(

@@ -212,7 +212,7 @@ async def test_close_ends_the_thread_and_a_closed_store_opens_again(database: Pa
 
 
 @pytest.mark.anyio
-async def test_history_is_appended_to_stored_text_in_any_spacing(
+async def test_history_reads_another_writers_turn_rows_in_any_spacing(
     store: SQLiteRunStore, database: Path
 ) -> None:
     spacings = ((" [ ]\n", ()), ('[ {"role": "system"} ] ', ({"role": "system"},)))
@@ -223,8 +223,12 @@ async def test_history_is_appended_to_stored_text_in_any_spacing(
         # (the store trusts a session it read at a revision it still has).
         with closing(sqlite3.connect(database)) as raw, raw:
             raw.execute(
-                "UPDATE fevex_sessions SET history = ?, revision = revision + 1 WHERE id = ?",
-                (stored, run.session_id),
+                "INSERT INTO fevex_session_turns (session_id, position, messages) "
+                "VALUES (?, 0, ?)",
+                (run.session_id, stored),
+            )
+            raw.execute(
+                "UPDATE fevex_sessions SET revision = revision + 1 WHERE id = ?", (run.session_id,)
             )
         turn = ({"role": "user", "content": "é"}, {"role": "assistant"})
         await store.commit_execution(commit(run.id, 2, lease, history=turn))

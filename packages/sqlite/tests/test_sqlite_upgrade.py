@@ -86,7 +86,7 @@ async def test_opening_a_version_1_file_upgrades_it_in_place(v1_file: Path) -> N
     assert raw_rows(v1_file, checkpoints) == [(1,), (1,)]
     store = SQLiteRunStore(v1_file)
     try:
-        assert store.schema_version == LATEST_VERSION == 5
+        assert store.schema_version == LATEST_VERSION == 6
         runs = await store.list_runs()
         assert sorted((run.status, run.input) for run in runs) == [
             ("paused", "Refund 30 to account 42."),
@@ -113,6 +113,7 @@ async def test_opening_a_version_1_file_upgrades_it_in_place(v1_file: Path) -> N
         (3,),
         (4,),
         (5,),
+        (6,),
     ]
     assert raw_rows(
         v1_file, "SELECT count(*) FROM fevex_runs WHERE name = agent_name AND root_run_id = id"
@@ -184,7 +185,7 @@ async def test_a_version_2_file_upgrades_and_its_paused_run_can_be_woken(v2_file
     try:
         store = app.run_store
         assert isinstance(store, SQLiteRunStore)
-        assert store.schema_version == 5
+        assert store.schema_version == 6
         (paused,) = await store.list_runs(status="paused")
         (orphaned,) = await store.list_runs(status="running")
         assert (paused.wake_at, orphaned.wake_at) == (None, None)
@@ -246,6 +247,7 @@ async def test_a_version_2_file_upgrades_and_its_paused_run_can_be_woken(v2_file
         (3,),
         (4,),
         (5,),
+        (6,),
     ]
     assert raw_rows(v2_file, "PRAGMA integrity_check") == [("ok",)]
 
@@ -265,12 +267,12 @@ async def test_fevex_db_upgrade_renames_a_version_3_file_in_place(
     assert len(before) == 2
     assert events
     assert main(["db", "status", "--store", url]) == 1
-    assert "schema version 3, this code needs 5 (needs: fevex db upgrade)" in (
+    assert "schema version 3, this code needs 6 (needs: fevex db upgrade)" in (
         capsys.readouterr().out
     )
 
     assert main(["db", "upgrade", "--store", url]) == 0
-    assert "from schema version 3 to 5 (applied 4, 5)" in capsys.readouterr().out
+    assert "from schema version 3 to 6 (applied 4, 5, 6)" in capsys.readouterr().out
     assert {name for name in user_tables(v3_file) if not name.startswith("fevex_")} == set()
     assert raw_rows(v3_file, "SELECT count(*) FROM fevex_records") == [(0,)]
     after = "SELECT id, status, revision, checkpoint FROM fevex_runs ORDER BY id"
@@ -279,9 +281,13 @@ async def test_fevex_db_upgrade_renames_a_version_3_file_in_place(
         raw_rows(v3_file, "SELECT id, run_id, sequence, payload FROM fevex_events ORDER BY id")
         == events
     )
-    assert raw_rows(v3_file, "SELECT id, history, revision FROM fevex_sessions ORDER BY id") == (
-        sessions
+    # Each history moved whole into its session's first turn row (none for an empty one).
+    moved = (
+        "SELECT id, COALESCE((SELECT messages FROM fevex_session_turns AS turns "
+        "WHERE turns.session_id = sessions.id AND position = 0), '[]'), revision "
+        "FROM fevex_sessions AS sessions ORDER BY id"
     )
+    assert raw_rows(v3_file, moved) == sessions
     # The foreign keys follow the renamed tables.
     assert raw_rows(v3_file, "PRAGMA foreign_key_check") == []
     references = {
@@ -297,5 +303,5 @@ async def test_fevex_db_upgrade_renames_a_version_3_file_in_place(
     assert raw_rows(v3_file, "PRAGMA integrity_check") == [("ok",)]
 
     assert main(["db", "upgrade", "--store", url]) == 0
-    assert "is up to date (schema version 5)" in capsys.readouterr().out
+    assert "is up to date (schema version 6)" in capsys.readouterr().out
     assert main(["db", "status", "--store", url]) == 0

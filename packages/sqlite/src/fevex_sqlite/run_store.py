@@ -51,7 +51,6 @@ from fevex.runtime import (
     check_run_page,
     check_sequence,
     check_session_reservable,
-    check_session_saveable,
     claimable_names,
     cursor_sequence,
     event_id_taken,
@@ -60,11 +59,11 @@ from fevex.runtime import (
     records_cancel_request,
     run_cursor,
     run_not_found,
-    session_not_found,
 )
 from fevex_sqlite import statements as sql
 from fevex_sqlite.location import DEFAULT_BUSY_TIMEOUT, parse_location
 from fevex_sqlite.schema import prepare_database
+from fevex_sqlite.session_rows import end_session_turn, read_session, replace_session
 from fevex_sqlite.session_snapshots import SessionSnapshots
 from fevex_sqlite.transaction_thread import TransactionThread
 
@@ -177,7 +176,6 @@ class SQLiteRunStore:
                 sql.INSERT_SESSION,
                 {
                     "id": run.session_id,
-                    "history": "[]",
                     "summary": None,
                     "active_run_id": run.id,
                     "revision": 1,
@@ -239,10 +237,7 @@ class SQLiteRunStore:
         history: str | None,
     ) -> tuple[str, int] | None:
         run_id = commit.run_id
-        target = (
-            sql.SELECT_COMMIT_TARGET if history is None else sql.SELECT_COMMIT_TARGET_AND_HISTORY
-        )
-        stored = self._stored(db, run_id, target)
+        stored = self._stored(db, run_id, sql.SELECT_COMMIT_TARGET)
         state = StoredRun(int(stored.revision), _lease(stored), int(stored.last_sequence))
         now = self.clock()
         check_commit(commit, state, now)
@@ -252,7 +247,7 @@ class SQLiteRunStore:
         if parent is not None:
             db.execute(sql.WAKE_PARENT, {"id": parent, "now": now, "ended": sql.ENDED_STATUSES})
         if commit.history is not None or commit.release_session:
-            return stored.session_id, _end_session_turn(db, stored, commit, history)
+            return stored.session_id, end_session_turn(db, stored.session_id, commit, history)
         return None
 
     def _stored(
@@ -423,7 +418,7 @@ class SQLiteRunStore:
 
     async def get_session(self, session_id: str) -> Session | None:
         known = self._snapshots.get(session_id)
-        session = await self._transactions.read("get_session", _read_session, session_id, known)
+        session = await self._transactions.read("get_session", read_session, session_id, known)
         if session is None:
             self._snapshots.forget(session_id)
         elif session is not known:
@@ -442,13 +437,15 @@ class SQLiteRunStore:
         )
         row = {
             "id": saved.id,
-            "history": _dumps(list(saved.history), "The session history"),
             "summary": saved.summary,
             "revision": saved.revision,
             "created_at": saved.created_at,
             "updated_at": saved.updated_at,
         }
-        await self._transactions.write("save_session", _replace_session, row, expected_revision)
+        history = _dumps(list(saved.history), "The session history")
+        await self._transactions.write(
+            "save_session", replace_session, row, history, expected_revision
+        )
         self._snapshots.keep(saved)
         return saved
 
@@ -532,59 +529,6 @@ def _read_checkpoint(db: Connection, run_id: str) -> dict[str, Any] | None:
     return checkpoint
 
 
-def _read_session(db: Connection, session_id: str, known: Session | None) -> Session | None:
-    if known is not None:
-        revision = db.execute(sql.SELECT_SESSION_REVISION, {"id": session_id}).scalar()
-        if revision == known.revision:
-            return known
-    row = _one(db, sql.SELECT_SESSION, id=session_id)
-    return None if row is None else _session(row)
-
-
-def _replace_session(db: Connection, row: dict[str, Any], expected_revision: int) -> None:
-    stored = _one(db, sql.SELECT_SESSION, id=row["id"])
-    if stored is None:
-        raise session_not_found(row["id"])
-    check_session_saveable(row["id"], stored.active_run_id, int(stored.revision), expected_revision)
-    db.execute(sql.REPLACE_SESSION, row)
-
-
-def _end_session_turn(
-    db: Connection, stored: Row[Any], commit: ExecutionCommit, history: str | None
-) -> int:
-    """End the turn in the session's row; the revision it leaves the session at."""
-    if history is not None:
-        if stored.history is None:
-            raise session_not_found(stored.session_id)
-        history = _append_to_json_array(stored.history, history)
-    ended = db.execute(
-        sql.END_SESSION_TURN,
-        {
-            "id": stored.session_id,
-            "history": history,
-            "release": commit.release_session,
-            "updated_at": commit.updated_at,
-        },
-    )
-    if ended.rowcount != 1:
-        raise session_not_found(stored.session_id)
-    return int(db.execute(sql.SELECT_SESSION_REVISION, {"id": stored.session_id}).scalar_one())
-
-
-def _append_to_json_array(stored: str, items: str) -> str:
-    """The JSON array ``stored`` followed by the items of the non-empty JSON array ``items``.
-
-    The history only ever grows by a turn's messages: splicing the encoded messages into
-    the stored text keeps a commit from parsing and re-encoding the whole conversation
-    under the write lock. ``stored`` is always a JSON array (every writer stores a list),
-    here in any spacing.
-    """
-    stored = stored.strip()
-    if not stored[1:-1].strip():
-        return items
-    return f"{stored[:-1]},{items[1:]}"
-
-
 def _read_events(
     db: Connection, statement: TextClause, run_id: str, after: str | None, limit: int
 ) -> list[RunEvent]:
@@ -657,18 +601,6 @@ def _run(row: Row[Any]) -> AgentRun:
 def _lease(stored: Row[Any]) -> RunLease:
     return RunLease(
         str(stored.lease_owner), int(stored.lease_generation), float(stored.lease_expires_at)
-    )
-
-
-def _session(row: Row[Any]) -> Session:
-    return Session(
-        id=row.id,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        history=tuple(json.loads(row.history)),
-        summary=row.summary,
-        active_run_id=row.active_run_id,
-        revision=int(row.revision),
     )
 
 

@@ -11,7 +11,7 @@ A new file (no schema version yet) gets ``CURRENT_SCHEMA``, the schema the migra
 build, in one go: replaying migration 1 would create unprefixed tables that may collide
 with an application's own in a shared file.
 
-To change the schema, append ``Migration(6, ...)`` to ``MIGRATIONS`` and change
+To change the schema, append ``Migration(7, ...)`` to ``MIGRATIONS`` and change
 ``CURRENT_SCHEMA`` to match; never edit a migration that has been released, since files in
 the field already ran it.
 
@@ -58,6 +58,15 @@ class Migration:
     name: str
     statements: tuple[str, ...]
 
+
+_CREATE_SESSION_TURNS = """
+CREATE TABLE fevex_session_turns (
+    session_id TEXT NOT NULL REFERENCES fevex_sessions (id),
+    position INTEGER NOT NULL,
+    messages TEXT NOT NULL,
+    PRIMARY KEY (session_id, position)
+)
+"""
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -223,6 +232,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        6,
+        "session histories one row per turn",
+        (
+            # A history in one TEXT column made every write of the session row (reserving
+            # it, ending a turn) rewrite the whole history: its overflow pages and their
+            # WAL frames. Each appended batch of messages is now a row of its own, keyed by
+            # its position in the session; an existing history becomes the batch at 0.
+            _CREATE_SESSION_TURNS,
+            "INSERT INTO fevex_session_turns (session_id, position, messages) "
+            "SELECT id, 0, history FROM fevex_sessions WHERE json_array_length(history) > 0",
+            "ALTER TABLE fevex_sessions DROP COLUMN history",
+        ),
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
@@ -236,7 +259,6 @@ CURRENT_SCHEMA: tuple[str, ...] = (
     """
     CREATE TABLE fevex_sessions (
         id TEXT PRIMARY KEY,
-        history TEXT NOT NULL,
         summary TEXT,
         active_run_id TEXT REFERENCES fevex_runs (id) DEFERRABLE INITIALLY DEFERRED,
         revision INTEGER NOT NULL,
@@ -306,6 +328,7 @@ CURRENT_SCHEMA: tuple[str, ...] = (
         PRIMARY KEY (namespace, key)
     )
     """,
+    _CREATE_SESSION_TURNS,
 )
 
 _CREATE_VERSION_TABLE = """

@@ -18,6 +18,8 @@ from fevex.runtime import ended_statuses
 __all__ = [
     "DUE",
     "ENDED_STATUSES",
+    "APPEND_SESSION_TURN",
+    "DELETE_SESSION_TURNS",
     "END_SESSION_TURN",
     "EXPIRED",
     "EXPIRED_RUN_IDS",
@@ -32,7 +34,6 @@ __all__ = [
     "RESERVE_SESSION",
     "SELECT_CHECKPOINT",
     "SELECT_COMMIT_TARGET",
-    "SELECT_COMMIT_TARGET_AND_HISTORY",
     "SELECT_CREATE_TARGET",
     "SELECT_CURSOR",
     "SELECT_RUN",
@@ -40,6 +41,7 @@ __all__ = [
     "SELECT_RUN_POSITION",
     "SELECT_SESSION",
     "SELECT_SESSION_REVISION",
+    "SELECT_SESSION_TURNS",
     "SELECT_TAKEOVER",
     "SET_LEASE",
     "WAKE_PARENT",
@@ -66,19 +68,13 @@ SELECT_RUN_LEASE = text(
     f"SELECT {_LEASE_COLUMNS}, runs.cancel_requested FROM fevex_runs AS runs WHERE id = :id"
 )
 # What a commit checks and extends, in one statement: the lease and revision, the last
-# event's sequence (one seek to the end of the run in the (run_id, sequence) index) and,
-# when the commit appends to the session's history, that history.
+# event's sequence (one seek to the end of the run in the (run_id, sequence) index).
 _LAST_SEQUENCE = (
     "(SELECT COALESCE(MAX(sequence), 0) FROM fevex_events WHERE run_id = runs.id) AS last_sequence"
 )
 SELECT_COMMIT_TARGET = text(
     f"SELECT {_LEASE_COLUMNS}, runs.parent_run_id, {_LAST_SEQUENCE} "
     "FROM fevex_runs AS runs WHERE runs.id = :id"
-)
-SELECT_COMMIT_TARGET_AND_HISTORY = text(
-    f"SELECT {_LEASE_COLUMNS}, runs.parent_run_id, {_LAST_SEQUENCE}, sessions.history "
-    "FROM fevex_runs AS runs LEFT JOIN fevex_sessions AS sessions "
-    "ON sessions.id = runs.session_id WHERE runs.id = :id"
 )
 # The parent a commit wakes (parent_to_wake, a store rule), unless it has ended.
 WAKE_PARENT = text(
@@ -163,28 +159,39 @@ SELECT_CREATE_TARGET = text(
     "FROM (SELECT 1) LEFT JOIN fevex_sessions ON fevex_sessions.id = :session_id"
 )
 SELECT_SESSION = text(
-    "SELECT id, history, summary, active_run_id, revision, created_at, updated_at "
+    "SELECT id, summary, active_run_id, revision, created_at, updated_at "
     "FROM fevex_sessions WHERE id = :id"
 )
 SELECT_SESSION_REVISION = text("SELECT revision FROM fevex_sessions WHERE id = :id")
 INSERT_SESSION = text(
-    "INSERT INTO fevex_sessions (id, history, summary, active_run_id, revision, created_at, "
-    "updated_at) VALUES (:id, :history, :summary, :active_run_id, :revision, :created_at, "
-    ":updated_at)"
+    "INSERT INTO fevex_sessions (id, summary, active_run_id, revision, created_at, updated_at) "
+    "VALUES (:id, :summary, :active_run_id, :revision, :created_at, :updated_at)"
 )
 RESERVE_SESSION = text(
     "UPDATE fevex_sessions SET active_run_id = :run_id, revision = revision + 1, "
     "updated_at = :updated_at WHERE id = :id"
 )
 END_SESSION_TURN = text(
-    "UPDATE fevex_sessions SET history = COALESCE(:history, history), "
+    "UPDATE fevex_sessions SET "
     "active_run_id = CASE WHEN :release THEN NULL ELSE active_run_id END, "
     "revision = revision + 1, updated_at = :updated_at WHERE id = :id"
 )
 REPLACE_SESSION = text(
-    "UPDATE fevex_sessions SET history = :history, summary = :summary, active_run_id = NULL, "
+    "UPDATE fevex_sessions SET summary = :summary, active_run_id = NULL, "
     "revision = :revision, created_at = :created_at, updated_at = :updated_at WHERE id = :id"
 )
+# A session's history is its turns' messages in position order: one row per appended batch
+# (a JSON array), so that a turn writes its own messages only, never the history before.
+SELECT_SESSION_TURNS = text(
+    "SELECT messages FROM fevex_session_turns WHERE session_id = :id ORDER BY position"
+)
+# The next position is one seek to the end of the session in the primary key.
+APPEND_SESSION_TURN = text(
+    "INSERT INTO fevex_session_turns (session_id, position, messages) "
+    "SELECT :id, COALESCE(MAX(position) + 1, 0), :messages FROM fevex_session_turns "
+    "WHERE session_id = :id"
+)
+DELETE_SESSION_TURNS = text("DELETE FROM fevex_session_turns WHERE session_id = :id")
 
 INSERT_EVENT = text(
     f"INSERT INTO fevex_events ({_EVENT_COLUMNS}) "
