@@ -42,9 +42,13 @@ CREATED = "2026-01-01T00:00:00.000000Z"
 SMALL, LARGE = 1_000, 100_000
 
 
+PROC_IO = Path("/proc/self/io")
+HAS_PROC_IO = PROC_IO.exists()
+
+
 def bytes_written() -> int:
     """The bytes this process has passed to ``write`` and its kin so far (Linux)."""
-    with open("/proc/self/io", encoding="ascii") as counters:
+    with PROC_IO.open(encoding="ascii") as counters:
         for line in counters:
             if line.startswith("wchar:"):
                 return int(line.split()[1])
@@ -220,7 +224,7 @@ async def long_session(app: Fevex, turns: int) -> str:
 async def test_one_more_turn_costs_the_same_on_a_session_of_a_thousand_turns(
     kind: str, tmp_path: Path
 ) -> None:
-    if kind == "sqlite" and not Path("/proc/self/io").exists():
+    if kind == "sqlite" and not HAS_PROC_IO:
         pytest.skip("no /proc/self/io here to count the bytes a turn writes")
     costs, written = [], []
     for turns in (0, 1_000):

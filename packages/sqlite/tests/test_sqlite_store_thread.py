@@ -223,8 +223,7 @@ async def test_history_reads_another_writers_turn_rows_in_any_spacing(
         # (the store trusts a session it read at a revision it still has).
         with closing(sqlite3.connect(database)) as raw, raw:
             raw.execute(
-                "INSERT INTO fevex_session_turns (session_id, position, messages) "
-                "VALUES (?, 0, ?)",
+                "INSERT INTO fevex_session_turns (session_id, position, messages) VALUES (?, 0, ?)",
                 (run.session_id, stored),
             )
             raw.execute(
