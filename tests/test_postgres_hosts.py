@@ -100,7 +100,9 @@ class Logs:
                 if entry["op"] == "lease":
                     leases.append(entry)
                 elif entry["op"] == "done":
-                    by_number[entry["n"]].update(outcome=entry["outcome"], end=entry["end"])
+                    by_number[entry["n"]].update(
+                        outcome=entry["outcome"], cause=entry.get("cause"), end=entry["end"]
+                    )
                 else:
                     entry.update(outcome=None, end=None, host=host)
                     by_number[entry["n"]] = entry
@@ -223,7 +225,7 @@ async def test_a_host_cut_off_mid_run_is_fenced_and_its_runs_are_taken_over(
         """What every process asked of the store for ``run_id``, in seconds from the cut."""
         return sorted(
             (round(entry["start"] - cut, 3), name, entry["op"], entry.get("types"),
-             entry.get("gen"), entry.get("outcome"))
+             entry.get("gen"), entry.get("outcome"), entry.get("cause"))
             for name, host in hosts.items()
             for entry in (*host["attempts"], *host["leases"])
             if entry["run"] == run_id

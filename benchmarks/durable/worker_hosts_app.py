@@ -15,7 +15,8 @@ tool, however slowly the machine answers.
 With ``FEVEX_HOSTS_LOG`` set (a folder), the store writes what this process asked of it to
 ``<host>-<pid>.jsonl`` there, one JSON object a line: each lease it took (``op`` "lease"),
 and each commit and renewal it attempted, once when it starts (``op`` "commit"/"renew") and
-once when it ends (``op`` "done", with ``outcome`` "ok" or the error's code), with the
+once when it ends (``op`` "done", with ``outcome`` "ok" or the error's code, and as
+``cause`` the type and first line of the driver's error under it), with the
 run, the lease's generation, the events' ids and ``time.time()``. The test reads these to
 tell which process wrote which event. ``FEVEX_HOSTS_NAME`` names the host;
 ``FEVEX_HOSTS_LEASE_SECONDS`` is the app's lease; the store is ``FEVEX_RUN_STORE``.
@@ -135,17 +136,17 @@ class LoggedPostgresRunStore(PostgresRunStore):
             op=op, n=number, run=run_id, owner=lease.owner, gen=lease.generation,
             start=time.time(), **more,
         )  # fmt: skip
-        outcome = "ok"
+        outcome, cause = "ok", None
         try:
             return await call
         except FevexError as error:
-            outcome = error.code
+            outcome, cause = error.code, _cause(error)
             raise
         except BaseException as error:
             outcome = type(error).__name__
             raise
         finally:
-            self._write(op="done", n=number, outcome=outcome, end=time.time())
+            self._write(op="done", n=number, outcome=outcome, cause=cause, end=time.time())
 
     async def create_execution(self, create: ExecutionCreate) -> RunLease:
         start = time.time()
@@ -155,17 +156,17 @@ class LoggedPostgresRunStore(PostgresRunStore):
         self._write(
             op="create", n=number, run=create.run.id, events=events, types=types, start=start
         )
-        outcome = "ok"
+        outcome, cause = "ok", None
         try:
             lease = await super().create_execution(create)
         except FevexError as error:
-            outcome = error.code
+            outcome, cause = error.code, _cause(error)
             raise
         except BaseException as error:
             outcome = type(error).__name__
             raise
         finally:
-            self._write(op="done", n=number, outcome=outcome, end=time.time())
+            self._write(op="done", n=number, outcome=outcome, cause=cause, end=time.time())
         self._leased("create", create.run.id, lease, start)
         return lease
 
@@ -245,3 +246,12 @@ def build_app(
         run_store=store,
         lease_seconds=lease_seconds,
     )
+
+
+def _cause(error: BaseException) -> str | None:
+    """What a store error came from: the driver's error type and the first line of its text."""
+    cause = error.__cause__
+    if cause is None:
+        return None
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0] if lines else ''}"

@@ -135,6 +135,42 @@ def test_a_failing_migration_leaves_the_file_at_its_version(database: Path) -> N
     assert rows(database, "SELECT MAX(version) FROM fevex_schema_migrations") == [(LATEST_VERSION,)]
 
 
+def test_an_upgrade_the_sqlite_library_cannot_run_is_refused_untouched(
+    database: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 6 drops a column (SQLite 3.35): on an older library (Ubuntu 20.04 has 3.31)
+    the upgrade stops before its first statement, with a code of its own."""
+    prepare_database(database, busy_timeout=1.0, migrations=MIGRATIONS[:5])
+    with closing(sqlite3.connect(database)) as raw, raw:
+        raw.execute(
+            "INSERT INTO fevex_sessions (id, history, revision, created_at, updated_at) "
+            """VALUES ('ses-1', '[{"role": "user", "content": "hi"}]', 1, 't', 't')"""
+        )
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.31.1")
+    with pytest.raises(FevexConfigurationError) as refused:
+        prepare_database(database, busy_timeout=1.0)
+    assert refused.value.code == "STORE_SQLITE_TOO_OLD"
+    assert refused.value.details == {
+        "path": str(database),
+        "sqlite": "3.31.1",
+        "needed": "3.35.0",
+        "migration": 6,
+    }
+    assert "fevex_session_turns" not in tables(database)
+    assert rows(database, "SELECT MAX(version) FROM fevex_schema_migrations") == [(5,)]
+    assert rows(database, "SELECT id, history FROM fevex_sessions") == [
+        ("ses-1", '[{"role": "user", "content": "hi"}]')
+    ]
+    # A new file needs no migration's statements: it opens on the same library.
+    fresh = database.with_name("fresh.db")
+    assert prepare_database(fresh, busy_timeout=1.0) == LATEST_VERSION
+    # The library that can run it upgrades the untouched file.
+    monkeypatch.undo()
+    assert prepare_database(database, busy_timeout=1.0) == LATEST_VERSION
+    assert rows(database, "SELECT session_id, position FROM fevex_session_turns") == [("ses-1", 0)]
+
+
 def test_migrations_must_be_numbered_in_order(database: Path) -> None:
     skipped = Migration(LATEST_VERSION + 2, "skips one", ())
     with pytest.raises(ValueError, match="numbered"):

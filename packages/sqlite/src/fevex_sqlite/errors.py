@@ -23,6 +23,7 @@ __all__ = [
     "is_busy",
     "is_database_error",
     "schema_too_new",
+    "sqlite_too_old",
     "store_busy",
     "store_failure",
     "store_not_found",
@@ -72,6 +73,22 @@ def schema_too_new(path: Path, found: int, known: int) -> FevexConfigurationErro
         f"versions up to {known}; upgrade fevex-sqlite to open it.",
         category="store",
         details={"path": str(path), "found": found, "known": known},
+    )
+
+
+def sqlite_too_old(
+    path: Path, found: str, needed: tuple[int, int, int], migration: int
+) -> FevexConfigurationError:
+    """A file whose upgrade needs a newer SQLite library than the one Python was built with;
+    the file is left as it was."""
+    wanted = ".".join(map(str, needed))
+    return FevexConfigurationError(
+        "STORE_SQLITE_TOO_OLD",
+        f"Upgrading the SQLite file {path} to schema version {migration} needs SQLite "
+        f"{wanted} or later, but this Python uses SQLite {found}; the file was not changed. "
+        "Open it with a Python built against a newer SQLite.",
+        category="store",
+        details={"path": str(path), "sqlite": found, "needed": wanted, "migration": migration},
     )
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from fevex_sqlite.errors import (
     is_busy,
     schema_too_new,
+    sqlite_too_old,
     store_busy,
     store_not_found,
     unusable_file,
@@ -57,6 +58,9 @@ class Migration:
     version: int
     name: str
     statements: tuple[str, ...]
+    # The oldest SQLite library its statements run on, when they use a late addition;
+    # checked before any pending migration runs, so an older one leaves the file as it was.
+    needs_sqlite: tuple[int, int, int] | None = None
 
 
 _CREATE_SESSION_TURNS = """
@@ -245,6 +249,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             "SELECT id, 0, history FROM fevex_sessions WHERE json_array_length(history) > 0",
             "ALTER TABLE fevex_sessions DROP COLUMN history",
         ),
+        # ALTER TABLE ... DROP COLUMN.
+        needs_sqlite=(3, 35, 0),
     ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
@@ -458,11 +464,20 @@ def _migrate(
             _record(connection, migration)
         pending = migrations[LATEST_VERSION:]
     for migration in pending:
+        _check_library(path, migration)
+    for migration in pending:
         for statement in migration.statements:
             connection.execute(statement)
         _record(connection, migration)
     applied = tuple(migration.version for migration in migrations[current:])
     return SchemaUpgrade(current, latest, applied)
+
+
+def _check_library(path: Path, migration: Migration) -> None:
+    """Refuse, before anything changes, a migration this process's SQLite cannot run."""
+    needed = migration.needs_sqlite
+    if needed is not None and sqlite3.sqlite_version_info < needed:
+        raise sqlite_too_old(path, sqlite3.sqlite_version, needed, migration.version)
 
 
 def _record(connection: sqlite3.Connection, migration: Migration) -> None:
