@@ -149,6 +149,38 @@ def held_at(host: dict[str, list[dict[str, Any]]], moment: float) -> dict[str, i
     return held
 
 
+def run_trail(hosts: dict[str, Any], run_id: str, cut: float) -> list[Any]:
+    """What every process asked of the store for ``run_id``, in seconds from the cut."""
+    return sorted(
+        (round(entry["start"] - cut, 3), name, entry["op"], entry.get("types"),
+         entry.get("gen"), entry.get("outcome"), entry.get("cause"))
+        for name, host in hosts.items()
+        for entry in (*host["attempts"], *host["leases"])
+        if entry["run"] == run_id
+    )  # fmt: skip
+
+
+async def stuck_runs(app: Any, hosts: dict[str, Any], cut: float) -> dict[str, Any]:
+    """The runs still running or paused, and the children a paused one waits for: status,
+    wake-up, events and trail of each, to tell why nothing finished them."""
+
+    async def described(run: Any) -> dict[str, Any]:
+        events = await app.list_events(run.id)
+        return {
+            "status": run.status, "error": run.error, "pause": run.pause,
+            "wake_at": run.wake_at, "events": [event.type for event in events],
+            "trail": run_trail(hosts, run.id, cut),
+        }  # fmt: skip
+
+    stuck: dict[str, Any] = {}
+    for status in ("running", "paused"):
+        for run in await app.list_runs(status=status, limit=3):
+            stuck[run.id] = await described(run)
+            for child_id in (run.pause or {}).get("run_ids", ()):
+                stuck[child_id] = await described(await app.get_run(child_id))
+    return stuck
+
+
 async def test_a_host_cut_off_mid_run_is_fenced_and_its_runs_are_taken_over(
     lab: worker_hosts.Cluster, tmp_path: Path
 ) -> None:
@@ -199,7 +231,10 @@ async def test_a_host_cut_off_mid_run_is_fenced_and_its_runs_are_taken_over(
         await asyncio.sleep(max(cut + LEASE_SECONDS + 0.5 - time.time(), 0))
         lab.network.restore(host0)
         restored = time.time()
-        await worker_hosts.wait_until_done(app, timeout=180)
+        try:
+            await worker_hosts.wait_until_done(app, timeout=180)
+        except TimeoutError as stuck:
+            raise AssertionError(await stuck_runs(app, logs.read(), cut)) from stuck
 
         def settled() -> bool:
             return all(a["end"] is not None for a in logs.read()["host0"]["attempts"])
@@ -222,14 +257,7 @@ async def test_a_host_cut_off_mid_run_is_fenced_and_its_runs_are_taken_over(
         await app.close()
 
     def trail(run_id: str) -> list[Any]:
-        """What every process asked of the store for ``run_id``, in seconds from the cut."""
-        return sorted(
-            (round(entry["start"] - cut, 3), name, entry["op"], entry.get("types"),
-             entry.get("gen"), entry.get("outcome"), entry.get("cause"))
-            for name, host in hosts.items()
-            for entry in (*host["attempts"], *host["leases"])
-            if entry["run"] == run_id
-        )  # fmt: skip
+        return run_trail(hosts, run_id, cut)
 
     # Every job ended: completed, or failed as documented for an uncertain effect.
     assert len(flows) == JOBS

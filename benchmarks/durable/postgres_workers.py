@@ -9,7 +9,9 @@ busy the whole machine was meanwhile (``/proc/stat``: server, workers and anythi
 which says whether more workers could have found a free core at all. The baseline of worker
 CPU per run is one worker on the in-memory store; a second one, after the one-worker
 PostgreSQL windows, is the in-memory store whose every write first sleeps as long as a
-PostgreSQL write took there: what waiting itself costs a client on the machine.
+PostgreSQL write took there: what waiting itself costs a client on the machine. A third, in
+each row, is as many in-memory workers as PostgreSQL ones: what sharing the cores among that
+many processes costs a run that has no store to wait for.
 
 ``pgbench`` then runs on the same server, in a database of its own (``pgbench -i -s 10``):
 its builtin ``tpcb-like`` script (five statements, three updates, one transaction) and
@@ -361,6 +363,9 @@ def measure(
             "commits_vs_best_tpcb": best["fevex_commits_per_second"]
             / max(row["pgbench_tpcb_tps"] for row in rows),
             "worker_cpu_vs_memory_max": max(row["worker_cpu_vs_memory"] for row in rows),
+            "worker_cpu_vs_memory_workers_max": max(
+                row["worker_cpu_vs_memory_workers"] for row in rows
+            ),
             "worker_cpu_vs_waiting_memory_max": max(row["worker_cpu_ms_per_run"] for row in rows)
             / waiting["worker_cpu_ms_per_run"],
         },
@@ -381,6 +386,12 @@ def _row(
         fevex_windows(url, workers, windows, seconds), key=lambda w: w["runs_per_second"]
     )
     median = fevex[len(fevex) // 2]
+    # As many in-memory workers: what sharing the cores among that many processes costs a
+    # run with no store at all (one process's baseline is ``memory``).
+    alike = sorted(
+        fevex_windows(url, workers, windows, seconds, kind="memory"),
+        key=lambda w: w["worker_cpu_ms_per_run"],
+    )[windows // 2]
     before = machine_cpu()
     tpcb = statistics.median(
         pgbench.tps(workers, seconds, script="tpcb-like") for _ in range(windows)
@@ -400,6 +411,9 @@ def _row(
         "worker_cpu_cores": median["worker_cpu_cores"],
         "worker_cpu_ms_per_run": median["worker_cpu_ms_per_run"],
         "worker_cpu_vs_memory": median["worker_cpu_ms_per_run"] / memory["worker_cpu_ms_per_run"],
+        "memory_workers_cpu_ms_per_run": alike["worker_cpu_ms_per_run"],
+        "worker_cpu_vs_memory_workers": median["worker_cpu_ms_per_run"]
+        / alike["worker_cpu_ms_per_run"],
         "machine_busy": median["machine_busy"],
         "pgbench_tpcb_machine_busy": tpcb_busy,
         "fevex_windows": fevex,

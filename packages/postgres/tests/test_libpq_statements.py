@@ -1,12 +1,14 @@
 """The run's writes go through libpq itself (``libpq_statements.py``), not psycopg's
 ``execute``: what the server refuses still reaches the caller with the code it had, a
 connection that failed or was left mid-statement is never lent again, a cancelled write is
-all or nothing, and a connection that served a refused write serves the next one."""
+all or nothing, and a connection that served a refused or a cancelled write serves the next
+one."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable
 
 import psycopg
@@ -187,3 +189,35 @@ async def test_a_write_cancelled_twice_is_all_or_nothing_and_its_connection_clos
     else:
         assert (stored.revision, stored.output) == (2, 2)
         assert [event.id for event in events][1:] == [commit.events[0].id]
+
+
+async def test_a_write_cancelled_once_its_statement_was_prepared_leaves_a_usable_connection(
+    open_store: OpenStore, database_url: str
+) -> None:
+    """The commit statement's first prepare on a connection is held on a table lock; the
+    lock goes and the server prepares it, and then, before its answer is read, the write is
+    cancelled. The connection serves again, and its next commit, which prepares again, is
+    written (it was STORE_ERROR, DuplicatePreparedStatement, on every later commit there)."""
+    store = open_store(pool_size=1, max_overflow=0)
+    run = new_run()
+    lease = await store.create_execution(creation(run))
+    (connection,) = await store_backends(database_url)
+    with psycopg.connect(libpq(database_url)) as locker:
+        locker.execute("LOCK TABLE fevex_events IN ACCESS EXCLUSIVE MODE")
+        blocked = asyncio.create_task(store.commit_execution(step(run.id, 2, lease)))
+        await asyncio.sleep(0.3)
+        # Blocking, on purpose: the write's task cannot read the prepare's answer before it
+        # is cancelled.
+        locker.rollback()
+        time.sleep(0.3)  # noqa: ASYNC251
+        blocked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await blocked
+    stored = await store.get_run(run.id)
+    assert stored is not None
+    assert stored.revision == 1
+    await store.commit_execution(step(run.id, 2, lease))
+    stored = await store.get_run(run.id)
+    assert stored is not None
+    assert (stored.revision, stored.output) == (2, 2)
+    assert connection in await store_backends(database_url)

@@ -15,6 +15,10 @@ constraint name) as ``execute`` raises, so :func:`~fevex_postgres.connections.st
 maps them to the same codes. A connection failure is psycopg's ``OperationalError`` and
 leaves the connection ``broken``.
 
+A prepare cancelled after the server did it, but before its answer was read, leaves the
+statement prepared on a connection that serves again without knowing it; the next prepare of
+that name there is refused as a duplicate, which says it is prepared, and it is then used.
+
 Cancellation, as psycopg's ``execute`` does it: a task cancelled while its statement is in
 flight asks the server to cancel that statement (a statement waiting for a row lock would
 otherwise go on waiting, and may write after its caller gave up) and reads what is left of
@@ -107,7 +111,10 @@ class Statement:
         pgconn = db.pgconn
         if self._name not in prepared.names:
             pgconn.send_prepare(self._name, self._text)
-            _check(await _results(db), _COMMAND_OK, prepared.encoding)
+            # Refused as a duplicate: an earlier prepare on this connection was cancelled
+            # after the server had done it; the name is this statement's, with this text.
+            with contextlib.suppress(psycopg.errors.DuplicatePreparedStatement):
+                _check(await _results(db), _COMMAND_OK, prepared.encoding)
             prepared.names.add(self._name)
         encoding = prepared.encoding
         pgconn.send_query_prepared(
