@@ -331,6 +331,75 @@ async def test_a_child_agent_paused_for_approval_pauses_the_workflow_until_it_en
     await app.close()
 
 
+class PauseGate:
+    """The run store of one app, which runs ``before`` (once) just before committing the
+    first pause of a workflow: what happens elsewhere between a run's last read and its
+    pause."""
+
+    def __init__(self, store: Any, before: Any) -> None:
+        self.store = store
+        self.before = before
+        self.paused: str | None = None  # the run it stopped before
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def commit_execution(self, commit: Any) -> None:
+        types = {event.type for event in commit.events}
+        if self.before is not None and {"workflow.waiting", "run.paused"} <= types:
+            before, self.before, self.paused = self.before, None, commit.run_id
+            await before()
+        await self.store.commit_execution(commit)
+
+
+async def test_a_child_that_ends_while_its_recovered_workflow_pauses_still_wakes_it(
+    apps: tuple[Fevex, Fevex],
+) -> None:
+    """The workflow's process dies as it pauses for its child (paused for an approval).
+    Recovery replays it to the same pause; just before that pause is committed, the child
+    is approved elsewhere and ends, setting the workflow's wake-up. The pause keeps it (the
+    take-over's opening, committed with the pause, used to clear it), so the next wake-up
+    pass ends the workflow instead of leaving it paused for good."""
+    store, worker = apps[0].run_store, apps[1]
+
+    async def die() -> None:
+        raise Crash("before the pause")
+
+    gate = PauseGate(store, die)
+    crashing = make_app(
+        gate, {"tool_calls": [{"id": "call-1", "name": "charge", "input": {"amount": 3}}]}
+    )
+    with pytest.raises(Crash):
+        await crashing.run_workflow("delegating")
+    assert gate.paused is not None
+    parent = await worker.get_run(gate.paused)
+    assert parent.status == "running"
+    (child,) = await worker.list_runs(parent_run_id=parent.id)
+    assert child.status == "paused"
+    assert child.pause is not None
+    approval = child.pause["approvals"][0]["id"]
+    await asyncio.sleep(LEASE + 0.3)
+
+    approver = make_app(store, {"output": "charged"})
+
+    async def approve_the_child() -> None:
+        decision = {"approval_id": approval, "decision": "approve", "actor": {"id": "r"}}
+        finished = await approver.resume_run(child.id, decision)
+        assert finished.output == "charged"
+
+    recoverer = make_app(PauseGate(store, approve_the_child))
+    with pytest.raises(RunPausedError):
+        await recoverer.recover_run(parent.id, actor={"id": "worker", "type": "service"})
+    assert (await worker.get_run(child.id)).status == "completed"
+
+    sweep = await worker.wake_due_runs()
+    assert [woken.id for woken in sweep.woken] == [parent.id]
+    ended = await worker.get_run(parent.id)
+    assert ended.status == "completed"
+    assert ended.output == {"found": {"key": "k1"}, "output": "charged", "child": child.id}
+    assert ledger == Counter({"lookup": 1, "charge": 1})
+
+
 async def test_cancelling_a_workflow_cancels_its_paused_child_first(
     apps: tuple[Fevex, Fevex], url: str | None
 ) -> None:

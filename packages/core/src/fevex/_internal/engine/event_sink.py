@@ -212,6 +212,11 @@ class EventSink:
             self._pending_checkpoint = checkpoint
         return event
 
+    def withdraw(self, field: str) -> None:
+        """Leave the run field ``field`` out of the changes waiting in the batch, so that the
+        next commit keeps what is stored there."""
+        self._pending_changes.pop(field, None)
+
     async def flush(self) -> None:
         """Commit the events waiting in the batch now, with their run changes and
         checkpoint; nothing when none waits."""

@@ -230,7 +230,11 @@ class Execution:
         self.finished = True
         self.pause = pause
         wake: dict[str, Any] = {}
-        if pause.get("reason") != "children":
+        if pause.get("reason") == "children":
+            # Not even the wake_at=None of a take-over's opening, when it waits in this
+            # commit's batch: a child that ended after the driver read it has set wake_at.
+            self.sink.withdraw("wake_at")
+        else:
             wake["wake_at"] = paused_until(pause)
         paused = await self.sink.emit(
             "run.paused",
