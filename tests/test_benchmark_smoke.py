@@ -117,6 +117,14 @@ def test_the_flat_cost_benchmark_runs(tmp_path: Path) -> None:
     assert table.count("\n| ") >= 12, table
 
 
+def test_the_wake_cost_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "wake.json"
+    run("benchmarks.durable.wake_cost", "--smoke", "--out", str(out))
+    figures = json.loads(out.read_text("utf-8"))["cpu_us_per_wait"]
+    assert set(figures) == {"asyncio_sleep", "asyncio_sleep_0", "time_sleep"}
+    assert all(value > 0 for value in figures.values()), figures
+
+
 # Scripts this file does not start itself, and what runs them.
 RUN_ELSEWHERE = {
     "benchmarks.durable.fevex_conversation": "conversation_rounds, above",
