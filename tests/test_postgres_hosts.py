@@ -214,10 +214,11 @@ async def test_a_host_cut_off_mid_run_is_fenced_and_its_runs_are_taken_over(
         async def taken_over() -> bool:
             """Each run host0 held is another host's now, or ended (or paused) by a commit
             host0 sent just before the cut, whose answer the cut withheld."""
-            held = held_at(logs.read()["host0"], time.time())
+            now = logs.read()
+            held = held_at(now["host0"], time.time())
             others = [
                 (lease["run"], lease["gen"])
-                for name, host in logs.read().items()
+                for name, host in now.items()
                 if name != "host0"
                 for lease in host["leases"]
             ]

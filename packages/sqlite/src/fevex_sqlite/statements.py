@@ -16,10 +16,10 @@ from sqlalchemy import TextClause, bindparam, text
 from fevex.runtime import ended_statuses
 
 __all__ = [
-    "DUE",
-    "ENDED_STATUSES",
     "APPEND_SESSION_TURN",
     "DELETE_SESSION_TURNS",
+    "DUE",
+    "ENDED_STATUSES",
     "END_SESSION_TURN",
     "EXPIRED",
     "EXPIRED_RUN_IDS",
