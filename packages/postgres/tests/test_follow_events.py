@@ -4,6 +4,7 @@ waits on one listening connection instead of reading an idle run again and again
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import sys
 import time
@@ -303,3 +304,125 @@ async def test_followers_share_one_listening_connection_that_close_ends(
     while await listening_backends(database_url):
         assert time.monotonic() < deadline, "store.close() left the LISTEN connection open"
         await asyncio.sleep(0.05)
+
+
+def libpq_url(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def followed_until(url: str, run_id: str) -> float | None:
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as db:
+        cursor = await db.execute("SELECT followed_until FROM fevex_runs WHERE id = %s", (run_id,))
+        row = await cursor.fetchone()
+        assert row is not None
+        return None if row[0] is None else float(row[0])
+
+
+async def test_only_the_commits_of_followed_runs_notify(
+    open_store: OpenStore, database_url: str
+) -> None:
+    writer, follower = open_store(), open_store()
+    unfollowed, unfollowed_lease = await start_run(writer)
+    followed, followed_lease = await start_run(writer)
+    assert await followed_until(database_url, followed) is None
+    # A wait records the follower on the run's row, by the database's clock.
+    assert await follower.wait_for_events(followed, after=None, timeout=30) is True
+    registered = await followed_until(database_url, followed)
+    assert registered is not None
+    assert registered > time.time() + 30
+    async with await psycopg.AsyncConnection.connect(
+        libpq_url(database_url), autocommit=True
+    ) as listening:
+        await listening.execute("LISTEN fevex_run_events")
+        await commit_event(writer, unfollowed, unfollowed_lease, 2)
+        await commit_event(writer, followed, followed_lease, 2)
+        # Notifications arrive in commit order: the first is the followed run's, so the
+        # unfollowed run's commit, before it, sent none.
+        notifies = listening.notifies()
+        try:
+            assert (await asyncio.wait_for(anext(notifies), 10)).payload == followed
+        finally:
+            await notifies.aclose()
+    assert await followed_until(database_url, unfollowed) is None
+
+
+async def test_a_wait_writes_only_when_no_registration_covers_it(
+    open_store: OpenStore, database_url: str
+) -> None:
+    writer, follower = open_store(), open_store()
+    run_id, lease = await start_run(writer)
+    first = (await follower.list_events(run_id))[0]
+    assert await follower.wait_for_events(run_id, after=first.id, timeout=0.1) is False
+    registered = await followed_until(database_url, run_id)
+    assert registered is not None
+    # The next waits of the next minute find it and write nothing.
+    for _ in range(3):
+        assert await follower.wait_for_events(run_id, after=first.id, timeout=0.1) is False
+        assert await followed_until(database_url, run_id) == registered
+    # One that would outlast it registers again, and a commit during it is notified.
+    async with await psycopg.AsyncConnection.connect(
+        libpq_url(database_url), autocommit=True
+    ) as db:
+        await db.execute(
+            "UPDATE fevex_runs SET followed_until = extract(epoch FROM clock_timestamp()) + 1 "
+            "WHERE id = %s",
+            (run_id,),
+        )
+    waiting = asyncio.create_task(follower.wait_for_events(run_id, after=first.id, timeout=30))
+    deadline = time.monotonic() + 5
+    while (
+        renewed := await followed_until(database_url, run_id)
+    ) is None or renewed < time.time() + 30:
+        assert time.monotonic() < deadline, "the wait did not register again"
+        await asyncio.sleep(0.01)
+    assert not waiting.done()
+    await commit_event(writer, run_id, lease, 2)
+    assert await asyncio.wait_for(waiting, 5) is True
+
+
+async def test_a_wait_that_registers_behind_a_commit_sees_it(
+    open_store: OpenStore, database_url: str
+) -> None:
+    """The commit holds the run row when the wait registers: whichever of the two takes
+    the row first, the wait ends at once (it reads the commit, or is notified of it)."""
+    writer, follower = open_store(), open_store()
+    run_id, lease = await start_run(writer)
+    first = (await follower.list_events(run_id))[0]
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as holder:
+        await holder.execute("SELECT FROM fevex_runs WHERE id = %s FOR UPDATE", (run_id,))
+        committing = asyncio.create_task(commit_event(writer, run_id, lease, 2))
+        waiting = asyncio.create_task(follower.wait_for_events(run_id, after=first.id, timeout=30))
+        await eventually(lambda: follower.followers_waiting() == 1)
+        await asyncio.sleep(0.3)  # both statements now wait for the row
+        assert not committing.done()
+        assert not waiting.done()
+        await holder.rollback()
+    await asyncio.wait_for(committing, 5)
+    assert await asyncio.wait_for(waiting, 5) is True
+
+
+async def test_a_wait_longer_than_one_registration_is_several(
+    open_store: OpenStore, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registration ends, so that a follower that went away leaves its run unfollowed
+    within a bound; a longer wait (an endless one here) registers span after span."""
+    from fevex_postgres import postgres_run_store
+
+    monkeypatch.setattr(postgres_run_store, "LONGEST_FOLLOW_SECONDS", 0.2)
+    writer, follower = open_store(), open_store()
+    run_id, lease = await start_run(writer)
+    first = (await follower.list_events(run_id))[0]
+    started = time.monotonic()
+    assert await follower.wait_for_events(run_id, after=first.id, timeout=0.7) is False
+    assert time.monotonic() - started >= 0.7
+    waiting = asyncio.create_task(
+        follower.wait_for_events(run_id, after=first.id, timeout=math.inf)
+    )
+    await asyncio.sleep(0.5)  # past the first spans
+    assert not waiting.done()
+    registered = await followed_until(database_url, run_id)
+    assert registered is not None
+    # One span and the minute every registration adds.
+    assert registered < time.time() + 0.2 + 60 + 1
+    await commit_event(writer, run_id, lease, 2)
+    assert await asyncio.wait_for(waiting, 5) is True

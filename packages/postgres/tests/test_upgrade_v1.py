@@ -101,7 +101,7 @@ async def test_fevex_db_upgrade_migrates_a_version_1_database(
         assert raised.value.code == "SCHEMA_OUTDATED"
         await upgrade(v1_database_url)
         assert f"from schema version 1 to {LATEST_VERSION}" in capsys.readouterr().out
-        assert LATEST_VERSION == 4
+        assert LATEST_VERSION == 5
         runs = await store.list_runs()
         assert sorted((run.status, run.input) for run in runs) == [
             ("paused", "Refund 30 to account 42."),
@@ -124,17 +124,18 @@ async def test_fevex_db_upgrade_migrates_a_version_1_database(
         await store.close()
     with psycopg.connect(libpq(v1_database_url)) as connection:
         versions = connection.execute("SELECT version FROM fevex_schema_version ORDER BY 1")
-        assert versions.fetchall() == [(1,), (2,), (3,), (4,)]
+        assert versions.fetchall() == [(1,), (2,), (3,), (4,), (5,)]
         columns = connection.execute(
             "SELECT column_name, is_nullable FROM information_schema.columns "
             "WHERE table_name = 'fevex_runs' AND column_name IN "
             "('name', 'version', 'parent_run_id', 'root_run_id', 'context', 'cancel_requested', "
-            "'wake_at') "
+            "'wake_at', 'followed_until') "
             "ORDER BY 1"
         ).fetchall()
         assert columns == [
             ("cancel_requested", "NO"),
             ("context", "YES"),
+            ("followed_until", "YES"),
             ("name", "NO"),
             ("parent_run_id", "YES"),
             ("root_run_id", "NO"),
@@ -217,7 +218,7 @@ async def test_a_version_2_database_upgrades_and_its_paused_run_can_be_woken(
         await store.close()
     capsys.readouterr()
     await upgrade(v2_database_url)
-    assert "from schema version 2 to 4" in capsys.readouterr().out
+    assert "from schema version 2 to 5" in capsys.readouterr().out
 
     calls: list[str] = []
     app = support_app_module().build_app(PostgresRunStore(v2_database_url), calls=calls)
@@ -283,4 +284,4 @@ async def test_a_version_2_database_upgrades_and_its_paused_run_can_be_woken(
         await app.close()
     with psycopg.connect(libpq(v2_database_url)) as connection:
         versions = connection.execute("SELECT version FROM fevex_schema_version ORDER BY 1")
-        assert versions.fetchall() == [(1,), (2,), (3,), (4,)]
+        assert versions.fetchall() == [(1,), (2,), (3,), (4,), (5,)]

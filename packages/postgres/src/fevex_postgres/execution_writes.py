@@ -77,9 +77,12 @@ _COMMITTED_COLUMNS = (
     "checkpoint",
     "lease_expires_at",
 )
-# Every column of a new run but its lease expiry, which the database's clock sets.
+# Every column of a new run but its lease expiry, which the database's clock sets, and its
+# followers' registration, which no run has when it is created.
 _CREATED_COLUMNS = tuple(
-    column.name for column in runs.columns if column.name != "lease_expires_at"
+    column.name
+    for column in runs.columns
+    if column.name not in ("lease_expires_at", "followed_until")
 )
 _EVENT_COLUMNS = tuple(column.name for column in events.columns)
 _ENDED = ", ".join(f"'{status}'" for status in ended_statuses())
@@ -102,10 +105,10 @@ _COMMIT = Statement(
     f"""
 WITH stored AS (
     SELECT revision, session_id, parent_run_id, last_sequence, lease_owner, lease_generation,
-           lease_expires_at, {NOW_SQL} AS now
+           lease_expires_at, followed_until, {NOW_SQL} AS now
     FROM {runs.name} WHERE id = %(run_id)s FOR UPDATE
 ), accepted AS (
-    SELECT session_id, parent_run_id, now FROM stored
+    SELECT session_id, parent_run_id, now, followed_until > now AS followed FROM stored
     WHERE lease_owner = %(lease_owner)s AND lease_generation = %(lease_generation)s
       AND lease_expires_at > now
       AND revision + 1 = %(revision)s
@@ -118,9 +121,9 @@ WITH stored AS (
         FROM jsonb_populate_record(r, %(changes)s::jsonb) AS c
     )
     FROM accepted WHERE r.id = %(run_id)s
-    -- Followers are told in the same statement; PostgreSQL delivers it when (and only if)
-    -- this transaction commits.
-    RETURNING CASE WHEN %(notify)s THEN pg_notify('{CHANNEL}', r.id) END
+    -- Followers, if the locked row says the run has some, are told in the same statement;
+    -- PostgreSQL delivers it when (and only if) this transaction commits.
+    RETURNING CASE WHEN %(notify)s AND accepted.followed THEN pg_notify('{CHANNEL}', r.id) END
 ), changed_session AS (
     UPDATE {sessions.name} AS s
     SET revision = s.revision + 1,

@@ -184,6 +184,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        5,
+        "commits notify only the runs someone follows",
+        (
+            # Seconds since the epoch by the database's clock until which a follower waits
+            # for the run's commits (see notifications.py), or NULL: nobody follows it, and
+            # its commits send no notification. Nullable, no default: no table rewrite.
+            "ALTER TABLE fevex_runs ADD COLUMN followed_until double precision",
+        ),
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

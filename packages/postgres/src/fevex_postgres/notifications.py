@@ -1,8 +1,13 @@
 """Telling followers that a run moved on: NOTIFY when a commit writes, LISTEN to wait.
 
-Every commit that writes events or changes a run's status sends ``pg_notify`` on
-:data:`CHANNEL`, with the run id as payload, inside its own transaction: PostgreSQL
-delivers it only once the transaction has committed, and never when it rolled back.
+A commit that writes events or changes a run's status sends ``pg_notify`` on
+:data:`CHANNEL`, with the run id as payload, inside its own transaction, when the run is
+followed: PostgreSQL delivers it only once the transaction has committed, and never when it
+rolled back. A run is followed until its ``followed_until`` (seconds since the epoch by the
+database's clock), which every wait makes sure covers it (:func:`follow_run`); a commit
+reads it from the run row it locks, and a run nobody follows costs its commits no
+notification (notifying commits take turns on one server-wide lock until their WAL is
+flushed).
 
 The followers of one store in one event loop share one connection that listens on the
 channel: a dedicated psycopg connection in autocommit mode, outside the pool (a pooled
@@ -12,9 +17,19 @@ the store is open, opened again by the next wait if it dropped, and closed by
 :meth:`RunNotifications.close`.
 
 No commit is missed: a waiter is registered first, then the connection is made to listen,
-and only then is the run read. A commit is therefore either visible to that read or
-notified after the listening began, to a waiter already there. When the connection drops,
-notifications may have been lost, so every waiter is woken to read again.
+and only then is the run read by :func:`follow_run`, which also records the follower on the
+run's row. A commit is therefore either visible to that read or notified after the
+listening began, to a waiter already there:
+
+- When the read finds a registration that covers the wait, that registration committed
+  before the read began, and every commit either came before it (and is in the read) or
+  locked the row after it, found it, and notifies.
+- Otherwise the read registers the wait by updating the row, which waits for a commit
+  holding its lock and returns the row as that commit left it; a commit after it finds the
+  registration.
+
+When the connection drops, notifications may have been lost, so every waiter is woken to
+read again.
 """
 
 from __future__ import annotations
@@ -26,9 +41,12 @@ from typing import Any
 
 import psycopg
 
+from fevex.runtime import ended_statuses
 from fevex_postgres.connections import store_unavailable
+from fevex_postgres.libpq_statements import Statement, as_int, as_text
+from fevex_postgres.tables import NOW_SQL, events, runs
 
-__all__ = ["CHANNEL", "RunNotifications"]
+__all__ = ["CHANNEL", "LONGEST_FOLLOW_SECONDS", "RunNotifications", "follow_run"]
 
 CHANNEL = "fevex_run_events"
 _LISTEN = f"LISTEN {CHANNEL}"
@@ -36,6 +54,52 @@ _LISTEN = f"LISTEN {CHANNEL}"
 # without closing it (a network partition) within about a minute, so that it is reopened;
 # a connection that only waits sends nothing else that could fail. Settings in the URL win.
 _KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10}
+# The longest one registration covers: a longer wait is several waits in a row.
+LONGEST_FOLLOW_SECONDS = 600.0
+# A registration covers a wait's span, this margin for its round trips and clocks, and a
+# minute more: the waits that follow it in that minute (a follower reads a page, then waits
+# again) find it and write nothing.
+_MARGIN_SECONDS = 5.0
+_AHEAD_SECONDS = 60.0
+
+_FOLLOW = Statement(
+    "follow_run",
+    f"""
+WITH seen AS (
+    SELECT status, last_sequence,
+           coalesce(followed_until > {NOW_SQL} + %(seconds)s::double precision
+                    + {_MARGIN_SECONDS}, false) AS covered
+    FROM {runs.name} WHERE id = %(run_id)s
+), registered AS (
+    UPDATE {runs.name} AS r
+    SET followed_until = {NOW_SQL} + %(seconds)s::double precision + {_AHEAD_SECONDS}
+    FROM seen WHERE r.id = %(run_id)s AND NOT seen.covered
+    RETURNING r.status, r.last_sequence
+)
+SELECT coalesce(registered.status, seen.status) AS status,
+       coalesce(registered.last_sequence, seen.last_sequence) AS last_sequence,
+       (SELECT sequence FROM {events.name}
+        WHERE id = %(after)s::text AND run_id = %(run_id)s) AS after_sequence
+FROM seen LEFT JOIN registered ON true
+""",
+)
+
+
+async def follow_run(db: psycopg.AsyncConnection[Any], wait: tuple[str, str | None, float]) -> bool:
+    """Record that a wait of ``seconds`` follows the run (unless a registration already
+    covers it), and tell whether the run moved on past the event ``after`` (any event when
+    ``None``) or ended; ``wait`` is ``(run_id, after, seconds)``. An unknown run or cursor
+    counts as moved on: the caller's next read reports it. ``db`` is in autocommit mode."""
+    run_id, after, seconds = wait
+    row = await _FOLLOW.fetch_row(db, {"run_id": run_id, "after": after, "seconds": seconds})
+    if row is None:
+        return True
+    status, last_sequence, after_sequence = row
+    if as_text(status) in ended_statuses():
+        return True
+    if after is not None and after_sequence is None:
+        return True
+    return as_int(last_sequence) > (0 if after_sequence is None else as_int(after_sequence))
 
 
 class RunNotifications:

@@ -23,7 +23,9 @@ Only JSON goes in and out: JSONB columns, read back with the driver's ``json.loa
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -53,7 +55,6 @@ from fevex.runtime import (
     check_session_saveable,
     claimable_names,
     cursor_sequence,
-    ended_statuses,
     invalid_argument,
     records_cancel_request,
     run_conflict,
@@ -70,7 +71,7 @@ from fevex_postgres.migrations import (
     schema_version_of,
     upgrade_schema,
 )
-from fevex_postgres.notifications import RunNotifications
+from fevex_postgres.notifications import LONGEST_FOLLOW_SECONDS, RunNotifications, follow_run
 from fevex_postgres.store_setup import set_up_store
 from fevex_postgres.tables import database_now, events, runs, sessions
 from fevex_postgres.timeouts import SessionTimeouts
@@ -464,30 +465,26 @@ class PostgresRunStore:
     async def wait_for_events(self, run_id: str, *, after: str | None, timeout: float) -> bool:
         """Wait until the run has an event after ``after`` or has ended (see
         :class:`~fevex.runtime.NotifyingRunStore`), without reading it again
-        meanwhile: commits announce themselves with NOTIFY, and this event loop's
-        listening connection wakes the wait. One indexed read, once listening, checks
-        whether the run moved on already."""
+        meanwhile: the wait records on the run's row that it follows the run, its commits
+        then announce themselves with NOTIFY, and this event loop's listening connection
+        wakes the wait. One statement, once listening, checks whether the run moved on
+        already; it writes only when no registration covers the wait. A wait longer than
+        :data:`~fevex_postgres.notifications.LONGEST_FOLLOW_SECONDS` is several in a row."""
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
             raise invalid_argument("timeout must be seconds, 0 or more.")
-        cursor = (
-            select(events.c.sequence)
-            .where(events.c.id == after, events.c.run_id == run_id)
-            .scalar_subquery()
-        )
-        state = select(runs.c.status, runs.c.last_sequence, cursor.label("after_sequence")).where(
-            runs.c.id == run_id
-        )
-
-        async def moved_on() -> bool:
-            async with self._read("wait_for_events") as db:
-                run = (await db.execute(state)).first()
-            if run is None or run.status in ended_statuses():
-                return True  # an unknown run is the caller's next read to report
-            if after is not None and run.after_sequence is None:
-                return True  # so is an unknown cursor
-            return bool(run.last_sequence > (run.after_sequence or 0))
-
-        return await self._notifications.wait(run_id, moved_on, timeout)
+        if not self._schema_ready:
+            await self.check_schema()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            span = min(max(deadline - loop.time(), 0.0), LONGEST_FOLLOW_SECONDS)
+            moved_on = functools.partial(
+                self._pools.on_driver, "wait_for_events", follow_run, (run_id, after, span)
+            )
+            if await self._notifications.wait(run_id, moved_on, span):
+                return True
+            if loop.time() >= deadline:
+                return False
 
     def followers_waiting(self) -> int:
         """How many :meth:`wait_for_events` calls of the running event loop are waiting:

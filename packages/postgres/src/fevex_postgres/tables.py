@@ -70,6 +70,7 @@ runs = Table(
     Column("context", _Json),
     Column("cancel_requested", Boolean, nullable=False),
     Column("wake_at", Float(precision=53)),
+    Column("followed_until", Float(precision=53)),
 )
 
 events = Table(
