@@ -378,6 +378,17 @@ async def test_a_wait_writes_only_when_no_registration_covers_it(
     assert not waiting.done()
     await commit_event(writer, run_id, lease, 2)
     assert await asyncio.wait_for(waiting, 5) is True
+    # A wait on an ended run reads that it ended and registers nothing.
+    done = ExecutionCommit(
+        run_id, 3, "t", lease, changes={"status": "completed"}, release_lease=True
+    )
+    await writer.commit_execution(done)
+    async with await psycopg.AsyncConnection.connect(
+        libpq_url(database_url), autocommit=True
+    ) as db:
+        await db.execute("UPDATE fevex_runs SET followed_until = NULL WHERE id = %s", (run_id,))
+    assert await follower.wait_for_events(run_id, after=first.id, timeout=30) is True
+    assert await followed_until(database_url, run_id) is None
 
 
 async def test_a_wait_that_registers_behind_a_commit_sees_it(

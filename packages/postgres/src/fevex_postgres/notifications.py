@@ -61,6 +61,7 @@ LONGEST_FOLLOW_SECONDS = 600.0
 # again) find it and write nothing.
 _MARGIN_SECONDS = 5.0
 _AHEAD_SECONDS = 60.0
+_ENDED = ", ".join(f"'{status}'" for status in ended_statuses())
 
 _FOLLOW = Statement(
     "follow_run",
@@ -73,7 +74,8 @@ WITH seen AS (
 ), registered AS (
     UPDATE {runs.name} AS r
     SET followed_until = {NOW_SQL} + %(seconds)s::double precision + {_AHEAD_SECONDS}
-    FROM seen WHERE r.id = %(run_id)s AND NOT seen.covered
+    -- An ended run has nothing left to notify: the read alone ends the wait.
+    FROM seen WHERE r.id = %(run_id)s AND NOT seen.covered AND seen.status NOT IN ({_ENDED})
     RETURNING r.status, r.last_sequence
 )
 SELECT coalesce(registered.status, seen.status) AS status,
