@@ -256,5 +256,7 @@ def test_a_wait_is_described_in_words_and_a_paused_run_s_duration_stops(
         paused = client.get_run(workflow.id)
     assert child_link.text_content() == paused.pause["run_ids"][0]  # type: ignore[index]
     assert "waiting for a child run to end" in page.locator("#waiting").text_content()
+    # The steps table is drawn from the run's events, which may arrive after its pause.
+    page.wait_for_selector('#steps tr[data-step-id="refund"] td.status-waiting')
     assert page.locator('#steps tr[data-step-id="refund"] td.status-waiting').count() == 1
     assert problems == []
