@@ -96,11 +96,21 @@ async def eventually(condition: Callable[[], bool], within: float = 5.0) -> None
         await asyncio.sleep(0.01)
 
 
+def libpq_url(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def on_database(url: str, sql: str, *values: object) -> tuple[Any, ...] | None:
+    """Run one statement on its own connection; its first row, if it returns rows."""
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as db:
+        cursor = await db.execute(sql, values)
+        return await cursor.fetchone() if cursor.description else None
+
+
 async def listening_backends(url: str) -> set[int]:
     """The server processes of the connections to this test's database that listen for
     fevex's commits."""
-    libpq = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    async with await psycopg.AsyncConnection.connect(libpq, autocommit=True) as connection:
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as connection:
         cursor = await connection.execute(
             "SELECT pid FROM pg_stat_activity "
             "WHERE datname = current_database() AND query = 'LISTEN fevex_run_events'"
@@ -109,8 +119,7 @@ async def listening_backends(url: str) -> set[int]:
 
 
 async def terminate(url: str, backends: set[int]) -> None:
-    libpq = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    async with await psycopg.AsyncConnection.connect(libpq, autocommit=True) as connection:
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as connection:
         for pid in backends:
             await connection.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
@@ -306,16 +315,10 @@ async def test_followers_share_one_listening_connection_that_close_ends(
         await asyncio.sleep(0.05)
 
 
-def libpq_url(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 async def followed_until(url: str, run_id: str) -> float | None:
-    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as db:
-        cursor = await db.execute("SELECT followed_until FROM fevex_runs WHERE id = %s", (run_id,))
-        row = await cursor.fetchone()
-        assert row is not None
-        return None if row[0] is None else float(row[0])
+    row = await on_database(url, "SELECT followed_until FROM fevex_runs WHERE id = %s", run_id)
+    assert row is not None
+    return None if row[0] is None else float(row[0])
 
 
 async def test_only_the_commits_of_followed_runs_notify(
@@ -360,14 +363,12 @@ async def test_a_wait_writes_only_when_no_registration_covers_it(
         assert await follower.wait_for_events(run_id, after=first.id, timeout=0.1) is False
         assert await followed_until(database_url, run_id) == registered
     # One that would outlast it registers again, and a commit during it is notified.
-    async with await psycopg.AsyncConnection.connect(
-        libpq_url(database_url), autocommit=True
-    ) as db:
-        await db.execute(
-            "UPDATE fevex_runs SET followed_until = extract(epoch FROM clock_timestamp()) + 1 "
-            "WHERE id = %s",
-            (run_id,),
-        )
+    await on_database(
+        database_url,
+        "UPDATE fevex_runs SET followed_until = extract(epoch FROM clock_timestamp()) + 1 "
+        "WHERE id = %s",
+        run_id,
+    )
     waiting = asyncio.create_task(follower.wait_for_events(run_id, after=first.id, timeout=30))
     deadline = time.monotonic() + 5
     while (
@@ -383,10 +384,9 @@ async def test_a_wait_writes_only_when_no_registration_covers_it(
         run_id, 3, "t", lease, changes={"status": "completed"}, release_lease=True
     )
     await writer.commit_execution(done)
-    async with await psycopg.AsyncConnection.connect(
-        libpq_url(database_url), autocommit=True
-    ) as db:
-        await db.execute("UPDATE fevex_runs SET followed_until = NULL WHERE id = %s", (run_id,))
+    await on_database(
+        database_url, "UPDATE fevex_runs SET followed_until = NULL WHERE id = %s", run_id
+    )
     assert await follower.wait_for_events(run_id, after=first.id, timeout=30) is True
     assert await followed_until(database_url, run_id) is None
 

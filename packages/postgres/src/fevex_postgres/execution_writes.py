@@ -47,7 +47,6 @@ from fevex.runtime import (
     check_run_is_new,
     check_sequence,
     check_session_reservable,
-    ended_statuses,
     ends_run,
     event_id_taken,
     run_conflict,
@@ -64,7 +63,7 @@ from fevex_postgres.libpq_statements import (
     as_text,
 )
 from fevex_postgres.notifications import CHANNEL
-from fevex_postgres.tables import NOW_SQL, events, runs, sessions
+from fevex_postgres.tables import ENDED_SQL, NOW_SQL, events, runs, sessions
 
 __all__ = ["commit_execution", "create_execution"]
 
@@ -85,7 +84,6 @@ _CREATED_COLUMNS = tuple(
     if column.name not in ("lease_expires_at", "followed_until")
 )
 _EVENT_COLUMNS = tuple(column.name for column in events.columns)
-_ENDED = ", ".join(f"'{status}'" for status in ended_statuses())
 
 
 def _listed(columns: Sequence[str], prefix: str = "") -> str:
@@ -139,7 +137,7 @@ WITH stored AS (
     -- cycle.
     UPDATE {runs.name} AS p SET wake_at = accepted.now
     FROM accepted
-    WHERE %(wakes_parent)s AND p.id = accepted.parent_run_id AND p.status NOT IN ({_ENDED})
+    WHERE %(wakes_parent)s AND p.id = accepted.parent_run_id AND p.status NOT IN ({ENDED_SQL})
 )
 SELECT revision, last_sequence, lease_owner, lease_generation, lease_expires_at, now,
        (SELECT count(*) FROM changed_run) AS written

@@ -44,7 +44,7 @@ import psycopg
 from fevex.runtime import ended_statuses
 from fevex_postgres.connections import store_unavailable
 from fevex_postgres.libpq_statements import Statement, as_int, as_text
-from fevex_postgres.tables import NOW_SQL, events, runs
+from fevex_postgres.tables import ENDED_SQL, NOW_SQL, events, runs
 
 __all__ = ["CHANNEL", "LONGEST_FOLLOW_SECONDS", "RunNotifications", "follow_run"]
 
@@ -61,7 +61,6 @@ LONGEST_FOLLOW_SECONDS = 600.0
 # again) find it and write nothing.
 _MARGIN_SECONDS = 5.0
 _AHEAD_SECONDS = 60.0
-_ENDED = ", ".join(f"'{status}'" for status in ended_statuses())
 
 _FOLLOW = Statement(
     "follow_run",
@@ -75,7 +74,7 @@ WITH seen AS (
     UPDATE {runs.name} AS r
     SET followed_until = {NOW_SQL} + %(seconds)s::double precision + {_AHEAD_SECONDS}
     -- An ended run has nothing left to notify: the read alone ends the wait.
-    FROM seen WHERE r.id = %(run_id)s AND NOT seen.covered AND seen.status NOT IN ({_ENDED})
+    FROM seen WHERE r.id = %(run_id)s AND NOT seen.covered AND seen.status NOT IN ({ENDED_SQL})
     RETURNING r.status, r.last_sequence
 )
 SELECT coalesce(registered.status, seen.status) AS status,

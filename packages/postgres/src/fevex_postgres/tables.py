@@ -23,7 +23,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.elements import ColumnElement
 
-__all__ = ["NOW_SQL", "database_now", "events", "metadata", "runs", "sessions"]
+from fevex.runtime import ended_statuses
+
+__all__ = ["ENDED_SQL", "NOW_SQL", "database_now", "events", "metadata", "runs", "sessions"]
 
 metadata = MetaData()
 
@@ -87,6 +89,8 @@ events = Table(
 
 # database_now() as SQL text, for the statements written out in full.
 NOW_SQL = "extract(epoch FROM clock_timestamp())::double precision"
+# The statuses of an ended run as a SQL list, for ``status NOT IN (...)``.
+ENDED_SQL = ", ".join(f"'{status}'" for status in ended_statuses())
 
 
 def database_now() -> ColumnElement[float]:
