@@ -63,6 +63,14 @@ def test_the_instruction_counts_run() -> None:
 
 def test_the_durable_benchmark_runs(tmp_path: Path) -> None:
     run("benchmarks.durable.fevex_side", "--smoke", "--out", str(tmp_path))
+    workers = json.loads((tmp_path / "postgres_workers.json").read_text("utf-8"))
+    # pgbench takes a turn before each fevex window (one window of each script), and every
+    # window starts on a quiet server.
+    for row in workers["rows"]:
+        windows = len(row["fevex_windows"])
+        assert len(row["pgbench_tpcb_windows"]) == len(row["pgbench_jsonb_insert_windows"])
+        assert len(row["pgbench_jsonb_insert_windows"]) == windows
+        assert 0 <= row["quiet_seconds_max"] < workers["quiet_timeout_seconds"]
     conversation = str(tmp_path / "conversation.json")
     run("benchmarks.durable.conversation_rounds", "--smoke", "--out", conversation)
     rounds = json.loads(Path(conversation).read_text("utf-8"))

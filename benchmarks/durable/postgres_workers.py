@@ -13,14 +13,22 @@ PostgreSQL write took there: what waiting itself costs a client on the machine. 
 each row, is as many in-memory workers as PostgreSQL ones: what sharing the cores among that
 many processes costs a run that has no store to wait for.
 
-``pgbench`` then runs on the same server, in a database of its own (``pgbench -i -s 10``):
-its builtin ``tpcb-like`` script (five statements, three updates, one transaction) and
+``pgbench`` runs on the same server, in a database of its own (``pgbench -i -s 10``): its
+builtin ``tpcb-like`` script (five statements, three updates, one transaction) and
 ``select-only``, and a script of one statement, ``INSERT`` of a JSON document (of about
 the size a commit sends: :data:`JSONB_DOCUMENT`) into a ``jsonb`` column of a table with a
 primary key, sent as a prepared statement (``-M prepared``, as fevex sends its writes), each
 with ``-c N -j N`` for the same N and window length, median of the windows. A fevex run is
 four write transactions (see ``tool_call_runs``), so the figures that compare are four
 times runs/s (commits/s) against tpcb-like and jsonb-insert TPS.
+
+The two sides take turns, window by window: before each fevex window, one window of each
+pgbench script runs while the worker processes wait at their barrier, so that a drift of
+the machine over the minutes of a row reaches both sides alike. Each window, fevex's or
+pgbench's, starts on a quiet server (:func:`quiet_server`): no autovacuum worker busy and a
+checkpoint just taken, so that neither side's window pays for vacuuming or writing back the
+other side's rows (pgbench's million-row accounts table, say). What a side's own windows
+leave to autovacuum or the checkpointer during them stays that side's cost.
 
 ``--durable`` makes the throwaway server durable before anything is measured: ``fsync``,
 ``synchronous_commit`` and ``full_page_writes`` on (``ALTER SYSTEM``, then a reload; read
@@ -42,6 +50,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
@@ -79,7 +88,10 @@ JSONB_SCRIPT = f"""\\set id random(1, 1000000000)
 INSERT INTO jsonb_insert (key, document) VALUES (:id, '{JSONB_DOCUMENT}'::jsonb);
 """
 DURABLE_SETTINGS = ("fsync", "synchronous_commit", "full_page_writes")
-BARRIER_TIMEOUT_SECONDS = 120
+# Workers wait at the barrier while pgbench takes its turn, quiet waits included.
+BARRIER_TIMEOUT_SECONDS = 600
+# How long a window waits for autovacuum workers to finish before it starts anyway.
+QUIET_TIMEOUT_SECONDS = 60.0
 # A window never runs more runs than this per worker, however fast the server.
 MAX_RUNS_PER_WINDOW = 100_000
 # One create_execution and three commit_execution, each its own transaction.
@@ -129,6 +141,8 @@ async def _work(
             await run_once(app)
             runs += 1
         counted.append((runs, time.perf_counter() - start, time.process_time() - cpu))
+        # Done: the coordinator may use the server (pgbench's turn) until the next window.
+        barrier.wait(BARRIER_TIMEOUT_SECONDS)
     await app.close()
     results.put(counted)
 
@@ -171,10 +185,16 @@ def machine_busy(before: tuple[int, int] | None) -> float | None:
 
 
 def fevex_windows(
-    url: str, workers: int, windows: int, seconds: float, kind: str = "postgres"
+    url: str,
+    workers: int,
+    windows: int,
+    seconds: float,
+    kind: str = "postgres",
+    before_window: Callable[[], object] | None = None,
 ) -> list[dict[str, Any]]:
     """Each window's runs/s over all workers, the CPU the workers used in it, and how busy
-    the whole machine was (server, workers and anything else running)."""
+    the whole machine was (server, workers and anything else running). ``before_window``
+    runs before each window, while every worker waits at the barrier."""
     context = multiprocessing.get_context("spawn")
     # This process joins the barrier too, to watch the machine's CPU during each window.
     barrier = context.Barrier(workers + 1)
@@ -188,10 +208,13 @@ def fevex_windows(
     busy = []
     try:
         for _ in range(windows):
+            if before_window is not None:
+                before_window()
             barrier.wait(BARRIER_TIMEOUT_SECONDS)
             before = machine_cpu()
             time.sleep(seconds)
             busy.append(machine_busy(before))
+            barrier.wait(BARRIER_TIMEOUT_SECONDS)
         per_worker = [results.get(timeout=BARRIER_TIMEOUT_SECONDS + windows * seconds * 4)]
         per_worker += [results.get(timeout=60) for _ in range(workers - 1)]
     finally:
@@ -214,6 +237,26 @@ def fevex_windows(
             }
         )
     return measured
+
+
+def quiet_server(url: str) -> float:
+    """Wait until no autovacuum worker is busy on the server of ``url`` (at most
+    :data:`QUIET_TIMEOUT_SECONDS`), then take a checkpoint; the seconds it took. The next
+    window then starts with no vacuum of earlier rows running and no dirty pages of earlier
+    windows left for the checkpointer to write during it."""
+    import psycopg
+
+    start = time.monotonic()
+    with psycopg.connect(stores.libpq_url(url), autocommit=True) as connection:
+        while time.monotonic() - start < QUIET_TIMEOUT_SECONDS:
+            row = connection.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
+            ).fetchone()
+            if row is None or row[0] == 0:
+                break
+            time.sleep(0.05)
+        connection.execute("CHECKPOINT")
+    return time.monotonic() - start
 
 
 class Pgbench:
@@ -348,6 +391,7 @@ def measure(
         "pgbench": {"version": pgbench.version, "scale": PGBENCH_SCALE},
         "postgres_settings": stores.server_settings(url),
         "durable": durable,
+        "quiet_timeout_seconds": QUIET_TIMEOUT_SECONDS,
         "memory_worker": memory,
         "waiting_memory_worker": waiting,
         "rows": rows,
@@ -374,35 +418,40 @@ def measure(
 
 def _median_cpu_window(url: str, windows: int, seconds: float, kind: str) -> dict[str, Any]:
     """One worker on a store of ``kind``: its window of median CPU per run."""
-    measured = fevex_windows(url, 1, windows, seconds, kind=kind)
+    measured = fevex_windows(url, 1, windows, seconds, kind, lambda: quiet_server(url))
     return sorted(measured, key=lambda w: w["worker_cpu_ms_per_run"])[windows // 2]
 
 
 def _row(
     url: str, pgbench: Pgbench, workers: int, windows: int, seconds: float, memory: dict[str, Any]
 ) -> dict[str, Any]:
-    """fevex with ``workers`` worker processes, then pgbench's scripts with as many clients."""
+    """fevex with ``workers`` worker processes, taking turns with pgbench's scripts with as
+    many clients: before each fevex window, one window of each script."""
+    tps: dict[str, list[float]] = {"tpcb-like": [], "jsonb-insert": [], "select-only": []}
+    busy: dict[str, list[float | None]] = {script: [] for script in tps}
+    quiet: list[float] = []
+
+    def pgbench_turn() -> None:
+        for script, measured in tps.items():
+            quiet.append(quiet_server(url))
+            before = machine_cpu()
+            measured.append(pgbench.tps(workers, seconds, script=script))
+            busy[script].append(machine_busy(before))
+        quiet.append(quiet_server(url))
+
     fevex = sorted(
-        fevex_windows(url, workers, windows, seconds), key=lambda w: w["runs_per_second"]
+        fevex_windows(url, workers, windows, seconds, before_window=pgbench_turn),
+        key=lambda w: w["runs_per_second"],
     )
     median = fevex[len(fevex) // 2]
     # As many in-memory workers: what sharing the cores among that many processes costs a
     # run with no store at all (one process's baseline is ``memory``).
     alike = sorted(
-        fevex_windows(url, workers, windows, seconds, kind="memory"),
+        fevex_windows(url, workers, windows, seconds, "memory", lambda: quiet_server(url)),
         key=lambda w: w["worker_cpu_ms_per_run"],
     )[windows // 2]
-    before = machine_cpu()
-    tpcb = statistics.median(
-        pgbench.tps(workers, seconds, script="tpcb-like") for _ in range(windows)
-    )
-    tpcb_busy = machine_busy(before)
-    before = machine_cpu()
-    jsonb = statistics.median(
-        pgbench.tps(workers, seconds, script="jsonb-insert") for _ in range(windows)
-    )
-    jsonb_busy = machine_busy(before)
-    select = [pgbench.tps(workers, seconds, script="select-only") for _ in range(windows)]
+    tpcb = statistics.median(tps["tpcb-like"])
+    jsonb = statistics.median(tps["jsonb-insert"])
     commits = median["runs_per_second"] * COMMITS_PER_RUN
     return {
         "workers": workers,
@@ -415,15 +464,24 @@ def _row(
         "worker_cpu_vs_memory_workers": median["worker_cpu_ms_per_run"]
         / alike["worker_cpu_ms_per_run"],
         "machine_busy": median["machine_busy"],
-        "pgbench_tpcb_machine_busy": tpcb_busy,
+        "pgbench_tpcb_machine_busy": _median_known(busy["tpcb-like"]),
         "fevex_windows": fevex,
         "pgbench_tpcb_tps": tpcb,
+        "pgbench_tpcb_windows": tps["tpcb-like"],
         "commits_vs_tpcb": commits / tpcb,
         "pgbench_jsonb_insert_tps": jsonb,
-        "pgbench_jsonb_insert_machine_busy": jsonb_busy,
+        "pgbench_jsonb_insert_windows": tps["jsonb-insert"],
+        "pgbench_jsonb_insert_machine_busy": _median_known(busy["jsonb-insert"]),
         "commits_vs_jsonb_insert": commits / jsonb,
-        "pgbench_select_only_tps": statistics.median(select),
+        "pgbench_select_only_tps": statistics.median(tps["select-only"]),
+        # How long the pgbench turns waited for a quiet server (autovacuum, checkpoint).
+        "quiet_seconds_max": max(quiet),
     }
+
+
+def _median_known(values: list[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return statistics.median(known) if known else None
 
 
 async def _migrate(url: str) -> None:
