@@ -46,6 +46,7 @@ import asyncio
 import json
 import multiprocessing
 import re
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -134,17 +135,26 @@ async def _work(
     for _ in range(windows):
         # Blocking on purpose: nothing else runs in this loop, and every worker waits here.
         barrier.wait(BARRIER_TIMEOUT_SECONDS)
-        start, cpu = time.perf_counter(), time.process_time()
+        start, cpu, switches = time.perf_counter(), time.process_time(), _switches()
         deadline = start + seconds
         runs = 0
         while time.perf_counter() < deadline and runs < MAX_RUNS_PER_WINDOW:
             await run_once(app)
             runs += 1
-        counted.append((runs, time.perf_counter() - start, time.process_time() - cpu))
+        ended = _switches()
+        voluntary, involuntary = ended[0] - switches[0], ended[1] - switches[1]
+        elapsed, used = time.perf_counter() - start, time.process_time() - cpu
+        counted.append((runs, elapsed, used, voluntary, involuntary))
         # Done: the coordinator may use the server (pgbench's turn) until the next window.
         barrier.wait(BARRIER_TIMEOUT_SECONDS)
     await app.close()
     results.put(counted)
+
+
+def _switches() -> tuple[int, int]:
+    """This process's voluntary and involuntary context switches so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_nvcsw, usage.ru_nivcsw
 
 
 def _waiting_memory_store(seconds: float) -> Any:
@@ -225,14 +235,19 @@ def fevex_windows(
     measured = []
     for window in range(windows):
         counts = [counted[window] for counted in per_worker]
-        runs = sum(runs for runs, _, _ in counts)
-        cpu = sum(cpu for _, _, cpu in counts)
+        runs = max(sum(count[0] for count in counts), 1)
+        cpu = sum(count[2] for count in counts)
         measured.append(
             {
-                "runs_per_second": sum(runs / elapsed for runs, elapsed, _ in counts),
+                "runs_per_second": sum(count[0] / count[1] for count in counts),
                 # Busy cores: the workers' CPU seconds per second of window.
-                "worker_cpu_cores": cpu / max(elapsed for _, elapsed, _ in counts),
-                "worker_cpu_ms_per_run": cpu / max(runs, 1) * 1e3,
+                "worker_cpu_cores": cpu / max(count[1] for count in counts),
+                "worker_cpu_ms_per_run": cpu / runs * 1e3,
+                # A worker that waits for the server sleeps (voluntary switches); one the
+                # scheduler takes the core from while it runs (involuntary) finds its caches
+                # cold when it gets the core back.
+                "voluntary_switches_per_run": sum(count[3] for count in counts) / runs,
+                "involuntary_switches_per_run": sum(count[4] for count in counts) / runs,
                 "machine_busy": busy[window],
             }
         )
@@ -463,6 +478,8 @@ def _row(
         "memory_workers_cpu_ms_per_run": alike["worker_cpu_ms_per_run"],
         "worker_cpu_vs_memory_workers": median["worker_cpu_ms_per_run"]
         / alike["worker_cpu_ms_per_run"],
+        "involuntary_switches_per_run": median["involuntary_switches_per_run"],
+        "memory_workers_involuntary_switches_per_run": alike["involuntary_switches_per_run"],
         "machine_busy": median["machine_busy"],
         "pgbench_tpcb_machine_busy": _median_known(busy["tpcb-like"]),
         "fevex_windows": fevex,
