@@ -71,6 +71,8 @@ def test_the_durable_benchmark_runs(tmp_path: Path) -> None:
         assert len(row["pgbench_tpcb_windows"]) == len(row["pgbench_jsonb_insert_windows"])
         assert len(row["pgbench_jsonb_insert_windows"]) == windows
         assert 0 <= row["quiet_seconds_max"] < workers["quiet_timeout_seconds"]
+        # Time a busy host took the cores away, which the figures do not show by themselves.
+        assert row["machine_steal"] is None or 0 <= row["machine_steal"] <= 1
     conversation = str(tmp_path / "conversation.json")
     run("benchmarks.durable.conversation_rounds", "--smoke", "--out", conversation)
     rounds = json.loads(Path(conversation).read_text("utf-8"))

@@ -177,10 +177,8 @@ def _waiting_memory_store(seconds: float) -> Any:
 
 def machine_cpu() -> tuple[int, int] | None:
     """Busy and total CPU time of the whole machine so far (Linux ``/proc/stat``), or None."""
-    try:
-        with open("/proc/stat", encoding="ascii") as stat:
-            fields = [int(value) for value in stat.readline().split()[1:9]]
-    except (OSError, ValueError):
+    fields = _cpu_fields()
+    if fields is None:
         return None
     idle = fields[3] + fields[4]  # idle and iowait
     return sum(fields) - idle, sum(fields)
@@ -188,7 +186,32 @@ def machine_cpu() -> tuple[int, int] | None:
 
 def machine_busy(before: tuple[int, int] | None) -> float | None:
     """The share of the machine's CPU time that was busy since ``before``."""
-    after = machine_cpu()
+    return _share(before, machine_cpu())
+
+
+def machine_steal() -> tuple[int, int] | None:
+    """CPU time the hypervisor gave to others while this machine had work (``steal``), and
+    total CPU time, so far; or None."""
+    fields = _cpu_fields()
+    return None if fields is None else (fields[7], sum(fields))
+
+
+def steal_share(before: tuple[int, int] | None) -> float | None:
+    """The share of the machine's CPU time stolen since ``before``: a figure measured while
+    a busy host takes the cores away is not this machine's alone."""
+    return _share(before, machine_steal())
+
+
+def _cpu_fields() -> list[int] | None:
+    # user nice system idle iowait irq softirq steal
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            return [int(value) for value in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+
+
+def _share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
     if before is None or after is None or after[1] == before[1]:
         return None
     return (after[0] - before[0]) / (after[1] - before[1])
@@ -376,6 +399,7 @@ def make_durable(url: str) -> None:
 def measure(
     url: str, windows: int = WINDOWS, seconds: float = WINDOW_SECONDS, *, durable: bool = False
 ) -> dict[str, Any]:
+    stolen = machine_steal()
     if durable:
         make_durable(url)
     asyncio.run(_migrate(url))
@@ -407,6 +431,7 @@ def measure(
         "postgres_settings": stores.server_settings(url),
         "durable": durable,
         "quiet_timeout_seconds": QUIET_TIMEOUT_SECONDS,
+        "machine_steal": steal_share(stolen),
         "memory_worker": memory,
         "waiting_memory_worker": waiting,
         "rows": rows,
@@ -442,6 +467,7 @@ def _row(
 ) -> dict[str, Any]:
     """fevex with ``workers`` worker processes, taking turns with pgbench's scripts with as
     many clients: before each fevex window, one window of each script."""
+    stolen = machine_steal()
     tps: dict[str, list[float]] = {"tpcb-like": [], "jsonb-insert": [], "select-only": []}
     busy: dict[str, list[float | None]] = {script: [] for script in tps}
     quiet: list[float] = []
@@ -493,6 +519,7 @@ def _row(
         "pgbench_select_only_tps": statistics.median(tps["select-only"]),
         # How long the pgbench turns waited for a quiet server (autovacuum, checkpoint).
         "quiet_seconds_max": max(quiet),
+        "machine_steal": steal_share(stolen),
     }
 
 
