@@ -184,7 +184,14 @@ def postgres_workers(result: dict[str, Any]) -> str:
                 number(row["pgbench_tpcb_tps"]),
                 share(row.get("pgbench_tpcb_machine_busy")),
                 f"{4 * runs / row['pgbench_tpcb_tps']:.1%}",
+                number(row["pgbench_jsonb_insert_tps"]),
+                f"{4 * runs / row['pgbench_jsonb_insert_tps']:.1%}",
                 number(row["pgbench_select_only_tps"]),
+                # Figures that results from before 2026-12-03 do not have.
+                number(row["involuntary_switches_per_run"], 2)
+                if "involuntary_switches_per_run" in row
+                else "",
+                share(row.get("machine_steal")),
             ]
         )
     text = table(
@@ -200,7 +207,11 @@ def postgres_workers(result: dict[str, Any]) -> str:
             "pgbench tpcb-like TPS",
             "machine busy (pgbench)",
             "commits/s ÷ TPS",
+            "pgbench jsonb insert TPS",
+            "commits/s ÷ jsonb insert TPS",
             "pgbench select-only TPS",
+            "involuntary switches per run",
+            "stolen by the host",
         ],
         rows,
     )
