@@ -10,12 +10,12 @@ from collections.abc import Callable
 
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
 from fevex import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate, RunLease
 from fevex_postgres import PostgresRunStore
+from fevex_postgres.testing import libpq_url
 
 pytestmark = pytest.mark.anyio
 
@@ -36,13 +36,9 @@ def creation(run: AgentRun) -> ExecutionCreate:
     return ExecutionCreate(run, None, (started,), None, "worker-a", 60.0)
 
 
-def libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 async def store_backends(url: str) -> set[int]:
     """The server processes of the store's connections to this database."""
-    async with await psycopg.AsyncConnection.connect(libpq(url), autocommit=True) as admin:
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as admin:
         rows = await admin.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
             "AND application_name = 'fevex' AND pid <> pg_backend_pid()"
@@ -51,7 +47,7 @@ async def store_backends(url: str) -> set[int]:
 
 
 async def terminate(url: str, backends: set[int]) -> None:
-    async with await psycopg.AsyncConnection.connect(libpq(url), autocommit=True) as admin:
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as admin:
         for pid in backends:
             await admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
 
@@ -67,7 +63,7 @@ async def test_writes_beyond_the_pool_wait_for_a_connection_then_time_out(
     store = open_store(pool_size=1, max_overflow=0, pool_timeout=0.5)
     run = new_run()
     lease = await store.create_execution(creation(run))
-    async with await psycopg.AsyncConnection.connect(libpq(database_url)) as locker:
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as locker:
         await locker.execute("SELECT 1 FROM fevex_runs WHERE id = %s FOR UPDATE", (run.id,))
         # The commit holds the pool's one connection while it waits for the row.
         blocked = asyncio.create_task(store.commit_execution(step(run.id, 2, lease)))
@@ -92,7 +88,7 @@ async def test_a_write_cancelled_mid_statement_is_cancelled_on_the_server_too(
     run = new_run()
     lease = await store.create_execution(creation(run))
     (connection,) = await store_backends(database_url)
-    async with await psycopg.AsyncConnection.connect(libpq(database_url)) as locker:
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as locker:
         await locker.execute("SELECT 1 FROM fevex_runs WHERE id = %s FOR UPDATE", (run.id,))
         blocked = asyncio.create_task(store.commit_execution(step(run.id, 2, lease)))
         await asyncio.sleep(0.2)

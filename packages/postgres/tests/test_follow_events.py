@@ -13,7 +13,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
 from fevex import FevexRunError, create_fevex, define_agent
 from fevex.events import RunEvent
@@ -21,6 +20,7 @@ from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate, RunLease
 from fevex.runtime.run_store import NotifyingRunStore
 from fevex.testing import FakeModel
 from fevex_postgres import PostgresRunStore
+from fevex_postgres.testing import libpq_url
 
 pytestmark = pytest.mark.anyio
 OpenStore = Callable[..., PostgresRunStore]
@@ -94,10 +94,6 @@ async def eventually(condition: Callable[[], bool], within: float = 5.0) -> None
     while not condition():
         assert time.monotonic() < deadline, "the condition did not come true in time"
         await asyncio.sleep(0.01)
-
-
-def libpq_url(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 async def on_database(url: str, sql: str, *values: object) -> tuple[Any, ...] | None:

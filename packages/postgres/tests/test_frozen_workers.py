@@ -20,13 +20,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
 from fevex import FevexConfigurationError, FevexRunError, create_fevex, define_agent
 from fevex.events import RunEvent
 from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate, RunLease
 from fevex.testing import FakeModel
 from fevex_postgres import PostgresRunStore
+from fevex_postgres.testing import libpq_url
 
 pytestmark = pytest.mark.anyio
 
@@ -62,10 +62,6 @@ async def main(url, run_id, owner, generation, expires_at):
 
 asyncio.run(main(*sys.argv[1:]))
 """
-
-
-def libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 async def create(store: PostgresRunStore, seconds: float) -> tuple[AgentRun, RunLease]:
@@ -161,7 +157,7 @@ async def test_recover_run_honours_its_timeout_while_a_frozen_worker_holds_the_r
         agents=[define_agent(name="a", instructions="Answer.")],
         run_store=store,
     )
-    async with await psycopg.AsyncConnection.connect(libpq(database_url)) as frozen:
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as frozen:
         await frozen.execute("SELECT 1 FROM fevex_runs WHERE id = %s FOR UPDATE", (run.id,))
         await asyncio.sleep(0.3)  # the lease has expired; the row is still locked
         with pytest.raises(FevexRunError) as raised:
@@ -186,7 +182,7 @@ async def test_a_sweep_reports_the_run_a_frozen_worker_still_locks(
         agents=[define_agent(name="a", instructions="Answer.")],
         run_store=store,
     )
-    async with await psycopg.AsyncConnection.connect(libpq(database_url)) as frozen:
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as frozen:
         await frozen.execute("SELECT 1 FROM fevex_runs WHERE id = %s FOR UPDATE", (run.id,))
         await asyncio.sleep(0.3)  # the lease has expired; the row is still locked
         sweep = await asyncio.wait_for(app.recover_expired_runs(actor={"id": "sweeper"}), 20)
@@ -200,7 +196,7 @@ async def test_a_lock_wait_past_lock_timeout_is_store_busy_and_writes_nothing(
 ) -> None:
     store = open_store(lock_timeout=0.3)
     run, lease = await create(store, seconds=60.0)
-    async with await psycopg.AsyncConnection.connect(libpq(database_url)) as holder:
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as holder:
         await holder.execute("SELECT 1 FROM fevex_runs WHERE id = %s FOR UPDATE", (run.id,))
         commit = ExecutionCommit(run.id, 2, NOW, lease, changes={"output": "value-9c2e"})
         with pytest.raises(FevexRunError) as raised:
@@ -218,7 +214,7 @@ async def test_a_statement_past_statement_timeout_is_store_timeout(
 ) -> None:
     store = open_store(statement_timeout=0.5, lock_timeout=0.2)
     run, lease = await create(store, seconds=60.0)
-    async with await psycopg.AsyncConnection.connect(libpq(database_url)) as admin:
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as admin:
         await admin.execute(
             "CREATE FUNCTION slow_update() RETURNS trigger LANGUAGE plpgsql AS "
             "$$ BEGIN PERFORM pg_sleep(5); RETURN NEW; END $$"
@@ -245,7 +241,7 @@ async def test_a_statement_past_statement_timeout_is_store_timeout(
 async def test_every_session_carries_the_timeouts_and_the_urls_own_options(
     open_store: OpenStore, database_url: str
 ) -> None:
-    async with await psycopg.AsyncConnection.connect(libpq(database_url)) as admin:
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as admin:
         await admin.execute(
             "CREATE TABLE seen_settings (statement text, lock text, idle text, work_mem text)"
         )

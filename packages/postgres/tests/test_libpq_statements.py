@@ -13,13 +13,13 @@ from collections.abc import Callable
 
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
 from fevex import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate, RunLease
 from fevex.runtime.store_rules import event_id_taken
 from fevex_postgres import PostgresRunStore
+from fevex_postgres.testing import libpq_url
 
 pytestmark = pytest.mark.anyio
 
@@ -47,13 +47,9 @@ def step(
     return ExecutionCommit(run_id, revision, NOW, lease, (event,), changes={"output": revision})
 
 
-def libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 async def store_backends(url: str) -> set[int]:
     """The server processes of the store's connections to this database."""
-    async with await psycopg.AsyncConnection.connect(libpq(url), autocommit=True) as admin:
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as admin:
         rows = await admin.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
             "AND application_name = 'fevex' AND pid <> pg_backend_pid()"
@@ -106,7 +102,7 @@ async def test_a_statement_the_server_cancels_mid_commit_is_store_timeout(
     run = new_run()
     lease = await store.create_execution(creation(run))
     (connection,) = await store_backends(database_url)
-    async with await psycopg.AsyncConnection.connect(libpq(database_url)) as admin:
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as admin:
         await admin.execute(
             "CREATE FUNCTION slow_insert() RETURNS trigger LANGUAGE plpgsql AS "
             "$$ BEGIN PERFORM pg_sleep(5); RETURN NEW; END $$"
@@ -136,12 +132,12 @@ async def test_a_connection_ended_mid_statement_is_store_unavailable_and_replace
     run = new_run()
     lease = await store.create_execution(creation(run))
     (connection,) = await store_backends(database_url)
-    async with await psycopg.AsyncConnection.connect(libpq(database_url)) as locker:
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as locker:
         await locker.execute("SELECT 1 FROM fevex_runs WHERE id = %s FOR UPDATE", (run.id,))
         blocked = asyncio.create_task(store.commit_execution(step(run.id, 2, lease)))
         await asyncio.sleep(0.2)
         async with await psycopg.AsyncConnection.connect(
-            libpq(database_url), autocommit=True
+            libpq_url(database_url), autocommit=True
         ) as admin:
             await admin.execute("SELECT pg_terminate_backend(%s, 10000)", (connection,))
         error = await refused("STORE_UNAVAILABLE", blocked)
@@ -163,7 +159,7 @@ async def test_a_write_cancelled_twice_is_all_or_nothing_and_its_connection_clos
     lease = await store.create_execution(creation(run))
     (connection,) = await store_backends(database_url)
     commit = step(run.id, 2, lease)
-    async with await psycopg.AsyncConnection.connect(libpq(database_url)) as locker:
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as locker:
         await locker.execute("SELECT 1 FROM fevex_runs WHERE id = %s FOR UPDATE", (run.id,))
         blocked = asyncio.create_task(store.commit_execution(commit))
         await asyncio.sleep(0.2)
@@ -202,7 +198,7 @@ async def test_a_write_cancelled_once_its_statement_was_prepared_leaves_a_usable
     run = new_run()
     lease = await store.create_execution(creation(run))
     (connection,) = await store_backends(database_url)
-    with psycopg.connect(libpq(database_url)) as locker:
+    with psycopg.connect(libpq_url(database_url)) as locker:
         locker.execute("LOCK TABLE fevex_events IN ACCESS EXCLUSIVE MODE")
         blocked = asyncio.create_task(store.commit_execution(step(run.id, 2, lease)))
         await asyncio.sleep(0.3)

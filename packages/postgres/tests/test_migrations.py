@@ -18,6 +18,7 @@ from fevex import FevexConfigurationError
 from fevex.cli import main
 from fevex.plugins import reset_plugins
 from fevex_postgres import LATEST_VERSION, PostgresRunStore, migrations
+from fevex_postgres.testing import libpq_url
 
 # The advisory lock key upgrades take turns on (migrations._UPGRADE_LOCK_KEY).
 UPGRADE_LOCK_KEY = 0x6665766578_0001
@@ -32,12 +33,8 @@ def fresh_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     reset_plugins()
 
 
-def libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 def tables(url: str) -> set[str]:
-    with psycopg.connect(libpq(url)) as connection:
+    with psycopg.connect(libpq_url(url)) as connection:
         rows = connection.execute(
             "SELECT tablename FROM pg_tables WHERE tablename LIKE 'fevex%'"
         ).fetchall()
@@ -72,7 +69,7 @@ async def test_a_store_on_an_unmigrated_database_names_the_upgrade_command(
 
 @pytest.mark.anyio
 async def test_a_schema_newer_than_the_code_is_refused(database_url: str) -> None:
-    with psycopg.connect(libpq(database_url)) as connection:
+    with psycopg.connect(libpq_url(database_url)) as connection:
         connection.execute(
             "INSERT INTO fevex_schema_version (version, description) VALUES (%s, 'future')",
             (LATEST_VERSION + 1,),
@@ -107,7 +104,7 @@ def test_fevex_db_upgrade_migrates_once(
     assert main(["db", "upgrade", "--store", empty_database_url]) == 0
     assert "is up to date" in capsys.readouterr().out
     assert main(["db", "status", "--store", empty_database_url]) == 0
-    with psycopg.connect(libpq(empty_database_url)) as connection:
+    with psycopg.connect(libpq_url(empty_database_url)) as connection:
         versions = connection.execute("SELECT version FROM fevex_schema_version").fetchall()
     assert versions == [(version,) for version in range(1, LATEST_VERSION + 1)]
 
@@ -159,7 +156,7 @@ async def test_an_upgrade_is_not_bound_by_the_workers_timeouts(
     monkeypatch.setattr(migrations, "LATEST_VERSION", slow.version)
     store = PostgresRunStore(empty_database_url, statement_timeout=0.4, lock_timeout=0.2)
     try:
-        async with await psycopg.AsyncConnection.connect(libpq(empty_database_url)) as other:
+        async with await psycopg.AsyncConnection.connect(libpq_url(empty_database_url)) as other:
             await other.execute("SELECT pg_advisory_xact_lock(%s)", (UPGRADE_LOCK_KEY,))
             upgrade = asyncio.create_task(store.upgrade_schema())
             await asyncio.sleep(0.5)

@@ -11,12 +11,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
 from fevex import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate, RunLease
 from fevex_postgres import PostgresRunStore
+from fevex_postgres.testing import libpq_url
 
 pytestmark = pytest.mark.anyio
 
@@ -64,12 +64,8 @@ async def outcomes(attempts: list[Any]) -> list[str]:
     return sorted(codes)
 
 
-def libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 async def store_backends(url: str) -> set[int]:
-    async with await psycopg.AsyncConnection.connect(libpq(url), autocommit=True) as admin:
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as admin:
         rows = await admin.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
             "AND application_name = 'fevex' AND pid <> pg_backend_pid()"
@@ -78,7 +74,7 @@ async def store_backends(url: str) -> set[int]:
 
 
 async def terminate(url: str, backends: set[int]) -> None:
-    async with await psycopg.AsyncConnection.connect(libpq(url), autocommit=True) as admin:
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as admin:
         for pid in backends:
             # Waits (up to 10 s) until the backend is gone.
             await admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))

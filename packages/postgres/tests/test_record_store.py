@@ -10,12 +10,9 @@ import pytest
 from fevex.errors import FevexError
 from fevex_postgres import PostgresRunStore
 from fevex_postgres.plugin import open_postgres_records
+from fevex_postgres.testing import libpq_url
 
 pytestmark = pytest.mark.anyio
-
-
-def libpq(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
 
 
 async def test_records_need_the_migrated_schema(empty_database_url: str) -> None:
@@ -34,7 +31,7 @@ async def test_records_need_the_migrated_schema(empty_database_url: str) -> None
 async def test_a_failure_of_the_server_is_a_store_error(database_url: str) -> None:
     store = open_postgres_records(database_url)
     assert await store.compare_and_swap("ns", "k", 0, {"secret": "do not quote"})
-    with psycopg.connect(libpq(database_url), autocommit=True) as admin:
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as admin:
         admin.execute("DROP TABLE fevex_records")
     with pytest.raises(FevexError) as failed:
         await store.compare_and_swap("ns", "k", 1, {"secret": "do not quote"})

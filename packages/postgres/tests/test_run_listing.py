@@ -9,22 +9,19 @@ from typing import Any
 import psycopg
 import pytest
 from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Engine
 
 from fevex.events import RunEvent
 from fevex.runtime import AgentRun, ExecutionCreate
 from fevex.testing import RUN_STORE_CHECKS
 from fevex_postgres import PostgresRunStore
+from fevex_postgres.testing import libpq_url
 
 pytestmark = pytest.mark.anyio
 
 CREATED_AT = "2030-01-01T00:00:00.000000Z"
 # Byte order (and Python's): "run_B" < "run_Z" < "run_a". English collation: a < B < Z.
 IDS = ("run_B", "run_a", "run_Z")
-
-
-def libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 @pytest.fixture
@@ -50,7 +47,7 @@ async def test_runs_are_listed_byte_by_byte_whatever_the_collation(
             run = AgentRun(run_id, session_id, "order", "running", None, CREATED_AT, CREATED_AT)
             started = RunEvent(f"evt-{run_id}", run_id, 1, "run.started", CREATED_AT, {})
             await store.create_execution(ExecutionCreate(run, None, (started,)))
-        with psycopg.connect(libpq(english_database_url)) as connection:
+        with psycopg.connect(libpq_url(english_database_url)) as connection:
             by_collation = connection.execute(
                 "SELECT id FROM fevex_runs ORDER BY id DESC"
             ).fetchall()
@@ -72,7 +69,7 @@ async def test_runs_are_listed_byte_by_byte_whatever_the_collation(
 
 async def test_pages_are_read_from_an_index(database_url: str) -> None:
     # Enough rows that a sequential scan and a sort would cost more than an index.
-    with psycopg.connect(libpq(database_url)) as connection:
+    with psycopg.connect(libpq_url(database_url)) as connection:
         connection.execute(
             "INSERT INTO fevex_sessions (id, revision, created_at, updated_at) "
             "VALUES ('ses', 1, 't', 't')"
@@ -111,7 +108,7 @@ async def test_pages_are_read_from_an_index(database_url: str) -> None:
                 sent.clear()
                 await store.list_runs(**filters, after=after)
                 ((statement, parameters),) = sent
-                with psycopg.connect(libpq(database_url)) as connection:
+                with psycopg.connect(libpq_url(database_url)) as connection:
                     rows = connection.execute(f"EXPLAIN {statement}", parameters).fetchall()
                 plan = "\n".join(row[0] for row in rows)
                 assert index in plan, (filters, after, plan)

@@ -11,21 +11,17 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
 from fevex import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate, RunLease
 from fevex_postgres import PostgresRunStore
+from fevex_postgres.testing import libpq_url
 
 pytestmark = pytest.mark.anyio
 
 OpenStore = Callable[..., PostgresRunStore]
 NOW = "2024-05-01T10:00:00Z"
-
-
-def libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 async def paused_run(store: PostgresRunStore, input: object = "hi") -> tuple[AgentRun, RunLease]:
@@ -50,7 +46,7 @@ async def test_a_takeover_of_a_row_another_transaction_holds_is_a_conflict_takin
 ) -> None:
     store = open_store(lock_timeout=0.3)
     run, lease = await paused_run(store)
-    async with await psycopg.AsyncConnection.connect(libpq(database_url)) as holder:
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as holder:
         await holder.execute("SELECT 1 FROM fevex_runs WHERE id = %s FOR UPDATE", (run.id,))
         with pytest.raises(FevexRunError) as raised:
             await asyncio.wait_for(store.take_over_run(run.id, "b", 60.0, status="paused"), 10)

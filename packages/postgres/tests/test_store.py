@@ -19,6 +19,7 @@ from fevex import FevexConfigurationError, FevexError, FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate, RunLease, RunStore
 from fevex_postgres import PostgresRunStore, create_postgres_run_store
+from fevex_postgres.testing import libpq_url
 
 pytestmark = pytest.mark.anyio
 
@@ -76,8 +77,7 @@ async def code_of(attempt: Any) -> str:
 
 
 async def database_epoch(url: str) -> float:
-    libpq = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    async with await psycopg.AsyncConnection.connect(libpq) as connection:
+    async with await psycopg.AsyncConnection.connect(libpq_url(url)) as connection:
         cursor = await connection.execute("SELECT extract(epoch from clock_timestamp())::float8")
         row = await cursor.fetchone()
         assert row is not None
@@ -271,10 +271,7 @@ async def test_operations_do_not_wait_for_each_other(
     store = open_store()
     blocked_run, lease = await create(store)
     other_run, _ = await create(store)
-    libpq = (
-        make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    )
-    async with await psycopg.AsyncConnection.connect(libpq) as locker:
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as locker:
         await locker.execute("SELECT 1 FROM fevex_runs WHERE id = %s FOR UPDATE", (blocked_run.id,))
         waiting = asyncio.create_task(
             store.commit_execution(commit(blocked_run, 2, lease, event(blocked_run.id, 2)))

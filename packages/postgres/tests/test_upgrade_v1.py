@@ -23,13 +23,13 @@ from types import ModuleType
 
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
 from fevex import FevexConfigurationError, RunCancelledError
 from fevex.cli import main
 from fevex.plugins import reset_plugins
 from fevex.runtime import ExecutionCommit
 from fevex_postgres import LATEST_VERSION, PostgresRunStore, migrations
+from fevex_postgres.testing import libpq_url
 
 pytestmark = pytest.mark.anyio
 
@@ -44,10 +44,6 @@ def fresh_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     reset_plugins()
     yield
     reset_plugins()
-
-
-def libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def support_app_module() -> ModuleType:
@@ -66,7 +62,7 @@ def v1_database_url(empty_database_url: str) -> str:
     # psql meta-commands (\restrict, \unrestrict) are the only lines that are not SQL.
     lines = FIXTURE.read_text(encoding="utf-8").splitlines()
     script = "\n".join(line for line in lines if not line.startswith("\\"))
-    with psycopg.connect(libpq(empty_database_url), autocommit=True) as connection:
+    with psycopg.connect(libpq_url(empty_database_url), autocommit=True) as connection:
         connection.execute(script.encode())
     return empty_database_url
 
@@ -88,7 +84,7 @@ async def upgrade(url: str) -> None:
 async def test_fevex_db_upgrade_migrates_a_version_1_database(
     v1_database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with psycopg.connect(libpq(v1_database_url)) as connection:
+    with psycopg.connect(libpq_url(v1_database_url)) as connection:
         # Checkpoints as the previous release wrote them (the current code writes version 2).
         checkpoints = connection.execute("SELECT checkpoint->'version' FROM fevex_runs")
         assert checkpoints.fetchall() == [(1,), (1,)]
@@ -122,7 +118,7 @@ async def test_fevex_db_upgrade_migrates_a_version_1_database(
         assert await store.list_runs(parent_run_id=runs[0].id) == []
     finally:
         await store.close()
-    with psycopg.connect(libpq(v1_database_url)) as connection:
+    with psycopg.connect(libpq_url(v1_database_url)) as connection:
         versions = connection.execute("SELECT version FROM fevex_schema_version ORDER BY 1")
         assert versions.fetchall() == [(1,), (2,), (3,), (4,), (5,)]
         columns = connection.execute(
@@ -282,6 +278,6 @@ async def test_a_version_2_database_upgrades_and_its_paused_run_can_be_woken(
         assert (await app.get_run(paused.id)).wake_at is None
     finally:
         await app.close()
-    with psycopg.connect(libpq(v2_database_url)) as connection:
+    with psycopg.connect(libpq_url(v2_database_url)) as connection:
         versions = connection.execute("SELECT version FROM fevex_schema_version ORDER BY 1")
         assert versions.fetchall() == [(1,), (2,), (3,), (4,), (5,)]

@@ -14,12 +14,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
 from fevex import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate, RunLease
 from fevex_postgres import PostgresRunStore
+from fevex_postgres.testing import libpq_url
 
 pytestmark = pytest.mark.anyio
 
@@ -31,10 +31,6 @@ HOUR = 3600.0
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{os.urandom(8).hex()}"
-
-
-def libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 class Run:
@@ -96,7 +92,7 @@ async def wake_at(store: PostgresRunStore, run: Run) -> float | None:
 
 
 async def database_now(url: str) -> float:
-    async with await psycopg.AsyncConnection.connect(libpq(url), autocommit=True) as db:
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as db:
         cursor = await db.execute("SELECT extract(epoch FROM clock_timestamp())::float8")
         row = await cursor.fetchone()
     assert row is not None
@@ -273,7 +269,7 @@ async def test_claims_read_only_the_runs_they_could_take(
 ) -> None:
     # Piles no claim of these names may read: orphans and due runs of a name no worker
     # has any more, and finished runs of the names claimed.
-    with psycopg.connect(libpq(database_url), autocommit=True) as db:
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as db:
         db.execute(
             "INSERT INTO fevex_sessions (id, revision, created_at, updated_at) "
             "VALUES ('ses_pile', 1, 't', 't')"
@@ -296,7 +292,7 @@ async def test_claims_read_only_the_runs_they_could_take(
     def counters() -> tuple[int, int, int]:
         """Of the runs table: its sequential scans, its index scans and the index entries
         they read."""
-        with psycopg.connect(libpq(database_url), autocommit=True) as db:
+        with psycopg.connect(libpq_url(database_url), autocommit=True) as db:
             row = db.execute(
                 "SELECT t.seq_scan, sum(i.idx_scan), sum(i.idx_tup_read) "
                 "FROM pg_stat_user_tables AS t JOIN pg_stat_user_indexes AS i USING (relid) "

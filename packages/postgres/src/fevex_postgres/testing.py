@@ -22,7 +22,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["PostgresNotAvailable", "find_postgres_bin", "postgres_server"]
+from sqlalchemy.engine import make_url
+
+__all__ = ["PostgresNotAvailable", "find_postgres_bin", "libpq_url", "postgres_server"]
 
 _PROGRAMS = ("initdb", "pg_ctl", "postgres", "createdb")
 _SERVER_USER = "postgres"
@@ -126,6 +128,12 @@ def postgres_server(
                 timeout=60,
             )
         shutil.rmtree(root, ignore_errors=True)
+
+
+def libpq_url(url: str) -> str:
+    """A store URL (``postgresql+psycopg://...``, as :func:`postgres_server` yields) as
+    psycopg, libpq and the PostgreSQL programs read it, password included."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def _missing_programs(folder: Path) -> list[str]:
