@@ -54,7 +54,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from benchmarks.durable import stores, timing
@@ -99,6 +99,16 @@ MAX_RUNS_PER_WINDOW = 100_000
 COMMITS_PER_RUN = 4
 
 
+class Counted(NamedTuple):
+    """What one worker counted in one window."""
+
+    runs: int
+    seconds: float
+    cpu_seconds: float
+    voluntary_switches: int
+    involuntary_switches: int
+
+
 def use_smoke_sizes() -> None:
     """1 and 2 workers, one warm-up run and pgbench at scale 1: does it still work (with
     ``--windows 1 --seconds 1``)."""
@@ -131,7 +141,7 @@ async def _work(
     app = build_app(store)
     for _ in range(WARMUP_RUNS):
         await run_once(app)
-    counted = []
+    counted: list[Counted] = []
     for _ in range(windows):
         # Blocking on purpose: nothing else runs in this loop, and every worker waits here.
         barrier.wait(BARRIER_TIMEOUT_SECONDS)
@@ -144,7 +154,7 @@ async def _work(
         ended = _switches()
         voluntary, involuntary = ended[0] - switches[0], ended[1] - switches[1]
         elapsed, used = time.perf_counter() - start, time.process_time() - cpu
-        counted.append((runs, elapsed, used, voluntary, involuntary))
+        counted.append(Counted(runs, elapsed, used, voluntary, involuntary))
         # Done: the coordinator may use the server (pgbench's turn) until the next window.
         barrier.wait(BARRIER_TIMEOUT_SECONDS)
     await app.close()
@@ -258,19 +268,21 @@ def fevex_windows(
     measured = []
     for window in range(windows):
         counts = [counted[window] for counted in per_worker]
-        runs = max(sum(count[0] for count in counts), 1)
-        cpu = sum(count[2] for count in counts)
+        runs = max(sum(count.runs for count in counts), 1)
+        cpu = sum(count.cpu_seconds for count in counts)
+        voluntary = sum(count.voluntary_switches for count in counts)
+        involuntary = sum(count.involuntary_switches for count in counts)
         measured.append(
             {
-                "runs_per_second": sum(count[0] / count[1] for count in counts),
+                "runs_per_second": sum(count.runs / count.seconds for count in counts),
                 # Busy cores: the workers' CPU seconds per second of window.
-                "worker_cpu_cores": cpu / max(count[1] for count in counts),
+                "worker_cpu_cores": cpu / max(count.seconds for count in counts),
                 "worker_cpu_ms_per_run": cpu / runs * 1e3,
                 # A worker that waits for the server sleeps (voluntary switches); one the
                 # scheduler takes the core from while it runs (involuntary) finds its caches
                 # cold when it gets the core back.
-                "voluntary_switches_per_run": sum(count[3] for count in counts) / runs,
-                "involuntary_switches_per_run": sum(count[4] for count in counts) / runs,
+                "voluntary_switches_per_run": voluntary / runs,
+                "involuntary_switches_per_run": involuntary / runs,
                 "machine_busy": busy[window],
             }
         )
