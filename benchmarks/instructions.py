@@ -68,7 +68,7 @@ def callgrind(python: Path, *arguments: str) -> int:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=_environment(),
+        env=environment(),
         check=True,
     )
     found = _COLLECTED.search(completed.stderr)
@@ -81,7 +81,7 @@ def per_run(python: Path, framework: str, mode: str, runs: int) -> int:
     module = scenario_module(framework)
     # Bytecode first: a module compiled by the first count only would make it the dearer.
     subprocess.run(
-        [str(python), "-c", _SCENARIO, module, mode, "1"], cwd=ROOT, env=_environment(), check=True
+        [str(python), "-c", _SCENARIO, module, mode, "1"], cwd=ROOT, env=environment(), check=True
     )
     base = count(python, module, mode, WARMUP)
     return (count(python, module, mode, WARMUP + runs) - base) // runs
@@ -102,16 +102,17 @@ def import_counts(python: Path) -> dict[str, int]:
     """The instructions of each of :data:`IMPORTS` in a fresh interpreter, beyond an empty
     one's, with the modules' bytecode written beforehand (as an installed package has it)."""
     for code in IMPORTS.values():
-        subprocess.run([str(python), "-c", code], cwd=ROOT, env=_environment(), check=True)
+        subprocess.run([str(python), "-c", code], cwd=ROOT, env=environment(), check=True)
     empty = callgrind(python, "-c", "pass")
     return {name: callgrind(python, "-c", code) - empty for name, code in IMPORTS.items()}
 
 
-def _environment() -> dict[str, str]:
-    # PYTHONDONTWRITEBYTECODE would make every import compile its source again.
-    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
-    environment.pop("PYTHONDONTWRITEBYTECODE", None)
-    return environment
+def environment() -> dict[str, str]:
+    """The environment of a counted interpreter: this repository on its path, and bytecode
+    written (PYTHONDONTWRITEBYTECODE would make every import compile its source again)."""
+    variables = {**os.environ, "PYTHONPATH": str(ROOT)}
+    variables.pop("PYTHONDONTWRITEBYTECODE", None)
+    return variables
 
 
 def smoke(python: Path, module: str) -> None:

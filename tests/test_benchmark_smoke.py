@@ -135,6 +135,24 @@ def test_the_wake_cost_benchmark_runs(tmp_path: Path) -> None:
     assert all(value > 0 for value in figures.values()), figures
 
 
+def test_the_worker_instructions_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "worker_instructions.json"
+    table = run("benchmarks.durable.worker_instructions", "--smoke", "--out", str(out))
+    result = json.loads(out.read_text("utf-8"))
+    scenarios = result["scenarios"]
+    # The in-memory worker, one that waits at each write, and the PostgreSQL worker, each
+    # set against the first: in CPU here; in instructions only where callgrind counted.
+    assert set(scenarios) == {"memory", "memory-waiting:0.001", "postgres"}
+    assert result["counted"] is False
+    for kind, figures in scenarios.items():
+        assert figures["cpu_ms_per_run"] > 0, kind
+        assert figures["cpu_vs_memory"] > 0, kind
+        assert figures["instructions_per_run"] is None, kind
+        assert f"| {kind} | " in table, table
+    # Each write waited a millisecond at least: four of them per run.
+    assert scenarios["memory-waiting:0.001"]["wall_ms_per_run"] >= 4
+
+
 # Scripts this file does not start itself, and what runs them.
 RUN_ELSEWHERE = {
     "benchmarks.durable.fevex_conversation": "conversation_rounds, above",
