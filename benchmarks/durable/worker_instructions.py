@@ -20,8 +20,9 @@ and with ``WARMUP + --runs``: the difference over ``--runs`` is its instructions
 for the worker's system calls (the loopback socket's sends and receives among them) is the
 system CPU beside it.
 
-The PostgreSQL worker writes to a throwaway server (or ``--postgres-url``), made durable
-first with ``--durable`` (``fsync``, ``synchronous_commit`` and ``full_page_writes`` on, as in
+The PostgreSQL worker writes to a throwaway server (or ``--postgres-url``, which reaches the
+worker processes in their environment, never on a command line), made durable first with
+``--durable`` (``fsync``, ``synchronous_commit`` and ``full_page_writes`` on, as in
 ``postgres_workers``).
 
 Run with ``python -m benchmarks.durable.worker_instructions [--durable] [--runs 300]
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -51,6 +53,8 @@ ROUNDS = 3
 # The in-memory store waiting this many seconds at each write, as a PostgreSQL write waits.
 WAITS = (0.001, 0.002, 0.004)
 KINDS = ("memory", *(f"memory-waiting:{seconds}" for seconds in WAITS), "postgres")
+# Where a worker process finds the PostgreSQL URL.
+URL_VARIABLE = "FEVEX_BENCH_POSTGRES_URL"
 
 
 def worker(kind: str, runs: int, url: str | None) -> dict[str, float]:
@@ -73,7 +77,7 @@ async def _work(kind: str, runs: int, url: str | None) -> dict[str, float]:
     elif kind == "postgres" and url is not None:
         store = PostgresRunStore(url)
     else:
-        raise ValueError(f"unknown worker {kind!r} (postgres needs --postgres-url)")
+        raise ValueError(f"unknown worker {kind!r} (postgres needs {URL_VARIABLE})")
     app = build_app(store)
     for _ in range(WARMUP):
         await run_once(app)
@@ -93,16 +97,14 @@ async def _work(kind: str, runs: int, url: str | None) -> dict[str, float]:
     }
 
 
-def _worker_arguments(kind: str, runs: int, url: str | None) -> list[str]:
-    arguments = ["-m", "benchmarks.durable.worker_instructions", "--worker", kind]
-    arguments += ["--runs", str(runs)]
-    return arguments + ([] if url is None else ["--postgres-url", url])
+def _worker_arguments(kind: str, runs: int) -> list[str]:
+    return ["-m", "benchmarks.durable.worker_instructions", "--worker", kind, "--runs", str(runs)]
 
 
-def _timed(kind: str, runs: int, url: str | None) -> dict[str, float]:
+def _timed(kind: str, runs: int) -> dict[str, float]:
     """One worker process's figures, printed as its one line of JSON."""
     completed = subprocess.run(
-        [sys.executable, *_worker_arguments(kind, runs, url)],
+        [sys.executable, *_worker_arguments(kind, runs)],
         cwd=instructions.ROOT,
         # Bytecode written as callgrind's runs write it, so that the first of those compiles
         # nothing the second does not.
@@ -115,10 +117,10 @@ def _timed(kind: str, runs: int, url: str | None) -> dict[str, float]:
     return figures
 
 
-def _instructions_per_run(kind: str, runs: int, url: str | None) -> int:
+def _instructions_per_run(kind: str, runs: int) -> int:
     python = Path(sys.executable)
-    base = instructions.callgrind(python, *_worker_arguments(kind, 0, url))
-    return (instructions.callgrind(python, *_worker_arguments(kind, runs, url)) - base) // runs
+    base = instructions.callgrind(python, *_worker_arguments(kind, 0))
+    return (instructions.callgrind(python, *_worker_arguments(kind, runs)) - base) // runs
 
 
 def measure(
@@ -126,17 +128,20 @@ def measure(
 ) -> dict[str, Any]:
     """Every scenario of ``kinds``: the median of ``rounds`` rounds taken in turns, and with
     ``count`` its instructions per run."""
+    # To the worker processes through their environment: a URL may hold a password, which
+    # a command line shows to every user of the machine.
+    os.environ[URL_VARIABLE] = url
     samples: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
     for _ in range(rounds):
         for kind in kinds:
-            samples[kind].append(_timed(kind, runs, url))
+            samples[kind].append(_timed(kind, runs))
     scenarios: dict[str, dict[str, Any]] = {}
     for kind, measured in samples.items():
         median = sorted(measured, key=lambda round_: round_["cpu_ms_per_run"])[len(measured) // 2]
         scenarios[kind] = {
             **median,
             "rounds": measured,
-            "instructions_per_run": _instructions_per_run(kind, runs, url) if count else None,
+            "instructions_per_run": _instructions_per_run(kind, runs) if count else None,
         }
     memory = scenarios["memory"]
     for figures in scenarios.values():
@@ -189,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     if arguments.worker is not None:
-        print(json.dumps(worker(arguments.worker, arguments.runs, arguments.postgres_url)))
+        print(json.dumps(worker(arguments.worker, arguments.runs, os.environ.get(URL_VARIABLE))))
         return
     if not arguments.smoke and shutil.which("valgrind") is None:
         parser.error("valgrind is not installed: it counts the instructions")
