@@ -54,10 +54,13 @@ import time
 from collections.abc import Callable
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 from benchmarks.durable import stores, timing
+
+if TYPE_CHECKING:
+    from fevex.runtime import RunStore
 
 WORKERS = (1, 2, 4, 8)
 WINDOW_SECONDS = 3.0
@@ -128,17 +131,8 @@ async def _work(
     url: str, barrier: Barrier, windows: int, seconds: float, results: Any, kind: str
 ) -> None:
     from benchmarks.durable.tool_call_runs import build_app, run_once
-    from fevex.runtime import InMemoryRunStore, RunStore
-    from fevex_postgres import PostgresRunStore
 
-    store: RunStore
-    if kind == "memory":
-        store = InMemoryRunStore()
-    elif kind.startswith("memory-waiting:"):
-        store = _waiting_memory_store(float(kind.split(":", 1)[1]))
-    else:
-        store = PostgresRunStore(url)
-    app = build_app(store)
+    app = build_app(worker_store(kind, url))
     for _ in range(WARMUP_RUNS):
         await run_once(app)
     counted: list[Counted] = []
@@ -161,13 +155,40 @@ async def _work(
     results.put(counted)
 
 
+def worker_store(kind: str, url: str | None) -> RunStore:
+    """A worker's store: "memory", "memory-waiting:SECONDS" (the in-memory store whose every
+    write first waits that long) or "postgres" (the store at ``url``)."""
+    from fevex.runtime import InMemoryRunStore
+    from fevex_postgres import PostgresRunStore
+
+    if kind == "memory":
+        return InMemoryRunStore()
+    if kind.startswith("memory-waiting:"):
+        return _waiting_memory_store(float(kind.split(":", 1)[1]))
+    if kind == "postgres" and url is not None:
+        return PostgresRunStore(url)
+    raise ValueError(f"unknown worker store {kind!r} (postgres needs a URL)")
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every PostgreSQL benchmark here takes: where the result goes, which
+    server, and whether to make it durable first."""
+    parser.add_argument("--out", type=Path, help="also write the JSON result to this file")
+    parser.add_argument("--postgres-url", help="use this server instead of a throwaway one")
+    parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="turn fsync, synchronous_commit and full_page_writes on first",
+    )
+
+
 def _switches() -> tuple[int, int]:
     """This process's voluntary and involuntary context switches so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_nvcsw, usage.ru_nivcsw
 
 
-def _waiting_memory_store(seconds: float) -> Any:
+def _waiting_memory_store(seconds: float) -> RunStore:
     """The in-memory store, each of whose writes first waits ``seconds`` (``asyncio.sleep``):
     the client's CPU of a run that waits for its writes as long as PostgreSQL's take, with
     no I/O and no driver. The part of PostgreSQL's worker CPU above it is the store's own."""
@@ -414,7 +435,7 @@ def measure(
     stolen = machine_steal()
     if durable:
         make_durable(url)
-    asyncio.run(_migrate(url))
+    asyncio.run(migrate(url))
     pgbench = Pgbench(url)
     # The baseline of worker CPU per run: one worker process, the same runs and windows,
     # on the in-memory store (which persists nothing).
@@ -540,22 +561,17 @@ def _median_known(values: list[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-async def _migrate(url: str) -> None:
+async def migrate(url: str) -> None:
+    """Bring the database at ``url`` to the store's schema."""
     store = await stores.open_store("postgres", Path("."), url)
     await store.close()
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, help="also write the JSON result to this file")
-    parser.add_argument("--postgres-url", help="use this server instead of a throwaway one")
+    add_server_arguments(parser)
     parser.add_argument("--windows", type=int, default=WINDOWS)
     parser.add_argument("--seconds", type=float, default=WINDOW_SECONDS)
-    parser.add_argument(
-        "--durable",
-        action="store_true",
-        help="turn fsync, synchronous_commit and full_page_writes on first",
-    )
     parser.add_argument("--smoke", action="store_true", help="one short window per figure")
     arguments = parser.parse_args(argv)
     windows, seconds = arguments.windows, arguments.seconds

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import instructions
-from benchmarks.durable import stores, timing
+from benchmarks.durable import postgres_workers, stores, timing
 
 WARMUP = 20
 RUNS = 300
@@ -64,21 +64,10 @@ def worker(kind: str, runs: int, url: str | None) -> dict[str, float]:
 
 
 async def _work(kind: str, runs: int, url: str | None) -> dict[str, float]:
-    from benchmarks.durable.postgres_workers import _waiting_memory_store
+    from benchmarks.durable.postgres_workers import worker_store
     from benchmarks.durable.tool_call_runs import build_app, run_once
-    from fevex.runtime import InMemoryRunStore, RunStore
-    from fevex_postgres import PostgresRunStore
 
-    store: RunStore
-    if kind == "memory":
-        store = InMemoryRunStore()
-    elif kind.startswith("memory-waiting:"):
-        store = _waiting_memory_store(float(kind.split(":", 1)[1]))
-    elif kind == "postgres" and url is not None:
-        store = PostgresRunStore(url)
-    else:
-        raise ValueError(f"unknown worker {kind!r} (postgres needs {URL_VARIABLE})")
-    app = build_app(store)
+    app = build_app(worker_store(kind, url))
     for _ in range(WARMUP):
         await run_once(app)
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
@@ -181,15 +170,9 @@ def table(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, help="also write the JSON result to this file")
-    parser.add_argument("--postgres-url", help="use this server instead of a throwaway one")
+    postgres_workers.add_server_arguments(parser)
     parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
-    parser.add_argument(
-        "--durable",
-        action="store_true",
-        help="turn fsync, synchronous_commit and full_page_writes on first",
-    )
     parser.add_argument("--smoke", action="store_true", help="2 runs a scenario, no callgrind")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
@@ -198,13 +181,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not arguments.smoke and shutil.which("valgrind") is None:
         parser.error("valgrind is not installed: it counts the instructions")
-    from benchmarks.durable.postgres_workers import _migrate, make_durable
-
     with stores.postgres_url(arguments.postgres_url) as url:
         if arguments.durable:
-            make_durable(url)
+            postgres_workers.make_durable(url)
         # Migrated once here, so that no worker's warm-up does it.
-        asyncio.run(_migrate(url))
+        asyncio.run(postgres_workers.migrate(url))
         if arguments.smoke:
             result = measure(url, 2, 1, kinds=("memory", KINDS[1], "postgres"), count=False)
         else:

@@ -294,8 +294,9 @@ def _primary_message(error: BaseException) -> str:
 # The encoder that decides what is JSON, as the SQLite store's json.dumps does; one for every
 # value: json.dumps would build one per call for allow_nan=False.
 _ENCODER = json.JSONEncoder(allow_nan=False)
-# orjson writes what it cannot pass to a `default` (there is none): subclasses, dataclasses
-# and dates go to the standard encoder, which takes subclasses and refuses the others.
+# orjson refuses subclasses, dataclasses and dates (it would hand them to a `default`, and
+# there is none), so they go to the standard encoder, which takes subclasses and refuses the
+# others.
 _ORJSON_OPTIONS = (
     orjson.OPT_PASSTHROUGH_SUBCLASS
     | orjson.OPT_PASSTHROUGH_DATACLASS
