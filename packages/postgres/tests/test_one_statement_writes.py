@@ -15,7 +15,7 @@ import pytest
 from fevex import FevexRunError
 from fevex.events import RunEvent
 from fevex.runtime import AgentRun, ExecutionCommit, ExecutionCreate, RunLease
-from fevex_postgres import PostgresRunStore
+from fevex_postgres import PostgresRunStore, execution_writes
 from fevex_postgres.testing import libpq_url
 
 pytestmark = pytest.mark.anyio
@@ -178,3 +178,52 @@ async def test_a_refused_write_leaves_its_connection_usable(
     stored = await store.get_run(run.id)
     assert stored is not None
     assert (stored.revision, stored.output) == (2, 1)
+
+
+async def prepared_statements(db: psycopg.AsyncConnection[Any]) -> dict[str, str]:
+    rows = await db.execute("SELECT name, statement FROM pg_prepared_statements")
+    return {name: statement for name, statement in await rows.fetchall()}
+
+
+async def test_only_a_commit_that_changes_the_session_runs_the_statements_session_part(
+    open_store: OpenStore, database_url: str
+) -> None:
+    store = open_store()
+    run = new_run()
+    lease = await store.create_execution(creation(run))
+    async with await psycopg.AsyncConnection.connect(
+        libpq_url(database_url), autocommit=True
+    ) as db:
+        step = RunEvent(new_id("evt"), run.id, 2, "model.started", NOW, {})
+        plain = ExecutionCommit(run.id, 2, NOW, lease, (step,), changes={"output": "half"})
+        await execution_writes.commit_execution(db, plain)
+        prepared = await prepared_statements(db)
+        assert set(prepared) == {"fevex_commit_run"}
+        assert "fevex_runs" in prepared["fevex_commit_run"]
+        assert "fevex_sessions" not in prepared["fevex_commit_run"]
+
+        ended = RunEvent(new_id("evt"), run.id, 3, "run.completed", NOW, {})
+        history = ({"role": "user", "content": "hi"}, {"role": "assistant", "content": "done"})
+        last = ExecutionCommit(
+            run.id,
+            3,
+            NOW,
+            lease,
+            (ended,),
+            changes={"status": "completed", "output": "done"},
+            history=history,
+            release_session=True,
+            release_lease=True,
+        )
+        await execution_writes.commit_execution(db, last)
+        prepared = await prepared_statements(db)
+        assert set(prepared) == {"fevex_commit_run", "fevex_commit_execution"}
+        assert "fevex_sessions" in prepared["fevex_commit_execution"]
+    stored = await store.get_run(run.id)
+    assert stored is not None
+    assert (stored.revision, stored.status, stored.output) == (3, "completed", "done")
+    assert [event.sequence for event in await store.list_events(run.id)] == [1, 2, 3]
+    session = await store.get_session(run.session_id)
+    assert session is not None
+    assert session.active_run_id is None
+    assert [message["content"] for message in session.history] == ["hi", "done"]

@@ -17,10 +17,12 @@ check_revision` and :func:`~fevex.runtime.check_sequence`; for a creation,
 event id makes the primary key refuse the whole statement (:func:`~fevex.runtime.
 event_id_taken`). A commit that ends a child run also wakes its parent
 (:func:`~fevex.runtime.parent_to_wake`): the same statement sets the parent's ``wake_at`` to
-the clock that judged the lease, only when the commit is accepted.
+the clock that judged the lease, only when the commit is accepted. A commit that changes
+neither its session nor its parent, most of a run's, runs the same statement without those
+two parts.
 
 Values travel as one JSON document per row kind (the run's new fields, the events), read on
-the server with ``jsonb_populate_record``: the statement's text never changes with what a
+the server with ``jsonb_populate_record``: a statement's text never changes with what a
 commit changes, so it is prepared once per connection and sent through libpq itself
 (:mod:`fevex_postgres.libpq_statements`), and a run column added to
 :data:`~fevex.runtime.RUN_FIELDS_A_COMMIT_CHANGES` and to the table (``wake_at``,
@@ -98,9 +100,7 @@ _INSERT_EVENTS = f"""
 
 # The run row is locked first; the other parts read it through "accepted", which holds a
 # row only when the store rules accept the commit.
-_COMMIT = Statement(
-    "commit_execution",
-    f"""
+_COMMIT_RUN = f"""
 WITH stored AS (
     SELECT revision, session_id, parent_run_id, last_sequence, lease_owner, lease_generation,
            lease_expires_at, followed_until, {NOW_SQL} AS now
@@ -122,7 +122,9 @@ WITH stored AS (
     -- Followers, if the locked row says the run has some, are told in the same statement;
     -- PostgreSQL delivers it when (and only if) this transaction commits.
     RETURNING CASE WHEN %(notify)s AND accepted.followed THEN pg_notify('{CHANNEL}', r.id) END
-), changed_session AS (
+)"""
+_COMMIT_SESSION_AND_PARENT = f"""
+, changed_session AS (
     UPDATE {sessions.name} AS s
     SET revision = s.revision + 1,
         updated_at = %(updated_at)s,
@@ -138,12 +140,17 @@ WITH stored AS (
     UPDATE {runs.name} AS p SET wake_at = accepted.now
     FROM accepted
     WHERE %(wakes_parent)s AND p.id = accepted.parent_run_id AND p.status NOT IN ({ENDED_SQL})
-)
+)"""
+_COMMIT_RESULT = """
 SELECT revision, last_sequence, lease_owner, lease_generation, lease_expires_at, now,
        (SELECT count(*) FROM changed_run) AS written
 FROM stored
-""",
-)
+"""
+_COMMIT = Statement("commit_execution", _COMMIT_RUN + _COMMIT_SESSION_AND_PARENT + _COMMIT_RESULT)
+# Most commits change neither the session nor a parent: the statement without those parts.
+# The server initializes every part of a statement's plan at each execution, also the
+# parts whose condition is false; without them a commit costs it less CPU.
+_COMMIT_RUN_ONLY = Statement("commit_run", _COMMIT_RUN + _COMMIT_RESULT)
 
 # The session is locked (when it exists) before anything is judged; a session that does
 # not exist yet is inserted, and a concurrent creator's insert makes the primary key refuse
@@ -285,8 +292,9 @@ async def commit_execution(db: psycopg.AsyncConnection[Any], commit: ExecutionCo
         "change_session": commit.history is not None or commit.release_session,
         "wakes_parent": ends_run(commit.changes),
     }
+    whole = parameters["change_session"] or parameters["wakes_parent"]
     try:
-        stored = await _COMMIT.fetch_row(db, parameters)
+        stored = await (_COMMIT if whole else _COMMIT_RUN_ONLY).fetch_row(db, parameters)
     except psycopg.errors.UniqueViolation as error:
         raise event_id_taken(commit.run_id) from error
     if stored is None:
