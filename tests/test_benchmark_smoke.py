@@ -153,6 +153,19 @@ def test_the_worker_instructions_benchmark_runs(tmp_path: Path) -> None:
     assert scenarios["memory-waiting:0.001"]["wall_ms_per_run"] >= 4
 
 
+def test_the_server_instructions_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "server_instructions.json"
+    printed = run("benchmarks.durable.server_instructions", "--smoke", "--out", str(out))
+    result = json.loads(out.read_text("utf-8"))
+    # The throwaway server, restarted by the script, served both workers: the warm-up runs
+    # alone, then those and the measured ones. Only callgrind counts instructions.
+    assert [worker["runs"] for worker in result["workers"]] == [20, 22]
+    assert result["postgres_settings"]["server_version"]
+    assert result["counted"] is False
+    assert result["instructions_per_run"] is None
+    assert "not counted (--smoke)" in printed
+
+
 # Scripts this file does not start itself, and what runs them.
 RUN_ELSEWHERE = {
     "benchmarks.durable.fevex_conversation": "conversation_rounds, above",

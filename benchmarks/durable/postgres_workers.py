@@ -391,13 +391,34 @@ def make_durable(url: str) -> None:
     settings on, and check that they took. The throwaway server is started with them off
     on its command line, which no ``ALTER SYSTEM`` overrides: the restart keeps every other
     option it was started with (``postmaster.opts``)."""
-    import os
     import shlex
-    import shutil
-
-    import psycopg
 
     from fevex_postgres.testing import find_postgres_bin
+
+    data, options = server_options(url)
+    durable = [
+        option.split("=", 1)[0] + "=on" if option.split("=", 1)[0] in DURABLE_SETTINGS else option
+        for option in options
+    ]
+    command = [*as_server_user(), str(find_postgres_bin() / "pg_ctl"), "restart", "-D", str(data)]
+    # The server's output goes to its log (as fevex_postgres.testing starts it), not to a
+    # pipe that would stay open for as long as the server runs.
+    log = data.parent / "server.log"
+    command += ["-l", str(log), "-m", "fast", "-w", "-t", "60", "-o", shlex.join(durable)]
+    subprocess.run(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True, timeout=90
+    )
+    settings = stores.server_settings(url)
+    if not all(settings[name] == "on" for name in DURABLE_SETTINGS):
+        raise RuntimeError(f"the server did not turn durable: {settings}")
+
+
+def server_options(url: str) -> tuple[Path, list[str]]:
+    """The data folder of the server of ``url`` (a throwaway one on this machine) and the
+    options it was started with (``postmaster.opts``), but ``-D``."""
+    import shlex
+
+    import psycopg
 
     with psycopg.connect(stores.libpq_url(url), autocommit=True) as connection:
         row = connection.execute("SHOW data_directory").fetchone()
@@ -410,23 +431,19 @@ def make_durable(url: str) -> None:
         if option == "-D":
             options.pop(0)
             continue
-        if option.split("=", 1)[0] in DURABLE_SETTINGS:
-            option = option.split("=", 1)[0] + "=on"
         kept.append(option)
-    # PostgreSQL runs as its own user when this runs as root (fevex_postgres.testing).
-    runuser = shutil.which("runuser")
-    as_server_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 and runuser else []
-    command = [*as_server_user, str(find_postgres_bin() / "pg_ctl"), "restart", "-D", str(data)]
-    # The server's output goes to its log (as fevex_postgres.testing starts it), not to a
-    # pipe that would stay open for as long as the server runs.
-    log = data.parent / "server.log"
-    command += ["-l", str(log), "-m", "fast", "-w", "-t", "60", "-o", shlex.join(kept)]
-    subprocess.run(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True, timeout=90
-    )
-    settings = stores.server_settings(url)
-    if not all(settings[name] == "on" for name in DURABLE_SETTINGS):
-        raise RuntimeError(f"the server did not turn durable: {settings}")
+    return data, kept
+
+
+def as_server_user() -> list[str]:
+    """The prefix that runs a PostgreSQL program as its own user when this runs as root
+    (as fevex_postgres.testing runs the throwaway server)."""
+    import os
+    import shutil
+
+    if os.geteuid() == 0 and shutil.which("runuser"):
+        return ["runuser", "-u", "postgres", "--"]
+    return []
 
 
 def measure(

@@ -90,7 +90,7 @@ def _worker_arguments(kind: str, runs: int) -> list[str]:
     return ["-m", "benchmarks.durable.worker_instructions", "--worker", kind, "--runs", str(runs)]
 
 
-def _timed(kind: str, runs: int) -> dict[str, float]:
+def timed(kind: str, runs: int) -> dict[str, float]:
     """One worker process's figures, printed as its one line of JSON."""
     completed = subprocess.run(
         [sys.executable, *_worker_arguments(kind, runs)],
@@ -123,7 +123,7 @@ def measure(
     samples: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
     for _ in range(rounds):
         for kind in kinds:
-            samples[kind].append(_timed(kind, runs))
+            samples[kind].append(timed(kind, runs))
     scenarios: dict[str, dict[str, Any]] = {}
     for kind, measured in samples.items():
         median = sorted(measured, key=lambda round_: round_["cpu_ms_per_run"])[len(measured) // 2]
