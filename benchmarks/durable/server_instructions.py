@@ -46,9 +46,10 @@ _TOTALS = re.compile(rb"^totals:\s+(\d+)", re.MULTILINE)
 
 
 def measure(url: str, runs: int, *, count: bool = True) -> dict[str, Any]:
-    """The server of ``url`` (a throwaway one, migrated) restarted, under callgrind with
-    ``count``, and the instructions per run of the backends serving ``runs`` runs (None
-    without ``count``)."""
+    """Restart the server of ``url`` (a throwaway one, migrated) with autovacuum off, under
+    callgrind with ``count``; the counts of the backends that served a worker of
+    ``WARMUP`` runs and one of ``WARMUP + runs``, and the server's instructions per run
+    (None without ``count``)."""
     from fevex_postgres.testing import find_postgres_bin
 
     data, options = postgres_workers.server_options(url)
