@@ -59,12 +59,9 @@ def measure(url: str, runs: int, *, count: bool = True) -> dict[str, Any]:
     counts.mkdir()
     if as_server_user:
         shutil.chown(counts, user="postgres")
+    stop = [*as_server_user, str(programs / "pg_ctl"), "stop", "-D", str(data), "-m", "fast"]
     subprocess.run(
-        [*as_server_user, str(programs / "pg_ctl"), "stop", "-D", str(data), "-m", "fast"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        check=True,
-        timeout=90,
+        stop, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True, timeout=90
     )
     callgrind = ("valgrind", "--tool=callgrind", f"--callgrind-out-file={counts}/backend.%p")
     command = [*as_server_user, *(callgrind if count else ()), str(programs / "postgres")]
@@ -75,18 +72,17 @@ def measure(url: str, runs: int, *, count: bool = True) -> dict[str, Any]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+    # To the worker processes through their environment, as worker_instructions does.
+    os.environ[worker_instructions.URL_VARIABLE] = url
     try:
         admin = _connect(stores.libpq_url(url), server)
         with admin:
             settings = stores.server_settings(url)
-            served = [_served(admin, counts, url, total) for total in (0, runs)]
+            served = [_served(admin, counts, total) for total in (0, runs)]
     finally:
+        # A server under callgrind writes every background process's count as it stops.
         subprocess.run(
-            [*as_server_user, str(programs / "pg_ctl"), "stop", "-D", str(data), "-m", "fast"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            check=False,
-            timeout=300,
+            stop, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=False, timeout=300
         )
         server.wait(timeout=60)
     warmup, measured = (figures["instructions"] for figures in served)
@@ -116,11 +112,10 @@ def _connect(libpq_url: str, server: subprocess.Popen[bytes]) -> Any:
             time.sleep(0.5)
 
 
-def _served(admin: Any, counts: Path, url: str, runs: int) -> dict[str, Any]:
+def _served(admin: Any, counts: Path, runs: int) -> dict[str, Any]:
     """A worker process of ``WARMUP + runs`` runs; the counts of the backends that served it
     (each in its own file, written as it exits) and their sum."""
     before = _settled(admin, counts)
-    os.environ[worker_instructions.URL_VARIABLE] = url
     worker_instructions.timed("postgres", runs)
     after = _settled(admin, counts)
     backends = sorted(count for path, count in after.items() if path not in before)
