@@ -64,12 +64,15 @@ def test_the_instruction_counts_run() -> None:
 def test_the_durable_benchmark_runs(tmp_path: Path) -> None:
     run("benchmarks.durable.fevex_side", "--smoke", "--out", str(tmp_path))
     workers = json.loads((tmp_path / "postgres_workers.json").read_text("utf-8"))
-    # pgbench takes a turn before each fevex window (one window of each script), and every
-    # window starts on a quiet server.
+    # pgbench takes a turn before each fevex window (one window of each script) and before
+    # each floor window (the jsonb insert), and every window starts on a quiet server.
     for row in workers["rows"]:
         windows = len(row["fevex_windows"])
-        assert len(row["pgbench_tpcb_windows"]) == len(row["pgbench_jsonb_insert_windows"])
-        assert len(row["pgbench_jsonb_insert_windows"]) == windows
+        assert len(row["pgbench_tpcb_windows"]) == windows
+        assert len(row["pgbench_jsonb_insert_windows"]) == 2 * windows
+        # The floor's workers ran and wrote through the server.
+        assert row["floor_commits_per_second"] > 0
+        assert row["floor_worker_cpu_vs_memory"] > 0
         assert 0 <= row["quiet_seconds_max"] < workers["quiet_timeout_seconds"]
         # Time a busy host took the cores away, which the figures do not show by themselves.
         assert row["machine_steal"] is None or 0 <= row["machine_steal"] <= 1

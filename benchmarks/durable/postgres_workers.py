@@ -13,6 +13,14 @@ PostgreSQL write took there: what waiting itself costs a client on the machine. 
 each row, is as many in-memory workers as PostgreSQL ones: what sharing the cores among that
 many processes costs a run that has no store to wait for.
 
+The floor, in each row: as many workers on the in-memory store whose every write first sends
+pgbench's one-statement insert (below) to the server, through the store's own libpq path
+(:mod:`fevex_postgres.libpq_statements`) on one connection in autocommit mode, and waits for
+its durable commit. Its writes cost the server what pgbench's do, so its commits/s against
+the jsonb insert's, and its CPU per run against the in-memory worker's, bound what any
+PostgreSQL store could reach here with a run's four durable writes: what lies between the
+floor and fevex is the store's own statements, on the server and in the worker.
+
 ``pgbench`` runs on the same server, in a database of its own (``pgbench -i -s 10``): its
 builtin ``tpcb-like`` script (five statements, three updates, one transaction) and
 ``select-only``, and a script of one statement, ``INSERT`` of a JSON document (of about
@@ -51,7 +59,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -157,7 +165,9 @@ async def _work(
 
 def worker_store(kind: str, url: str | None) -> RunStore:
     """A worker's store: "memory", "memory-waiting:SECONDS" (the in-memory store whose every
-    write first waits that long) or "postgres" (the store at ``url``)."""
+    write first waits that long), "floor" (the in-memory store whose every write first runs
+    pgbench's insert in the pgbench database at ``url``) or "postgres" (the store at
+    ``url``)."""
     from fevex.runtime import InMemoryRunStore
     from fevex_postgres import PostgresRunStore
 
@@ -165,9 +175,11 @@ def worker_store(kind: str, url: str | None) -> RunStore:
         return InMemoryRunStore()
     if kind.startswith("memory-waiting:"):
         return _waiting_memory_store(float(kind.split(":", 1)[1]))
+    if kind == "floor" and url is not None:
+        return _floor_store(url)
     if kind == "postgres" and url is not None:
         return PostgresRunStore(url)
-    raise ValueError(f"unknown worker store {kind!r} (postgres needs a URL)")
+    raise ValueError(f"unknown worker store {kind!r} (floor and postgres need a URL)")
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
@@ -204,6 +216,52 @@ def _waiting_memory_store(seconds: float) -> RunStore:
             await super().commit_execution(commit)
 
     return WaitingMemoryStore()
+
+
+def _floor_store(url: str) -> RunStore:
+    """The in-memory store, each of whose writes first runs pgbench's one-statement insert
+    of :data:`JSONB_DOCUMENT` in the database at ``url`` (pgbench's, which holds its table),
+    prepared and sent as the PostgreSQL store sends its writes, on one connection in
+    autocommit mode: a worker whose store costs the server what pgbench's inserts do."""
+    import random
+
+    import psycopg
+
+    from fevex.runtime import ExecutionCommit, ExecutionCreate, InMemoryRunStore, RunLease
+    from fevex_postgres.libpq_statements import Statement
+
+    insert = Statement(
+        "bench_floor_insert",
+        "INSERT INTO jsonb_insert (key, document) VALUES (%(key)s, %(document)s::jsonb)"
+        " RETURNING id",
+    )
+    values = {"key": 0, "document": JSONB_DOCUMENT}
+    address = stores.libpq_url(url)
+
+    class FloorStore(InMemoryRunStore):
+        _db: psycopg.AsyncConnection[Any] | None = None
+
+        async def _write(self) -> None:
+            if self._db is None:
+                self._db = await psycopg.AsyncConnection.connect(address, autocommit=True)
+            # pgbench's key: random(1, 1000000000).
+            values["key"] = random.randint(1, 1_000_000_000)
+            await insert.fetch_row(self._db, values)
+
+        async def create_execution(self, create: ExecutionCreate) -> RunLease:
+            await self._write()
+            return await super().create_execution(create)
+
+        async def commit_execution(self, commit: ExecutionCommit) -> None:
+            await self._write()
+            await super().commit_execution(commit)
+
+        async def close(self) -> None:
+            if self._db is not None:
+                await self._db.close()
+            await super().close()
+
+    return FloorStore()
 
 
 def machine_cpu() -> tuple[int, int] | None:
@@ -472,6 +530,7 @@ def measure(
             waiting["wait_seconds_per_write"] = wait
             print(f"in-memory worker waiting like PostgreSQL: {waiting}", flush=True)
     best = max(rows, key=lambda row: row["fevex_commits_per_second"])
+    best_floor = max(rows, key=lambda row: row["floor_commits_per_second"])
     return {
         "benchmark": "postgres_workers",
         "machine": timing.machine(),
@@ -503,6 +562,18 @@ def measure(
             "worker_cpu_vs_waiting_memory_max": max(row["worker_cpu_ms_per_run"] for row in rows)
             / waiting["worker_cpu_ms_per_run"],
         },
+        # The same for the floor: the bounds of any PostgreSQL store on this machine.
+        "floor_best": {
+            "workers": best_floor["workers"],
+            "floor_commits_per_second": best_floor["floor_commits_per_second"],
+            "floor_commits_vs_jsonb_insert": best_floor["floor_commits_vs_jsonb_insert"],
+            "floor_worker_cpu_vs_memory_min": min(
+                row["floor_worker_cpu_vs_memory"] for row in rows
+            ),
+            "floor_worker_cpu_vs_memory_max": max(
+                row["floor_worker_cpu_vs_memory"] for row in rows
+            ),
+        },
     }
 
 
@@ -516,17 +587,18 @@ def _row(
     url: str, pgbench: Pgbench, workers: int, windows: int, seconds: float, memory: dict[str, Any]
 ) -> dict[str, Any]:
     """fevex with ``workers`` worker processes, taking turns with pgbench's scripts with as
-    many clients: before each fevex window, one window of each script."""
+    many clients: before each fevex window, one window of each script; then as many floor
+    workers, each of whose windows follows one of the jsonb insert."""
     stolen = machine_steal()
     tps: dict[str, list[float]] = {"tpcb-like": [], "jsonb-insert": [], "select-only": []}
     busy: dict[str, list[float | None]] = {script: [] for script in tps}
     quiet: list[float] = []
 
-    def pgbench_turn() -> None:
-        for script, measured in tps.items():
+    def pgbench_turn(scripts: Sequence[str] = tuple(tps)) -> None:
+        for script in scripts:
             quiet.append(quiet_server(url))
             before = machine_cpu()
-            measured.append(pgbench.tps(workers, seconds, script=script))
+            tps[script].append(pgbench.tps(workers, seconds, script=script))
             busy[script].append(machine_busy(before))
         quiet.append(quiet_server(url))
 
@@ -535,6 +607,13 @@ def _row(
         key=lambda w: w["runs_per_second"],
     )
     median = fevex[len(fevex) // 2]
+    # The floor takes turns with the jsonb insert alone, the script it is set against.
+    floor = sorted(
+        fevex_windows(
+            pgbench.url, workers, windows, seconds, "floor", lambda: pgbench_turn(["jsonb-insert"])
+        ),
+        key=lambda w: w["runs_per_second"],
+    )[windows // 2]
     # As many in-memory workers: what sharing the cores among that many processes costs a
     # run with no store at all (one process's baseline is ``memory``).
     alike = sorted(
@@ -544,6 +623,7 @@ def _row(
     tpcb = statistics.median(tps["tpcb-like"])
     jsonb = statistics.median(tps["jsonb-insert"])
     commits = median["runs_per_second"] * COMMITS_PER_RUN
+    floor_commits = floor["runs_per_second"] * COMMITS_PER_RUN
     return {
         "workers": workers,
         "fevex_runs_per_second": median["runs_per_second"],
@@ -567,6 +647,13 @@ def _row(
         "pgbench_jsonb_insert_machine_busy": _median_known(busy["jsonb-insert"]),
         "commits_vs_jsonb_insert": commits / jsonb,
         "pgbench_select_only_tps": statistics.median(tps["select-only"]),
+        "floor_commits_per_second": floor_commits,
+        "floor_commits_vs_jsonb_insert": floor_commits / jsonb,
+        "floor_worker_cpu_ms_per_run": floor["worker_cpu_ms_per_run"],
+        "floor_worker_cpu_vs_memory": floor["worker_cpu_ms_per_run"]
+        / memory["worker_cpu_ms_per_run"],
+        "floor_involuntary_switches_per_run": floor["involuntary_switches_per_run"],
+        "floor_machine_busy": floor["machine_busy"],
         # How long the pgbench turns waited for a quiet server (autovacuum, checkpoint).
         "quiet_seconds_max": max(quiet),
         "machine_steal": steal_share(stolen),

@@ -187,6 +187,13 @@ def postgres_workers(result: dict[str, Any]) -> str:
                 number(row["pgbench_jsonb_insert_tps"]),
                 f"{4 * runs / row['pgbench_jsonb_insert_tps']:.1%}",
                 number(row["pgbench_select_only_tps"]),
+                # Figures that results from before 2026-12-07 do not have.
+                f"{row['floor_commits_vs_jsonb_insert']:.1%}"
+                if "floor_commits_vs_jsonb_insert" in row
+                else "",
+                times(row["floor_worker_cpu_vs_memory"])
+                if "floor_worker_cpu_vs_memory" in row
+                else "",
                 # Figures that results from before 2026-12-03 do not have.
                 number(row["involuntary_switches_per_run"], 2)
                 if "involuntary_switches_per_run" in row
@@ -210,6 +217,8 @@ def postgres_workers(result: dict[str, Any]) -> str:
             "pgbench jsonb insert TPS",
             "commits/s ÷ jsonb insert TPS",
             "pgbench select-only TPS",
+            "floor commits/s ÷ jsonb insert TPS",
+            "floor worker CPU vs in-memory",
             "involuntary switches per run",
             "stolen by the host",
         ],
