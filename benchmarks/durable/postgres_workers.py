@@ -228,14 +228,15 @@ def _floor_store(url: str) -> RunStore:
     import psycopg
 
     from fevex.runtime import ExecutionCommit, ExecutionCreate, InMemoryRunStore, RunLease
-    from fevex_postgres.libpq_statements import Statement
+    from fevex_postgres.libpq_statements import Parameter, Statement
 
+    # pgbench's statement, returning the new id: fetch_row reads the one row a write returns.
     insert = Statement(
         "bench_floor_insert",
         "INSERT INTO jsonb_insert (key, document) VALUES (%(key)s, %(document)s::jsonb)"
         " RETURNING id",
     )
-    values = {"key": 0, "document": JSONB_DOCUMENT}
+    values: dict[str, Parameter] = {"key": 0, "document": JSONB_DOCUMENT}
     address = stores.libpq_url(url)
 
     class FloorStore(InMemoryRunStore):
