@@ -59,7 +59,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -131,7 +131,7 @@ def worker(
     url: str, barrier: Barrier, windows: int, seconds: float, results: Any, kind: str
 ) -> None:
     """One worker process: warm up, then run tool-call runs in each synchronised window, on
-    the PostgreSQL store (``kind`` "postgres") or, for the baseline, the in-memory one."""
+    the store :func:`worker_store` opens for ``kind`` and ``url``."""
     asyncio.run(_work(url, barrier, windows, seconds, results, kind))
 
 
@@ -204,18 +204,7 @@ def _waiting_memory_store(seconds: float) -> RunStore:
     """The in-memory store, each of whose writes first waits ``seconds`` (``asyncio.sleep``):
     the client's CPU of a run that waits for its writes as long as PostgreSQL's take, with
     no I/O and no driver. The part of PostgreSQL's worker CPU above it is the store's own."""
-    from fevex.runtime import ExecutionCommit, ExecutionCreate, InMemoryRunStore, RunLease
-
-    class WaitingMemoryStore(InMemoryRunStore):
-        async def create_execution(self, create: ExecutionCreate) -> RunLease:
-            await asyncio.sleep(seconds)
-            return await super().create_execution(create)
-
-        async def commit_execution(self, commit: ExecutionCommit) -> None:
-            await asyncio.sleep(seconds)
-            await super().commit_execution(commit)
-
-    return WaitingMemoryStore()
+    return _memory_store_writing_after(lambda: asyncio.sleep(seconds))
 
 
 def _floor_store(url: str) -> RunStore:
@@ -227,7 +216,6 @@ def _floor_store(url: str) -> RunStore:
 
     import psycopg
 
-    from fevex.runtime import ExecutionCommit, ExecutionCreate, InMemoryRunStore, RunLease
     from fevex_postgres.libpq_statements import Parameter, Statement
 
     # pgbench's statement, returning the new id: fetch_row reads the one row a write returns.
@@ -236,33 +224,50 @@ def _floor_store(url: str) -> RunStore:
         "INSERT INTO jsonb_insert (key, document) VALUES (%(key)s, %(document)s::jsonb)"
         " RETURNING id",
     )
-    values: dict[str, Parameter] = {"key": 0, "document": JSONB_DOCUMENT}
     address = stores.libpq_url(url)
+    db: psycopg.AsyncConnection[Any] | None = None
 
-    class FloorStore(InMemoryRunStore):
-        _db: psycopg.AsyncConnection[Any] | None = None
+    async def write() -> None:
+        nonlocal db
+        if db is None:
+            db = await psycopg.AsyncConnection.connect(address, autocommit=True)
+        # pgbench's key: random(1, 1000000000).
+        values: dict[str, Parameter] = {
+            "key": random.randint(1, 1_000_000_000),
+            "document": JSONB_DOCUMENT,
+        }
+        await insert.fetch_row(db, values)
 
-        async def _write(self) -> None:
-            if self._db is None:
-                self._db = await psycopg.AsyncConnection.connect(address, autocommit=True)
-            # pgbench's key: random(1, 1000000000).
-            values["key"] = random.randint(1, 1_000_000_000)
-            await insert.fetch_row(self._db, values)
+    async def close() -> None:
+        if db is not None:
+            await db.close()
 
+    return _memory_store_writing_after(write, close)
+
+
+def _memory_store_writing_after(
+    before: Callable[[], Awaitable[object]],
+    close: Callable[[], Awaitable[None]] | None = None,
+) -> RunStore:
+    """The in-memory store, each of whose writes (``create_execution``, ``commit_execution``)
+    first awaits ``before()``; ``close`` runs when the store closes."""
+    from fevex.runtime import ExecutionCommit, ExecutionCreate, InMemoryRunStore, RunLease
+
+    class MemoryStoreWritingAfter(InMemoryRunStore):
         async def create_execution(self, create: ExecutionCreate) -> RunLease:
-            await self._write()
+            await before()
             return await super().create_execution(create)
 
         async def commit_execution(self, commit: ExecutionCommit) -> None:
-            await self._write()
+            await before()
             await super().commit_execution(commit)
 
         async def close(self) -> None:
-            if self._db is not None:
-                await self._db.close()
+            if close is not None:
+                await close()
             await super().close()
 
-    return FloorStore()
+    return MemoryStoreWritingAfter()
 
 
 def machine_cpu() -> tuple[int, int] | None:
