@@ -49,6 +49,15 @@ PACKAGES = sorted(
 )
 LINT_TARGETS = ["packages", "tests", "examples", "benchmarks", "noxfile.py"]
 INSTALL_ENV = {"UV_COMPILE_BYTECODE": "1"}
+# The suite on WORKERS processes (pytest-xdist; tests/README.md has the measurements behind the
+# number), tests marked with one `xdist_group` on the same worker, and its 25 slowest tests
+# named at the end; arguments after `--` come later and win.
+WORKERS = 4
+# The hundreds of Python processes the tests start read the workspace's modules from bytecode
+# once it is written, instead of compiling them each time (PYTHONDONTWRITEBYTECODE, if set, is
+# dropped for the suite alone).
+BYTECODE_ENV: dict[str, str | None] = {"PYTHONDONTWRITEBYTECODE": None}
+SUITE_OPTIONS = ["--numprocesses", str(WORKERS), "--dist", "loadgroup", "--durations", "25"]
 ROOT_PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 
@@ -132,7 +141,10 @@ def suite(session: nox.Session) -> None:
     session.install(
         *_editable(*PACKAGES), *_test_requirements(*PACKAGES), *http_test, env=INSTALL_ENV
     )
-    session.run("pytest", *_test_dirs(*PACKAGES), "tests", *session.posargs)
+    session.run(
+        "pytest", *SUITE_OPTIONS, *_test_dirs(*PACKAGES), "tests", *session.posargs,
+        env=BYTECODE_ENV,
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHONS)

@@ -67,28 +67,24 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    testing = pytest.importorskip("fevex_postgres.testing")
-    configured = os.environ.get("FEVEX_TEST_POSTGRES_URL")
-    if configured:
-        url = configured
-        context = None
-    else:
-        context = testing.postgres_server(database="crossing")
-        try:
-            url = context.__enter__()
-        except testing.PostgresNotAvailable as missing:
-            if os.environ.get("CI"):
-                raise
-            pytest.skip(f"PostgreSQL is not installed here: {missing}")
+def migrated_database(databases: Any) -> str:
+    """A database of this worker's PostgreSQL server that ``fevex db upgrade`` migrated: the
+    template of each test's own."""
+    name = databases.create()
     subprocess.run(
-        [sys.executable, "-m", "fevex.cli", "db", "upgrade", "--store", url],
+        [sys.executable, "-m", "fevex.cli", "db", "upgrade", "--store", databases.url(name)],
         check=True,
         capture_output=True,
     )
-    yield url
-    if context is not None:
-        context.__exit__(None, None, None)
+    return str(name)
+
+
+@pytest.fixture
+def postgres_url(databases: Any, migrated_database: str) -> Iterator[str]:
+    """A migrated database of this test's own, dropped after it."""
+    name = databases.create(template=migrated_database)
+    yield databases.url(name)
+    databases.drop(name)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

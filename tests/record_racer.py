@@ -1,8 +1,9 @@
 """One racer of tests/test_record_store_races.py, run as its own process:
 ``python record_racer.py URL NAMESPACE KEY RACER_ID TOTAL GO_FILE``.
 
-It waits for ``GO_FILE`` (so that every racer starts at once), then until the record reaches
-revision ``TOTAL``: reads it, and swaps in its list of winners with ``RACER_ID`` appended,
+It opens the store, reads the record once and prints ``ready``; then it waits for ``GO_FILE``
+(which the test creates once every racer is ready, so that all start at once), and until the
+record reaches revision ``TOTAL``: reads it, and swaps in its list of winners with ``RACER_ID`` appended,
 against the revision it read; a refused swap is retried from a new read. It prints, as JSON,
 the revisions its own swaps were given (``True`` as the receipt of each).
 """
@@ -23,14 +24,17 @@ def wait_for(go: Path) -> None:
     while not go.exists():
         if time.monotonic() > deadline:
             raise SystemExit("the race never started")
-        time.sleep(0.005)
+        time.sleep(0.001)
 
 
-async def race(url: str, namespace: str, key: str, racer: str, total: int) -> None:
+async def race(url: str, namespace: str, key: str, racer: str, total: int, go: Path) -> None:
     store = open_record_store(url)
     won: list[int] = []
     refused = 0
     try:
+        await store.read(namespace, key)
+        print("ready", flush=True)
+        wait_for(go)
         while True:
             record = await store.read(namespace, key)
             revision = 0 if record is None else record.revision
@@ -50,5 +54,4 @@ async def race(url: str, namespace: str, key: str, racer: str, total: int) -> No
 
 if __name__ == "__main__":
     url, namespace, key, racer, total, go = sys.argv[1:]
-    wait_for(Path(go))
-    asyncio.run(race(url, namespace, key, racer, int(total)))
+    asyncio.run(race(url, namespace, key, racer, int(total), Path(go)))

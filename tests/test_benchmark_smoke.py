@@ -96,8 +96,13 @@ def test_the_durable_benchmark_runs(tmp_path: Path) -> None:
         "list_events",
     ):
         assert heading in report, report
-    # Each piece also runs alone.
+
+
+def test_the_durable_benchmark_s_tool_call_runs_run_alone() -> None:
     run("benchmarks.durable.tool_call_runs", "--smoke", "--stores", "memory,sqlite")
+
+
+def test_the_durable_benchmark_s_event_paging_runs_alone() -> None:
     run("benchmarks.durable.event_paging", "--smoke", "--stores", "sqlite")
 
 

@@ -37,12 +37,20 @@ TWINS = [
 PROMPTLY = 5.0
 
 
+def _default_sigint() -> None:
+    """In the child before it starts Python: SIGINT as a terminal's foreground process has it.
+    A suite started in the background (``&``, ``nohup``) has SIGINT ignored, which a child
+    inherits, and Python then installs no ``KeyboardInterrupt`` handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(twin: str, store_url: str, ready: str, *more: str) -> subprocess.Popen[str]:
     process = subprocess.Popen(
         [sys.executable, str(SCRIPT), twin, store_url, *more],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,
     )
     assert process.stdout is not None
     line = process.stdout.readline()
@@ -80,7 +88,11 @@ def test_ctrl_c_ends_the_process_at_once_and_cancels_the_run(store_url: str, twi
         time.sleep(0.2)  # the tool is in its sleep
         interrupted = time.monotonic()
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        try:
+            out, err = process.communicate(timeout=PROMPTLY)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
         took = time.monotonic() - interrupted
     finally:
         process.kill()

@@ -38,7 +38,8 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.anyio
+# One test at a time on one suite worker: each lab picks a free subnet and adds a bridge.
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("network-namespaces")]
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:

@@ -31,6 +31,9 @@ def test_one_winner_per_revision_across_processes(store_url: str, tmp_path: Path
         )
         for n in range(RACERS)
     ]
+    for racer in racers:
+        assert racer.stdout is not None
+        assert racer.stdout.readline() == "ready\n", racer.communicate(timeout=60)[1]
     go.touch()
     reports = []
     for racer in racers:

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# On one suite worker: the plugin's venv is installed once, not once per worker.
+pytestmark = pytest.mark.xdist_group("third-party-plugin")
 
 PLUGIN_PYPROJECT = """\
 [build-system]

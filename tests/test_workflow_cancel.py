@@ -41,6 +41,8 @@ async def fan(step: WorkflowStep, input: Any) -> Any:
 
 
 async def test_cancelling_interrupts_a_branch_still_waiting() -> None:
+    waiting.clear()
+    interrupted.clear()
     app = create_fevex(models={"default": FakeModel()}, workflows=[fan])
     run = await app.start_workflow(fan, {})
     await waiting.wait()
@@ -81,6 +83,7 @@ async def delegates(step: WorkflowStep, input: Any) -> Any:
 
 async def test_cancelling_a_workflow_cancels_its_running_child_first_and_ends_cancelled() -> None:
     """The child's cancellation is the workflow's own, not a failed agent step."""
+    entered.clear()
     interrupted.clear()
     app = create_fevex(
         models={

@@ -122,7 +122,10 @@ def _missing(reason: str) -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium; Playwright never downloads a browser here: Debian's is used."""
+    """Headless Chromium; Playwright never downloads a browser here: Debian's is used.
+
+    Per module, not per session: Playwright's synchronous API keeps an event loop marked
+    running on the thread while it is open, and the suite worker goes on to asyncio tests."""
     executable = shutil.which("chromium") or shutil.which("chromium-browser")
     if executable is None:
         _missing("chromium (Debian's chromium package) is not installed")

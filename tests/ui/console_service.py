@@ -2,7 +2,8 @@
 
 Callers authenticate with ``Authorization: Bearer alice`` (namespace ``acme``). Agents:
 ``support`` asks for one ``charge`` that needs approval, then answers; ``ticker`` calls
-``tick`` as many times as its input says (each tick waits ``FEVEX_TEST_TICK_SECONDS``);
+``tick`` as many times as its input says (each tick waits ``FEVEX_TEST_TICK_SECONDS``; an
+input ``"8 PATH"`` also holds the first tick until the file ``PATH`` exists);
 ``browser`` calls ``fetch_page``, whose output is hostile markup. Every model step
 reports 10 input and 5 output tokens, priced at 0.001 USD a token. The ``desk`` team
 delegates to ``support``, so its run has a child. The ``review`` workflow waits for the
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -53,6 +56,7 @@ class Amount(BaseModel):
 
 class Tick(BaseModel):
     number: int
+    gate: str | None = None
 
 
 class Page(BaseModel):
@@ -64,6 +68,10 @@ async def charge(request: Amount) -> dict[str, Any]:
 
 
 async def tick(request: Tick) -> dict[str, Any]:
+    if request.gate is not None:
+        deadline = time.monotonic() + 60
+        while not Path(request.gate).exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
     await asyncio.sleep(float(os.environ.get("FEVEX_TEST_TICK_SECONDS", "0")))
     return {"tick": request.number}
 
@@ -81,8 +89,11 @@ class ScriptedModel:
         first = next(message.text for message in input.messages if message.role == "user")
         if first.startswith("browse"):
             wanted, tool, arguments = 1, "fetch_page", {"url": "https://example.test"}
-        elif first.isdigit():
-            wanted, tool, arguments = int(first), "tick", {"number": done + 1}
+        elif first.split()[0].isdigit():
+            count, _, gate = first.partition(" ")
+            wanted, tool, arguments = int(count), "tick", {"number": done + 1}
+            if gate and done == 0:
+                arguments["gate"] = gate
         else:
             wanted, tool, arguments = 1, "charge", {"amount": 30}
         if done < wanted:

@@ -10,8 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 
 from fevex.http import FevexClient
+
+# The console tests share one suite worker, and so its one Chromium.
+pytestmark = pytest.mark.xdist_group("console")
 
 ALICE = {"Authorization": "Bearer alice"}
 GUARD_MS = 60_000  # a hang guard for each wait in the page, never a timing assertion
@@ -84,17 +88,19 @@ def test_a_started_run_appears_in_the_list_with_tokens_and_cost(
 
 
 def test_the_timeline_fills_live_and_the_view_and_chart_follow(
-    console_server: Any, browser: Any, artifacts: Path
+    console_server: Any, browser: Any, artifacts: Path, tmp_path: Path
 ) -> None:
+    gate = tmp_path / "gate"
     with FevexClient(console_server.url, headers=ALICE) as client:
-        # Eight ticks of 0.3 s: long enough for the page to open while the run goes on.
-        run = client.start_agent("ticker", "8")
+        # Eight ticks of 0.3 s, the first held until the page has seen the run going on.
+        run = client.start_agent("ticker", f"8 {gate}")
     page, problems = open_console(browser, console_server, f"#/runs/{run.id}")
     page.wait_for_selector("#timeline tr")
     # Seen while the run still goes on: the events come in over the stream, not at load.
     page.wait_for_selector("#run-status:text('running')")
     # The waterfall is live: the run's execution is drawn open while it goes on.
     page.wait_for_selector("#waterfall rect.span-bar.kind-run.open")
+    gate.touch()
     page.wait_for_selector("#connection:text('The run ended: completed.')")
     # Once ended: a run span, nine model steps and eight tool calls, none open.
     page.wait_for_function(

@@ -23,6 +23,9 @@ import pytest
 
 from fevex.http import FevexClient
 
+# The console tests share one suite worker, and so its one Chromium.
+pytestmark = pytest.mark.xdist_group("console")
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 GUARD = 60.0  # seconds; a hang guard, never a timing assertion

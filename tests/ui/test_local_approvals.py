@@ -17,6 +17,9 @@ import pytest
 
 from fevex.http import FevexClient
 
+# The console tests share one suite worker, and so its one Chromium.
+pytestmark = pytest.mark.xdist_group("console")
+
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = 60.0  # seconds; a hang guard, never a timing assertion
 GUARD_MS = 60_000

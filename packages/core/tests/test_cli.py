@@ -120,6 +120,13 @@ def test_a_pass_with_nothing_to_do_says_so(tmp_path: Path) -> None:
     assert completed.stderr == "fevex recover: 0 recovered, 0 skipped, 0 unclaimed\n"
 
 
+def _default_sigint() -> None:
+    """In the child before it starts Python: SIGINT as a terminal's foreground process has it.
+    A suite started in the background (``&``, ``nohup``) has SIGINT ignored, which a child
+    inherits, and Python then installs no ``KeyboardInterrupt`` handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_a_watcher_without_a_traceback(tmp_path: Path) -> None:
     (tmp_path / "service.py").write_text(APP)
     watcher = subprocess.Popen(
@@ -129,6 +136,7 @@ def test_ctrl_c_stops_a_watcher_without_a_traceback(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,
     )
     try:
         assert watcher.stderr is not None

@@ -361,12 +361,20 @@ except KeyboardInterrupt:
 """
 
 
+def _default_sigint() -> None:
+    """In the child before it starts Python: SIGINT as a terminal's foreground process has it.
+    A suite started in the background (``&``, ``nohup``) has SIGINT ignored, which a child
+    inherits, and Python then installs no ``KeyboardInterrupt`` handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_in_a_blocking_run_cancels_it_with_one_keyboard_interrupt() -> None:
     process = subprocess.Popen(
         [sys.executable, "-c", INTERRUPTED_SCRIPT],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,
     )
     try:
         assert process.stdout is not None
@@ -384,6 +392,9 @@ def test_ctrl_c_in_a_blocking_run_cancels_it_with_one_keyboard_interrupt() -> No
 def test_between_blocking_calls_ctrl_c_interrupts_and_an_own_handler_wins() -> None:
     app = make_app(FakeModel({"output": "one"}, {"output": "two"}))
     original = signal.getsignal(signal.SIGINT)
+    # Python's own handler, as in a terminal: a suite started in the background has SIGINT
+    # ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         assert app.run_agent_sync("support", "hi").output == "one"
         # Outside a blocking call, Ctrl-C interrupts as Python's default handler does.

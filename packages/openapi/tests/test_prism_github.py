@@ -36,7 +36,8 @@ from benchmarks.openapi.npm_packages import (
     npm_package,
 )
 
-pytestmark = pytest.mark.anyio
+# On one suite worker: Prism (a Node.js server) starts once, not once per worker.
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("prism")]
 
 PRISM = ("@stoplight/prism-cli", "5.16.0")
 TOKEN = "ghp_prismtoken0123456789abcdefABCDEF"
