@@ -57,7 +57,9 @@ WORKERS = 4
 # once it is written, instead of compiling them each time (PYTHONDONTWRITEBYTECODE, if set, is
 # dropped for the suite alone).
 BYTECODE_ENV: dict[str, str | None] = {"PYTHONDONTWRITEBYTECODE": None}
-SUITE_OPTIONS = ["--numprocesses", str(WORKERS), "--dist", "loadgroup", "--durations", "25"]
+SUITE_OPTIONS = [
+    "--numprocesses", str(WORKERS), "--dist", "loadgroup", "--durations", "25"
+]  # fmt: skip
 ROOT_PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 

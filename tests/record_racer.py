@@ -1,11 +1,12 @@
 """One racer of tests/test_record_store_races.py, run as its own process:
 ``python record_racer.py URL NAMESPACE KEY RACER_ID TOTAL GO_FILE``.
 
-It opens the store, reads the record once and prints ``ready``; then it waits for ``GO_FILE``
-(which the test creates once every racer is ready, so that all start at once), and until the
-record reaches revision ``TOTAL``: reads it, and swaps in its list of winners with ``RACER_ID`` appended,
-against the revision it read; a refused swap is retried from a new read. It prints, as JSON,
-the revisions its own swaps were given (``True`` as the receipt of each).
+It opens the store, reads the record once and prints ``ready``; then it waits for
+``GO_FILE`` (which the test creates once every racer is ready, so that all start at once),
+and until the record reaches revision ``TOTAL``: reads it, and swaps in its list of winners
+with ``RACER_ID`` appended, against the revision it read; a refused swap is retried from a
+new read. It prints, as JSON, the revisions its own swaps were given (``True`` as the receipt
+of each).
 """
 
 from __future__ import annotations

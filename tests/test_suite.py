@@ -18,13 +18,13 @@ def test_the_readme_starts_with_the_main_job_and_the_test_command() -> None:
     commands = [line.partition("#")[0].strip() for line in first_block.splitlines()]
     assert commands == [
         "python -m pip install ./packages/core && python examples/quickstart.py",
-        "python -m pip install nox && python -m nox -s suite",
+        'python -m pip install "nox[uv]" && python -m nox -s suite',
     ]
     # Nothing before it: the block is the first thing a reader copies.
     assert readme.startswith("# fevex\n\n```bash\n")
 
 
-GROUPED = '''
+GROUPED = """
 import os
 import pytest
 
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.xdist_group("shared")
 @pytest.mark.parametrize("n", range(6))
 def test_grouped(n):
     print("WORKER", os.environ["PYTEST_XDIST_WORKER"])
-'''
+"""
 
 
 def test_tests_of_one_xdist_group_run_on_one_worker(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """A third-party plugin distribution, installed next to the core, swaps in without code changes.
 
 The plugin is built from a pyproject written here and installed, with the core, into one fresh
-venv; every check then runs a program in that venv that never names the plugin.
+venv; every check then runs a program in that venv that never names the plugin. uv (the root
+``test`` group's) makes the venv and installs: pip took up to a minute on a loaded suite worker.
 """
 
 from __future__ import annotations
@@ -147,12 +148,12 @@ def acme(tmp_path_factory: pytest.TempPathFactory) -> AcmeVenv:
     (project / "src" / "fevex_acme" / "plugin.py").write_text(PLUGIN_MODULE)
 
     venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    uv = [sys.executable, "-m", "uv", "--quiet"]
+    subprocess.run([*uv, "venv", "--python", sys.executable, str(venv)], check=True, timeout=300)
     bin_dir = venv / ("Scripts" if sys.platform == "win32" else "bin")
     install = subprocess.run(
         [
-            str(bin_dir / "python"), "-m", "pip", "install", "--quiet",
-            "--disable-pip-version-check",
+            *uv, "pip", "install", "--python", str(bin_dir / "python"),
             "-e", str(ROOT / "packages" / "core"), str(project),
         ],
         capture_output=True,

@@ -67,11 +67,15 @@ async def charge(request: Amount) -> dict[str, Any]:
     return {"charged": request.amount}
 
 
+def wait_for_file(path: Path, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 async def tick(request: Tick) -> dict[str, Any]:
     if request.gate is not None:
-        deadline = time.monotonic() + 60
-        while not Path(request.gate).exists() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await asyncio.to_thread(wait_for_file, Path(request.gate))
     await asyncio.sleep(float(os.environ.get("FEVEX_TEST_TICK_SECONDS", "0")))
     return {"tick": request.number}
 
