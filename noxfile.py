@@ -47,7 +47,7 @@ CORE = "core"
 PACKAGES = sorted(
     path.name for path in (ROOT / "packages").iterdir() if (path / "pyproject.toml").is_file()
 )
-LINT_TARGETS = ["packages", "tests", "examples", "benchmarks", "noxfile.py"]
+LINT_TARGETS = ["packages", "tests", "examples", "benchmarks", "conftest.py", "noxfile.py"]
 INSTALL_ENV = {"UV_COMPILE_BYTECODE": "1"}
 # The suite on WORKERS processes (pytest-xdist; tests/README.md has the measurements behind the
 # number), tests marked with one `xdist_group` on the same worker, and its 25 slowest tests

@@ -565,8 +565,11 @@ def measure(
             "worker_cpu_vs_memory_workers_max": max(
                 row["worker_cpu_vs_memory_workers"] for row in rows
             ),
+            # The waiting worker is measured after the one-worker row, when there is one.
             "worker_cpu_vs_waiting_memory_max": max(row["worker_cpu_ms_per_run"] for row in rows)
-            / waiting["worker_cpu_ms_per_run"],
+            / waiting["worker_cpu_ms_per_run"]
+            if waiting
+            else None,
         },
         # The same for the floor: the bounds of any PostgreSQL store on this machine.
         "floor_best": {
@@ -683,11 +686,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--windows", type=int, default=WINDOWS)
     parser.add_argument("--seconds", type=float, default=WINDOW_SECONDS)
     parser.add_argument("--smoke", action="store_true", help="one short window per figure")
+    parser.add_argument(
+        "--workers",
+        help="comma-separated worker counts (default 1,2,4,8; 1,2 with --smoke); the in-memory"
+        " worker waiting like PostgreSQL is measured where 1 is among them",
+    )
     arguments = parser.parse_args(argv)
     windows, seconds = arguments.windows, arguments.seconds
     if arguments.smoke:
         use_smoke_sizes()
         windows, seconds = 1, 1.0
+    if arguments.workers:
+        global WORKERS
+        WORKERS = tuple(int(count) for count in arguments.workers.split(","))
     with stores.postgres_url(arguments.postgres_url) as url:
         result = measure(url, windows, seconds, durable=arguments.durable)
     timing.write_result(arguments.out, result)
