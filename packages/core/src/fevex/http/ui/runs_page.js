@@ -31,6 +31,8 @@ export function showRuns(main, signal) {
   const previous = el("button", { type: "button", id: "previous-page" }, "Previous page");
   const next = el("button", { type: "button", id: "next-page" }, "Next page");
   let nextAfter = null;
+  // Loads overlap (the refresh timer, a new filter); only the latest one may draw the list.
+  let latest = 0;
 
   const form = el("form", { class: "filters", id: "filters" },
     el("label", {}, "Status ", status), el("label", {}, "Kind ", kind), el("label", {}, "Name ", name),
@@ -53,10 +55,12 @@ export function showRuns(main, signal) {
     el("div", { class: "pager" }, previous, next), notice);
 
   async function load() {
+    const mine = ++latest;
+    const stale = () => signal.aborted || mine !== latest;
     try {
       const limit = rootsOnly ? ROOT_SCAN : PAGE_SIZE;
       const page = await getJson("/v1/runs", { ...filters, limit: String(limit), after: cursors[cursors.length - 1] });
-      if (signal.aborted) return;
+      if (stale()) return;
       let listed = page.runs;
       let after = page.next_after;
       if (rootsOnly) {
@@ -68,16 +72,16 @@ export function showRuns(main, signal) {
         if (shown.length === PAGE_SIZE) after = shown[shown.length - 1].id;
         listed = shown;
       }
+      const rows = [];
+      for (const run of listed) rows.push(...(await tree(run, rootsOnly ? 0 : null)));
+      if (stale()) return;
       nextAfter = after;
       next.disabled = !nextAfter;
       previous.disabled = cursors.length === 1;
-      const rows = [];
-      for (const run of listed) rows.push(...(await tree(run, rootsOnly ? 0 : null)));
-      if (signal.aborted) return;
       replace(body, rows);
       replace(notice, listed.length ? "" : "No runs match.");
     } catch (error) {
-      if (!signal.aborted) replace(notice, el("span", { class: "error" }, `${error.code || "ERROR"}: ${error.message}`));
+      if (!stale()) replace(notice, el("span", { class: "error" }, `${error.code || "ERROR"}: ${error.message}`));
     }
   }
 
