@@ -1,9 +1,9 @@
 """Sessions for the fevex monorepo.
 
 - ``suite``: every package installed editable, the whole test suite on the running Python
-  (what the README's test command and ``.ci/run`` call), with the HTTP tests' ``http-test``
-  group (``fevex[http]``'s libraries and a pinned schemathesis) and the console's ``ui-test``
-  group (Playwright for Python).
+  and four worker processes (what the README's test command and ``.ci/run`` call; see
+  ``tests/README.md``), with the HTTP tests' ``http-test`` group (``fevex[http]``'s libraries
+  and a pinned schemathesis) and the console's ``ui-test`` group (Playwright for Python).
 - ``tests(package)``: core plus one package, over the Python matrix.  What a package's tests
   need beyond the root ``test`` group goes in its own ``[dependency-groups] test``.
 - ``contract(store)``: the run-store conformance suite on memory, SQLite and PostgreSQL.
@@ -138,7 +138,8 @@ def _test_dirs(*packages: str) -> list[str]:
 
 @nox.session
 def suite(session: nox.Session) -> None:
-    """Every package installed editable, then the whole suite in one pytest run."""
+    """Every package installed editable, then the whole suite in one pytest run on WORKERS
+    processes."""
     http_test = nox.project.dependency_groups(ROOT_PYPROJECT, "http-test", "ui-test")
     session.install(
         *_editable(*PACKAGES), *_test_requirements(*PACKAGES), *http_test, env=INSTALL_ENV
