@@ -4,6 +4,7 @@ waits on one listening connection instead of reading an idle run again and again
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import sys
@@ -264,6 +265,26 @@ async def test_closing_a_follower_releases_its_wait(open_store: OpenStore) -> No
         await waiting
     await follower.aclose()
     assert store.followers_waiting() == 0
+
+
+async def test_a_wait_cancelled_while_its_connection_opens_leaves_no_connection_open(
+    open_store: OpenStore,
+) -> None:
+    """Cancelled at any point of opening the listening connection (connect, then LISTEN), a
+    follower's wait closes what it opened: a connection left to the garbage collector would
+    warn (``ResourceWarning``, an error in this suite) and hold a server backend until then."""
+    run_id, _ = await start_run(open_store())
+    for step in range(40):
+        store = open_store()
+        follower = follower_app(store).follow_events(run_id)
+        assert (await anext(follower)).sequence == 1
+        waiting = asyncio.create_task(anext(follower))
+        await asyncio.sleep(step * 0.0002)
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        await follower.aclose()
+        await store.close()
 
 
 async def test_followers_share_one_listening_connection_that_close_ends(

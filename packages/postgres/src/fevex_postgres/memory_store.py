@@ -58,11 +58,16 @@ class PostgresMemoryStore:
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         connection = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
         if not self._ready:
-            async with connection.transaction():
-                await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                for statement in _SCHEMA:
-                    await connection.execute(statement)
-                await _move_the_former_default_namespace(connection)
+            try:
+                async with connection.transaction():
+                    await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                    for statement in _SCHEMA:
+                        await connection.execute(statement)
+                    await _move_the_former_default_namespace(connection)
+            except BaseException:
+                # Failed or cancelled: nothing else holds the connection.
+                await connection.close()
+                raise
             self._ready = True
         return connection
 

@@ -173,9 +173,12 @@ class RunNotifications:
             raise store_unavailable(self._display_url, _reason(error)) from error
         try:
             await connection.execute(_LISTEN)
-        except psycopg.Error as error:
+        except BaseException as error:
+            # Also when the wait is cancelled here: nothing else holds the connection.
             await connection.close()
-            raise store_unavailable(self._display_url, _reason(error)) from error
+            if isinstance(error, psycopg.Error):
+                raise store_unavailable(self._display_url, _reason(error)) from error
+            raise
         return connection
 
 
