@@ -95,10 +95,12 @@ async def test_compaction_rejects_a_stale_snapshot() -> None:
 class Blocking:
     def __init__(self) -> None:
         self.gate = asyncio.Event()
+        self.called = asyncio.Event()
         self.calls = 0
 
     async def stream(self, input: ModelInput) -> AsyncIterator[Any]:
         self.calls += 1
+        self.called.set()
         await self.gate.wait()
         yield OutputDelta("done")
         yield Completed(ModelResult(output="done"))
@@ -108,7 +110,7 @@ async def test_one_run_at_a_time_per_session() -> None:
     model = Blocking()
     app = make_app(model)
     running = await app.start_agent("support", "one")
-    await asyncio.sleep(0)
+    await asyncio.wait_for(model.called.wait(), 10)  # a hang guard, not a measurement
     with pytest.raises(FevexRunError) as caught:
         await app.run_agent("support", "two", session_id=running.session_id)
     assert caught.value.code == "RUN_CONFLICT"
@@ -117,8 +119,9 @@ async def test_one_run_at_a_time_per_session() -> None:
     assert caught.value.code == "RUN_CONFLICT"
     assert model.calls == 1
     model.gate.set()
-    for _ in range(20):
-        await asyncio.sleep(0)
+    async with asyncio.timeout(10):  # a hang guard: following ends with the run
+        ended = [event.type async for event in app.follow_events(running.id, poll_interval=0.01)]
+    assert ended[-1] == "run.completed"
     assert (await app.get_run(running.id)).status == "completed"
     model.gate.set()
     await app.run_agent("support", "two", session_id=running.session_id)
