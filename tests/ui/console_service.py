@@ -91,10 +91,10 @@ class ScriptedModel:
     async def stream(self, input: ModelInput) -> AsyncIterator[Any]:
         done = sum(1 for message in input.messages if message.role == "tool")
         first = next(message.text for message in input.messages if message.role == "user")
+        count, _, gate = first.partition(" ")
         if first.startswith("browse"):
             wanted, tool, arguments = 1, "fetch_page", {"url": "https://example.test"}
-        elif first.split()[0].isdigit():
-            count, _, gate = first.partition(" ")
+        elif count.isdigit():
             wanted, tool, arguments = int(count), "tick", {"number": done + 1}
             if gate and done == 0:
                 arguments["gate"] = gate
