@@ -700,6 +700,24 @@ async def test_a_store_without_its_own_takeovers_passes_through_the_contract(
     await CHECKS_BY_NAME["check_run_takeover"](lambda: store, clock)
 
 
+async def test_a_short_lease_that_lapses_before_the_refusal_is_tried_again_longer() -> None:
+    # On a loaded machine the store may take longer than the shortest lease to answer; the
+    # renewal is then rightly LEASE_LOST, and the check must not blame the store for it.
+    class SlowToRequest(InMemoryRunStore):
+        slowed = 0
+
+        async def request_cancel(self, run_id: str) -> AgentRun:
+            answer = await super().request_cancel(run_id)
+            if self.slowed < 2:  # the live run's request, then the short-leased one's
+                self.slowed += 1
+                await asyncio.sleep(0.3)
+            return answer
+
+    store = SlowToRequest()
+    await CHECKS_BY_NAME["check_renewal_after_cancel_request"](lambda: store, None)
+    assert store.slowed == 2
+
+
 async def test_a_store_error_is_reported_under_the_check_that_met_it() -> None:
     class LostSessions(InMemoryRunStore):
         async def get_session(self, session_id: str) -> Session | None:

@@ -4,9 +4,12 @@ records, and the renewal a store then refuses. Part of
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import time
 
 from fevex.errors import FevexRunError
+from fevex.runtime.run_store import RunStore
 from fevex.testing._run_store_steps import (
     LONG,
     SHORT_LEASE,
@@ -21,6 +24,7 @@ from fevex.testing._run_store_steps import (
     _let_short_leases_expire,
     _opened,
     _refused,
+    _Run,
 )
 
 
@@ -89,23 +93,30 @@ async def check_renewal_after_cancel_request(
     factory: RunStoreFactory, clock: ManualClock | None = None
 ) -> None:
     async with _opened(factory) as store:
-        run = await _create(store, seconds=SHORT_LEASE)
-        await store.request_cancel(run.id)
-        before = await _holds(store, run, "after a cancel request")
-        stale = dataclasses.replace(run.lease, generation=run.lease.generation + 1)
-        renewal = store.renew_lease(run.id, stale, LONG)
+        # Under a live lease: the lease is checked first, then the request; nothing changes,
+        # and the owner commits the cancellation after the refusal.
+        live = await _create(store)
+        await store.request_cancel(live.id)
+        before = await _holds(store, live, "after a cancel request")
+        stale = dataclasses.replace(live.lease, generation=live.lease.generation + 1)
+        renewal = store.renew_lease(live.id, stale, LONG)
         what = "renewing a lease that is not the live one of a run asked to cancel"
         await _refused("LEASE_LOST", renewal, f"{what} (the lease is checked first)")
-        renewal = store.renew_lease(run.id, run.lease, LONG)
+        renewal = store.renew_lease(live.id, live.lease, LONG)
         await _refused(
             "RUN_CANCEL_REQUESTED", renewal, "renewing the lease of a run asked to cancel"
         )
-        after = await _holds(store, run, "after refused renewals")
+        after = await _holds(store, live, "after refused renewals")
         _ensure(after == before, f"a refused renewal changed the run: {before}, now {after}")
+        await _finish(store, live, status="cancelled")
 
         # Nothing was renewed: the lease expires when it would have, and is then lost to
         # its owner and taken by another worker, which finds the request.
-        await _let_short_leases_expire(clock)
+        run, lapses_at = await _refused_before_expiry(store, clock)
+        if clock is None:
+            await asyncio.sleep(max(0.0, lapses_at - time.monotonic()) + 0.2)
+        else:
+            await _let_short_leases_expire(clock)
         try:
             taken = await store.acquire_lease(run.id, "worker-b", LONG)
         except FevexRunError as error:
@@ -127,11 +138,38 @@ async def check_renewal_after_cancel_request(
         await _refused("RUN_CANCEL_REQUESTED", refusal, "renewing a taken-over run asked to cancel")
         await _finish(store, run, status="cancelled")
 
-        # Under its live lease, the owner commits the cancellation after the refusal.
-        live = await _create(store)
-        await store.request_cancel(live.id)
-        renewal = store.renew_lease(live.id, live.lease, LONG)
-        await _refused(
-            "RUN_CANCEL_REQUESTED", renewal, "renewing the lease of a run asked to cancel"
+
+async def _refused_before_expiry(store: RunStore, clock: ManualClock | None) -> tuple[_Run, float]:
+    """Create a run on a short lease, request its cancellation and have a renewal refused
+    while the lease is live; return the run and when (``time.monotonic``) its lease lapses.
+
+    On a store's real clock a loaded machine may let the lease lapse before the renewal is
+    refused, which then rightly fails as ``LEASE_LOST``: the attempt is repeated on a
+    longer lease, so the check proves the refusal renews nothing on any machine.
+    """
+    for seconds in (SHORT_LEASE, 2.0, 10.0):
+        started = time.monotonic()
+        run = await _create(store, seconds=seconds)
+        await store.request_cancel(run.id)
+        try:
+            await store.renew_lease(run.id, run.lease, LONG)
+        except FevexRunError as error:
+            lapsed = clock is None and time.monotonic() - started >= seconds
+            if error.code == "LEASE_LOST" and lapsed:
+                run.lease = await store.acquire_lease(run.id, "worker-b", LONG)
+                await _finish(store, run, status="cancelled")
+                continue
+            _ensure(
+                error.code == "RUN_CANCEL_REQUESTED",
+                f"renewing the lease of a run asked to cancel: want RUN_CANCEL_REQUESTED, "
+                f"got {error}",
+            )
+            return run, started + seconds
+        raise AssertionError(
+            "renewing the lease of a run asked to cancel: want FevexRunError "
+            "RUN_CANCEL_REQUESTED, but it succeeded"
         )
-        await _finish(store, live, status="cancelled")
+    raise AssertionError(
+        "renewing the lease of a run asked to cancel: every lease, up to 10 s, lapsed before "
+        "the store answered"
+    )
