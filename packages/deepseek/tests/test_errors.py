@@ -22,11 +22,12 @@ async def _failure(model: Any, drain: Any, model_input: ModelInput = ASK) -> Fev
 
 
 async def test_rejected_credentials_keep_the_message_but_not_the_key(
-    deepseek: Any, deepseek_server: Any, wire: Any, drain: Any
+    deepseek: Any, deepseek_server: Any, wire: Any, drain: Any, places_holding: Any
 ) -> None:
     deepseek_server.fail(
         401,
         wire.error(f"Authentication Fails, Your api key: {KEY} is invalid", "authentication_error"),
+        {"x-request-id": KEY},
     )
 
     error = await _failure(deepseek(), drain)
@@ -34,13 +35,31 @@ async def test_rejected_credentials_keep_the_message_but_not_the_key(
     assert error.code == "PROVIDER_AUTHENTICATION"
     assert not error.recoverable
     assert "Authentication Fails" in error.message
-    assert KEY not in str(error)
-    assert KEY not in repr(error.details)
     assert KEY not in repr(error.to_json())
     # The SDK's exception holds the request and its headers, and its message here holds
-    # the key: it is not chained.
-    assert error.__cause__ is None
-    assert error.__suppress_context__
+    # the key: it is neither chained nor the context, and no frame of fevex's keeps it.
+    assert (error.__cause__, error.__context__) == (None, None)
+    assert places_holding(KEY, error) == []
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"error": {"message": f"Your api key: {KEY} is invalid", "type": "server_error"}},
+        f"data: {{{KEY}}}\n\n",
+    ],
+    ids=["an error frame", "a frame that is not JSON"],
+)
+async def test_a_key_echoed_in_the_stream_reaches_no_part_of_the_error(
+    deepseek: Any, deepseek_server: Any, wire: Any, drain: Any, places_holding: Any, frame: Any
+) -> None:
+    deepseek_server.stream(wire.chunk(content="Partial "), frame)
+
+    error = await _failure(deepseek(), drain)
+
+    assert (error.code, error.recoverable) == ("PROVIDER_ERROR", True)
+    assert (error.__cause__, error.__context__) == (None, None)
+    assert places_holding(KEY, error) == []
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,25 @@
-"""HTTP and network failures become fevex errors; the API key never shows."""
+"""HTTP and network failures become fevex errors; the API key never shows, nowhere a caller
+or its error reporter looks (the chained exceptions, and the locals of fevex's frames)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 from collections.abc import Callable
 
 import pytest
-from openai_loopback import TEST_API_KEY, LoopbackServer, error_response
+from openai_key_reach import places_holding
+from openai_loopback import (
+    TEST_API_KEY,
+    ChatChunks,
+    LoopbackServer,
+    ResponseEvents,
+    Scripted,
+    error_response,
+)
 
+from fevex import create_fevex, define_agent
 from fevex.errors import FevexRunError
 from fevex.messages import Message
 from fevex.models import ModelInput
@@ -17,6 +28,7 @@ from fevex_openai import OpenAIModel, create_openai
 pytestmark = pytest.mark.anyio
 
 QUESTION = ModelInput((Message.user("Hello?"),))
+KEY = TEST_API_KEY.encode()
 
 
 async def fail(model: OpenAIModel) -> FevexRunError:
@@ -24,9 +36,10 @@ async def fail(model: OpenAIModel) -> FevexRunError:
         async for _ in model.stream(QUESTION):
             pass
     error = caught.value
-    assert TEST_API_KEY not in str(error)
     assert TEST_API_KEY not in repr(error.to_json())
-    assert TEST_API_KEY not in repr(error.details)
+    # The SDK's exceptions hold the request, its headers included: none is chained.
+    assert (error.__cause__, error.__context__) == (None, None)
+    assert places_holding(TEST_API_KEY, error) == []
     return error
 
 
@@ -149,3 +162,92 @@ def test_the_key_is_not_in_reprs() -> None:
     model = provider("gpt-test")
     for shown in (repr(provider), repr(model), repr(model.settings)):
         assert TEST_API_KEY not in shown
+
+
+def _json_escaped(response: Scripted) -> Scripted:
+    """The response with the key written as JSON ``\\u`` escapes, which read back as the key."""
+    escaped = "".join(f"\\u{ord(character):04x}" for character in TEST_API_KEY)
+    response.body = response.body.replace(TEST_API_KEY.encode(), escaped.encode())
+    return response
+
+
+ECHOES = {
+    "in the message": error_response(401, f"Incorrect API key provided: {TEST_API_KEY}."),
+    "as the error code": error_response(401, "Incorrect API key provided.", code=TEST_API_KEY),
+    "in a header": error_response(
+        401, "Incorrect API key provided.", headers={"x-request-id": TEST_API_KEY}
+    ),
+    "JSON-escaped": _json_escaped(
+        error_response(401, f"Incorrect API key provided: {TEST_API_KEY}.")
+    ),
+}
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+@pytest.mark.parametrize("echo", list(ECHOES))
+async def test_a_key_the_provider_echoes_in_an_error_status_reaches_no_part_of_the_error(
+    server: LoopbackServer, make_model: Callable[..., OpenAIModel], api: str, echo: str
+) -> None:
+    server.respond(ECHOES[echo])
+
+    error = await fail(make_model(api=api))
+
+    assert error.code == "PROVIDER_AUTHENTICATION"
+    assert "[redacted]" in error.message + repr(error.details)
+
+
+STREAM_ECHOES = {
+    "a chat error frame": (
+        "chat",
+        Scripted(body=b"data: %s\n\n" % json.dumps({"error": {"message": TEST_API_KEY}}).encode()),
+    ),
+    "a responses error event": (
+        "responses",
+        ResponseEvents().error("server_error", f"Bad key {TEST_API_KEY}").scripted(),
+    ),
+    "a failed response": (
+        "responses",
+        ResponseEvents().failed("server_error", f"Bad key {TEST_API_KEY}").scripted(),
+    ),
+    "a chat event that is not JSON": (
+        "chat",
+        Scripted(body=ChatChunks().content("Hi").body(done=False) + b"data: %s\n\n" % KEY),
+    ),
+    "a responses event that is not JSON": (
+        "responses",
+        Scripted(body=b"event: error\ndata: {%s}\n\n" % KEY),
+    ),
+}
+
+
+@pytest.mark.parametrize("echo", list(STREAM_ECHOES))
+async def test_a_key_the_provider_echoes_in_its_stream_reaches_no_part_of_the_error(
+    server: LoopbackServer, make_model: Callable[..., OpenAIModel], echo: str
+) -> None:
+    api, script = STREAM_ECHOES[echo]
+    server.respond(script)
+
+    error = await fail(make_model(api=api))
+
+    assert error.code == "PROVIDER_ERROR"
+    assert error.recoverable
+
+
+@pytest.mark.parametrize("echo", ["a responses error event", "a chat event that is not JSON"])
+async def test_a_run_that_fails_on_an_echoed_key_raises_an_error_that_holds_it_nowhere(
+    server: LoopbackServer, make_model: Callable[..., OpenAIModel], echo: str
+) -> None:
+    api, script = STREAM_ECHOES[echo]
+    server.respond(script)
+    app = create_fevex(
+        agents=[define_agent(name="support", instructions="Answer.", model="provider")],
+        models={"provider": make_model(api=api)},
+    )
+    try:
+        with pytest.raises(FevexRunError) as caught:
+            await app.run_agent("support", input="Hello?")
+    finally:
+        await app.close()
+
+    assert caught.value.code == "PROVIDER_ERROR"
+    assert places_holding(TEST_API_KEY, caught.value) == []

@@ -1,20 +1,22 @@
 """Failures of OpenAI and OpenAI-compatible APIs as fevex errors with stable codes.
 
 The provider's own message is kept because it says what to fix; request headers, and so
-the API key, never reach a message or ``details`` (the key is scrubbed from provider
-messages too). ``details`` holds the provider, the status code, the provider's error code,
-the request id, for rate limits ``retry_after`` seconds, and for network errors the host
-that could not be reached (never its credentials, path or query).
+the API key, never reach a message or ``details``, and :func:`without_key` scrubs the key
+from whatever the provider sent back and cuts the error from the exceptions and frames that
+held the SDK's objects. ``details`` holds the provider, the status code, the provider's
+error code, the request id, for rate limits ``retry_after`` seconds, and for network errors
+the host that could not be reached (never its credentials, path or query).
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from fevex.errors import FevexRunError
+from fevex.errors import FevexError, FevexRunError
 from fevex_openai._sdk import load_openai
 from fevex_openai.base_url import host_of
 
@@ -27,6 +29,7 @@ __all__ = [
     "invalid_request",
     "provider_error",
     "retry_after_seconds",
+    "without_key",
 ]
 
 
@@ -91,16 +94,32 @@ def _body_message(body: object, fallback: str) -> str:
     return fallback
 
 
-def _scrubbed(message: str, api_key: str | None) -> str:
-    if api_key and len(api_key) >= 4:
-        return message.replace(api_key, "[redacted]")
-    return message
+def without_key(error: FevexError, api_key: str) -> FevexError:
+    """``error`` with ``api_key`` replaced in its message and ``details``, and without the
+    exceptions it chains or the traceback it was raised through, whose frames held the
+    SDK's request and the provider's answer."""
+    error.message = _scrubbed(error.message, api_key)
+    error.args = (error.message,)
+    error.details = _scrubbed(error.details, api_key)
+    error.__cause__ = error.__context__ = None
+    return error.with_traceback(None)
 
 
-def error_from_sdk(
-    error: BaseException, profile: ProviderProfile, api_key: str | None = None
-) -> FevexRunError | None:
-    """The fevex error for an exception the SDK raised, or ``None`` for any other."""
+def _scrubbed(value: Any, api_key: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(api_key, "[redacted]") if len(api_key) >= 4 else value
+    if isinstance(value, Mapping):
+        return {key: _scrubbed(item, api_key) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrubbed(item, api_key) for item in value]
+    return value
+
+
+def error_from_sdk(error: BaseException, profile: ProviderProfile) -> FevexRunError | None:
+    """The fevex error for an exception the SDK raised, or ``None`` for any other.
+
+    Its text may quote what the provider sent, the key included: :func:`without_key`
+    before it is raised."""
     openai = load_openai()
     label = profile.label
     name = profile.name
@@ -120,33 +139,39 @@ def error_from_sdk(
         return provider_error(
             name,
             "PROVIDER_NETWORK_ERROR",
-            f"Could not reach {label} at {host}{reason}: {_scrubbed(error.message, api_key)}",
+            f"Could not reach {label} at {host}{reason}: {error.message}",
             recoverable=True,
             host=host,
         )
     if isinstance(error, openai.APIStatusError):
-        return _from_status(error, profile, api_key)
+        return _from_status(error, profile)
     if isinstance(error, openai.APIError):
         # Raised while reading a stream: the server sent an error object instead of a chunk.
         return error_from_stream_event(
             profile,
             error.code,
-            _scrubbed(_body_message(error.body, error.message), api_key),
+            _body_message(error.body, error.message),
             error_type=error.type,
         )
     if isinstance(error, openai.OpenAIError):
+        return provider_error(name, "PROVIDER_ERROR", f"The {label} request failed: {error}")
+    if isinstance(error, json.JSONDecodeError):
+        # The SDK reads each server-sent event as JSON; the error holds the event's text.
         return provider_error(
-            name, "PROVIDER_ERROR", f"The {label} request failed: {_scrubbed(str(error), api_key)}"
+            name,
+            "PROVIDER_ERROR",
+            f"{label} sent a stream event that is not JSON ({error.msg}).",
+            recoverable=True,
         )
     return None
 
 
-def _from_status(error: Any, profile: ProviderProfile, api_key: str | None) -> FevexRunError:
+def _from_status(error: Any, profile: ProviderProfile) -> FevexRunError:
     label = profile.label
     name = profile.name
     status: int = error.status_code
     code: str | None = error.code
-    message = _scrubbed(_body_message(error.body, error.message), api_key)
+    message = _body_message(error.body, error.message)
     details: dict[str, Any] = {
         "status_code": status,
         "provider_code": code,

@@ -11,6 +11,7 @@ first use in each event loop, since its connections belong to the loop that open
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import weakref
 from collections.abc import AsyncGenerator, Mapping
@@ -18,10 +19,11 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
+from fevex.errors import FevexError
 from fevex.models import Completed, ModelInput, ModelStreamEvent, OutputDelta
 from fevex_openai._sdk import load_openai
 from fevex_openai.chat_api import ChatStep, build_chat_request, uses_strict_tools
-from fevex_openai.error_mapping import error_from_sdk
+from fevex_openai.error_mapping import error_from_sdk, without_key
 from fevex_openai.profile import OPENAI_PROFILE, ProviderProfile
 from fevex_openai.responses_api import ResponsesStep, build_responses_request
 
@@ -89,6 +91,20 @@ class OpenAIModel:
         """One model step: a ``text`` block (``BlockStarted``, ``OutputDelta`` events,
         ``BlockStopped``) around the visible output, a ``tool_use`` block (with
         ``ToolInputDelta`` fragments) per tool call, then one ``Completed``."""
+        failure: Exception | None = None
+        events = self._step_events(input)
+        async with contextlib.aclosing(events):
+            try:
+                async for event in events:
+                    yield event
+            except Exception as error:
+                failure = self._failure(error)
+        if failure is not None:
+            # Raised here, outside the handler: the error has no __context__, and its
+            # traceback does not reach the frames that held the SDK's request and events.
+            raise failure
+
+    async def _step_events(self, input: ModelInput) -> AsyncGenerator[ModelStreamEvent, None]:
         strict = self.schema_policy == "strict"
         step: ResponsesStep | ChatStep
         if self.api == "responses":
@@ -102,11 +118,7 @@ class OpenAIModel:
             step = ChatStep(input, self.profile)
             client = self._client(strict_tools=uses_strict_tools(request))
             create = client.chat.completions.create
-        openai = load_openai(self.profile)
-        try:
-            sdk_stream = await create(stream=True, **request)
-        except openai.OpenAIError as error:
-            raise self._mapped(error) from None
+        sdk_stream = await create(stream=True, **request)
         try:
             async for sdk_event in sdk_stream:
                 delta = step.accept(sdk_event)
@@ -114,18 +126,25 @@ class OpenAIModel:
                     yield event
                 if delta:
                     yield OutputDelta(delta)
-        except openai.OpenAIError as error:
-            raise self._mapped(error) from None
         finally:
             # Closing the response closes the connection mid-stream: a consumer that stops
             # reading (aclose, cancellation, an error) stops the generation it pays for.
             await sdk_stream.close()
         yield Completed(step.finish())
 
-    def _mapped(self, error: Exception) -> Exception:
-        # SDK exceptions hold the request, headers included, and some providers echo the
-        # key in their message: they are replaced, not chained, so no traceback shows it.
-        return error_from_sdk(error, self.profile, self.settings.api_key) or error
+    def _failure(self, error: Exception) -> Exception:
+        """The exception a failed step raises in place of ``error``.
+
+        SDK exceptions hold the request, headers included, and the provider's words; fevex's
+        own errors may quote those words (an error event in the stream). Either way the
+        caller gets a fevex error with the key scrubbed from its text, and no exception or
+        frame that held the SDK's objects. Any other exception (a fault in fevex's code) is
+        raised as it was, with the traceback that debugs it.
+        """
+        failure = error if isinstance(error, FevexError) else error_from_sdk(error, self.profile)
+        if failure is None:
+            return error
+        return without_key(failure, self.settings.api_key)
 
     def _client(self, *, strict_tools: bool) -> AsyncOpenAI:
         loop = asyncio.get_running_loop()
