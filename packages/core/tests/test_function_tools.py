@@ -265,3 +265,67 @@ async def test_an_agent_lists_tool_objects_and_the_app_registers_them() -> None:
     with pytest.raises(FevexConfigurationError) as caught:
         define_agent(name="bad", instructions="i", tools=[42])  # type: ignore[list-item]
     assert caught.value.code == "INVALID_AGENT"
+
+
+def test_an_annotation_that_cannot_be_resolved_is_refused_naming_the_parameter_and_function() -> (
+    None
+):
+    class Query(BaseModel):  # local: this module's postponed annotations cannot see it
+        text: str
+
+    def lookup(account_id: int, query: Query) -> None:
+        return None
+
+    def answer(account_id: int) -> Query:
+        return Query(text=str(account_id))
+
+    for function, parameter, named in (
+        (lookup, "query", "parameter 'query'"),
+        (answer, "return", "the return annotation"),
+    ):
+        with pytest.raises(FevexConfigurationError) as caught:
+            define_tool(name="accounts_lookup")(function)
+        error = caught.value
+        assert error.code == "INVALID_TOOL"
+        assert error.details == {
+            "tool_name": "accounts_lookup",
+            "function": function.__qualname__,
+            "parameter": parameter,
+        }
+        assert named in error.message
+        assert function.__qualname__ in error.message
+        assert "name 'Query' is not defined" in error.message
+
+
+@pytest.mark.parametrize("length", [1023, 1024, 1025, 1_000_000])
+async def test_a_docstring_description_is_cut_at_1024_characters_as_a_remote_one_is(
+    length: int,
+) -> None:
+    def lookup(account_id: int) -> int:
+        return account_id
+
+    text = ("Look the account up. " * (length // 21 + 1))[: length - 1] + "."
+    lookup.__doc__ = text + "\n\nArgs:\n    account_id: The account's number.\n"
+    model = FakeModel({"output": "ok"})
+    app = create_fevex(
+        models={"default": model},
+        agents=[define_agent(name="a", instructions="i", tools=[define_tool(lookup)])],
+    )
+    await app.run_agent("a", "hi")
+
+    (spec,) = model.calls[0].tools
+    if len(text) <= 1024:
+        assert spec.description == text
+    else:
+        assert spec.description == text[:1023] + "…"
+    assert spec.input_schema["properties"]["account_id"]["description"] == "The account's number."
+
+
+async def test_a_description_given_explicitly_is_not_cut() -> None:
+    text = "Look the account up. " * 100
+
+    @define_tool(description=text)
+    def lookup(account_id: int) -> int:
+        return account_id
+
+    assert lookup.description == text

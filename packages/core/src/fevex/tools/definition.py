@@ -264,7 +264,8 @@ def define_tool(
     The output schema comes from the return annotation, unless given; ``input_schema=``
     replaces the signature's schema for a function that takes one input. The name defaults
     to the function's name and the description to its docstring (without its parameter
-    sections).
+    sections, cut at 1,024 characters as a remote tool's description is). An annotation
+    that cannot be resolved is ``INVALID_TOOL``, naming its parameter and the function.
     """
 
     if isinstance(credentials, str):

@@ -5,7 +5,9 @@ TypedDict or a dict) receives the validated value whole, as it always has. Any o
 function receives its arguments as keywords: its parameters become the properties of one
 object schema (names, types, defaults, ``Annotated``/``Field`` descriptions, and the
 descriptions its docstring gives in Google, NumPy or Sphinx style), so the model is always
-offered an object with named fields, which strict provider modes require.
+offered an object with named fields, which strict provider modes require. The rest of the
+docstring is the tool's description, cut at 1,024 characters as a remote tool's is: the
+model reads it at every step.
 
 The generated model names its fields by position and the parameters by alias: a parameter
 may be called ``json`` or ``schema`` without shadowing pydantic's own attributes.
@@ -15,11 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+from fevex._ground.descriptions import bounded_description
 from fevex.errors import FevexConfigurationError
 from fevex.tools.context import ToolContext
 
@@ -53,7 +57,8 @@ class FunctionShape:
 def read_function(
     target: Callable[..., Any], tool_name: str, *, explicit_input: bool = False
 ) -> FunctionShape:
-    """Read ``target``'s signature and docstring; ``INVALID_TOOL`` when it cannot be read,
+    """Read ``target``'s signature and docstring; ``INVALID_TOOL`` when it cannot be read
+    (naming the parameter whose annotation cannot be resolved, if that is why),
     ``INVALID_TOOL_PARAMETER`` (naming the parameter) when a parameter has no annotation,
     a type with no JSON form, or a kind keywords cannot fill.
 
@@ -62,11 +67,9 @@ def read_function(
     """
     try:
         signature = inspect.signature(target)
-        hints = typing.get_type_hints(target, include_extras=True)
-    except (TypeError, ValueError, NameError) as error:
-        raise FevexConfigurationError(
-            "INVALID_TOOL", f"Cannot read the signature of {target!r}: {error}"
-        ) from None
+    except (TypeError, ValueError) as error:
+        raise _unreadable(target, error) from None
+    hints = _type_hints(target, tool_name)
     function_name = getattr(target, "__name__", repr(target))
     description, parameter_docs = _read_docstring(target)
     output_hint = hints.get("return")
@@ -116,6 +119,50 @@ def read_function(
     model = _input_model(function_name, tool_name, inputs, hints, parameter_docs)
     keywords = tuple(parameter.name for parameter in inputs)
     return FunctionShape("keywords", model, output_hint, context_parameter, description, keywords)
+
+
+def _type_hints(target: Callable[..., Any], tool_name: str) -> dict[str, Any]:
+    """``target``'s annotations, resolved; ``INVALID_TOOL`` naming the first parameter (or
+    ``return``) whose annotation cannot be."""
+    try:
+        return typing.get_type_hints(target, include_extras=True)
+    except Exception as error:  # resolving an annotation runs its code
+        failure = error
+    # Each annotation alone, in the function's namespace, to find the one that fails.
+    namespace = getattr(inspect.unwrap(target), "__globals__", None)
+    for name, annotation in inspect.get_annotations(target).items():
+        alone = types.SimpleNamespace(__annotations__={name: annotation})
+        try:
+            typing.get_type_hints(alone, namespace, include_extras=True)
+        except Exception as error:
+            raise _unresolved(target, tool_name, name, error) from None
+    raise _unreadable(target, failure) from None
+
+
+def _unresolved(
+    target: Callable[..., Any], tool_name: str, name: str, error: Exception
+) -> FevexConfigurationError:
+    function = getattr(target, "__qualname__", repr(target))
+    which = "the return annotation" if name == "return" else f"parameter {name!r}"
+    hint = (
+        " A name in an annotation must exist in the function's module: under `from __future__ "
+        "import annotations`, a type defined inside a function does not, so define it at "
+        "module level."
+        if isinstance(error, NameError)
+        else ""
+    )
+    return FevexConfigurationError(
+        "INVALID_TOOL",
+        f"Tool {tool_name}: {which} of function {function} cannot be resolved "
+        f"({type(error).__name__}: {error}).{hint}",
+        details={"tool_name": tool_name, "function": function, "parameter": name},
+    )
+
+
+def _unreadable(target: Callable[..., Any], error: Exception) -> FevexConfigurationError:
+    return FevexConfigurationError(
+        "INVALID_TOOL", f"Cannot read the signature of {target!r}: {error}"
+    )
 
 
 def _is_context(hint: Any) -> bool:
@@ -190,7 +237,8 @@ def _input_model(
 
 
 def _read_docstring(target: Callable[..., Any]) -> tuple[str, dict[str, str]]:
-    """The description (the docstring without its sections) and each parameter's text."""
+    """The description (the docstring without its sections, bounded) and each parameter's
+    text."""
     text = inspect.cleandoc(target.__doc__ or "")
     if not text:
         return "", {}
@@ -199,16 +247,16 @@ def _read_docstring(target: Callable[..., Any]) -> tuple[str, dict[str, str]]:
     try:
         parsed = docstring_parser.parse(text)
     except docstring_parser.ParseError:
-        return text, {}
+        return bounded_description(text), {}
     if not parsed.meta:
-        return text, {}
+        return bounded_description(text), {}
     documented = {
         param.arg_name: inspect.cleandoc(param.description)
         for param in parsed.params
         if param.description
     }
     parts = [part for part in (parsed.short_description, parsed.long_description) if part]
-    return "\n\n".join(parts), documented
+    return bounded_description("\n\n".join(parts)), documented
 
 
 def _type_name(hint: Any) -> str:
