@@ -71,7 +71,8 @@ def read_function(
         raise _unreadable(target, error) from None
     hints = _type_hints(target, tool_name)
     function_name = getattr(target, "__name__", repr(target))
-    description, parameter_docs = _read_docstring(target)
+    docstring, parameter_docs = _read_docstring(target)
+    description = bounded_description(docstring)  # the model reads it at every step
     output_hint = hints.get("return")
     if output_hint in (None, type(None), Any):
         output_hint = None
@@ -237,8 +238,7 @@ def _input_model(
 
 
 def _read_docstring(target: Callable[..., Any]) -> tuple[str, dict[str, str]]:
-    """The description (the docstring without its sections, bounded) and each parameter's
-    text."""
+    """The description (the docstring without its sections) and each parameter's text."""
     text = inspect.cleandoc(target.__doc__ or "")
     if not text:
         return "", {}
@@ -247,16 +247,16 @@ def _read_docstring(target: Callable[..., Any]) -> tuple[str, dict[str, str]]:
     try:
         parsed = docstring_parser.parse(text)
     except docstring_parser.ParseError:
-        return bounded_description(text), {}
+        return text, {}
     if not parsed.meta:
-        return bounded_description(text), {}
+        return text, {}
     documented = {
         param.arg_name: inspect.cleandoc(param.description)
         for param in parsed.params
         if param.description
     }
     parts = [part for part in (parsed.short_description, parsed.long_description) if part]
-    return bounded_description("\n\n".join(parts)), documented
+    return "\n\n".join(parts), documented
 
 
 def _type_name(hint: Any) -> str:
