@@ -14,7 +14,12 @@ import pytest
 from fevex import FevexConfigurationError, FevexRunError
 from fevex.schemas import compile_json_schema
 from fevex.tools import ConnectionContext
-from fevex_openapi import ANNOTATION_KEYWORDS, CONSTRAINT_KEYWORDS, create_openapi_tool_provider
+from fevex_openapi import (
+    ANNOTATION_KEYWORDS,
+    CONSTRAINT_KEYWORDS,
+    create_openapi_tool_provider,
+    document_text,
+)
 from fevex_openapi.document import load_document
 from fevex_openapi.operations import read_operations
 
@@ -423,6 +428,32 @@ def test_yaml_without_pyyaml_is_refused_with_the_extra_to_install(
     assert "fevex-openapi[yaml]" in error.message
     # JSON needs no YAML library.
     define(json.dumps(document("3.1.0", {"Invoice": PERSON})))
+
+
+async def test_yaml_over_the_size_bound_is_refused_before_it_is_read() -> None:
+    from fevex_openapi.document_text import YAML_MAX_CHARACTERS
+
+    text = f"{PETSTORE_YAML}# {'x' * YAML_MAX_CHARACTERS}\n"
+    error = refused(text, ("showPetById",))
+    assert error.code == "OPENAPI_DOCUMENT_TOO_LARGE"
+    assert error.details == {"characters": len(text), "limit": YAML_MAX_CHARACTERS}
+    assert "Convert it to JSON" in error.message
+    # JSON has no such bound.
+    padded = {**document("3.1.0", {"Invoice": PERSON}), "x-padding": "x" * YAML_MAX_CHARACTERS}
+    assert [tool.name for tool in await tools_of(define(json.dumps(padded)))] == ["putInvoice"]
+
+
+@pytest.mark.parametrize("loader", ["CSafeLoader", "SafeLoader"])
+def test_reading_yaml_stops_at_the_time_bound(monkeypatch: pytest.MonkeyPatch, loader: str) -> None:
+    import yaml
+
+    if loader == "SafeLoader":
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    monkeypatch.setattr(document_text, "YAML_MAX_SECONDS", 0.0)
+    error = refused(f"{PETSTORE_YAML}# read with {loader}\n", ("showPetById",))
+    assert error.code == "OPENAPI_DOCUMENT_TOO_LARGE"
+    assert error.details == {"seconds": 0.0}
+    assert "took more than 0 s" in error.message
 
 
 @pytest.mark.parametrize(
