@@ -266,7 +266,7 @@ def test_3_0_keywords_are_refused_in_a_3_1_document() -> None:
 async def test_keywords_no_vocabulary_defines_are_ignored_as_annotations() -> None:
     invoice = copy.deepcopy(INVOICE_31)
     amount = invoice["properties"]["amount"]
-    # None is JSON Schema: each is an annotation, and what it holds is not a schema.
+    # None of these is a JSON Schema keyword: each is an annotation, holding no schema.
     amount["swagger-extension"] = True
     amount["maximumAmount"] = 10
     amount["vendor"] = {"$ref": "https://elsewhere.example/x.json", "nullable": True}

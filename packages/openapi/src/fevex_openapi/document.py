@@ -104,9 +104,9 @@ def reference_loop(loop: Sequence[str]) -> FevexConfigurationError:
     locations in the order they are reached, the first one again at the end."""
     return configuration_error(
         "OPENAPI_REF_INVALID",
-        f"The references starting at {loop[0]} loop back to it: {' → '.join(loop)}. "
-        "Following them never reaches a value's shape; a schema may refer to itself only "
-        "inside a property or an item.",
+        f"The references starting at {loop[0]} loop back to it: {' → '.join(loop)}, so "
+        "following them never ends. (A schema may refer to itself inside a property or an "
+        "item, where each step checks a smaller value.)",
         {"location": loop[0], "loop": list(loop)},
     )
 

@@ -335,11 +335,11 @@ class SchemaBuilder:
             return value
         if keyword == "$ref":
             return self._reference(value, here, reached, base, in_place=in_place)
-        in_place = in_place and keyword in _IN_PLACE
+        child_in_place = in_place and keyword in _IN_PLACE
 
         def convert(child: Subschema) -> Any:
             where = here if child.key is None else f"{here}/{escape_part(str(child.key))}"
-            return self._convert(child.schema, where, reached, base, in_place=in_place)
+            return self._convert(child.schema, where, reached, base, in_place=child_in_place)
 
         try:
             children = _SUBSCHEMAS.under(keyword, value)
