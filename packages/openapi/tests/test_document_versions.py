@@ -14,7 +14,12 @@ import pytest
 from fevex import FevexConfigurationError, FevexRunError
 from fevex.schemas import compile_json_schema
 from fevex.tools import ConnectionContext
-from fevex_openapi import create_openapi_tool_provider
+from fevex_openapi import (
+    ANNOTATION_KEYWORDS,
+    CONSTRAINT_KEYWORDS,
+    create_openapi_tool_provider,
+    document_text,
+)
 from fevex_openapi.document import load_document
 from fevex_openapi.operations import read_operations
 
@@ -233,6 +238,12 @@ async def test_without_nullable_a_3_0_answer_of_null_breaks_the_schema(billing: 
         ({"minimum": 1, "exclusiveMinimum": 1}, "OPENAPI_SCHEMA_INVALID", "boolean"),
         ({"type": "string", "nullable": "yes"}, "OPENAPI_SCHEMA_INVALID", "nullable"),
         ({"patternProperties": {}}, "OPENAPI_SCHEMA_UNSUPPORTED", "patternProperties"),
+        ({"$anchor": "amount"}, "OPENAPI_SCHEMA_UNSUPPORTED", "not part of OpenAPI 3.0"),
+        (
+            {"$schema": "https://spec.openapis.org/oas/3.1/dialect/base"},
+            "OPENAPI_SCHEMA_UNSUPPORTED",
+            "not part of OpenAPI 3.0",
+        ),
     ],
 )
 def test_what_3_0_does_not_have_is_refused_in_a_3_0_document(
@@ -250,6 +261,64 @@ def test_3_0_keywords_are_refused_in_a_3_1_document() -> None:
     error = refused(document("3.1.0", {"Invoice": invoice}))
     assert error.code == "OPENAPI_SCHEMA_UNSUPPORTED"
     assert error.details["keyword"] == "nullable"
+
+
+async def test_keywords_no_vocabulary_defines_are_ignored_as_annotations() -> None:
+    invoice = copy.deepcopy(INVOICE_31)
+    amount = invoice["properties"]["amount"]
+    # None of these is a JSON Schema keyword: each is an annotation, holding no schema.
+    amount["swagger-extension"] = True
+    amount["maximumAmount"] = 10
+    amount["vendor"] = {"$ref": "https://elsewhere.example/x.json", "nullable": True}
+    doc = document("3.1.0", {"Invoice": invoice, "Person": PERSON})
+    validator, schema = await body_schema(define(doc))
+    assert schema["$defs"]["Invoice"]["properties"]["amount"] == INVOICE_31["properties"]["amount"]
+    assert not validator.problems({"amount": 12}, "body")
+    assert validator.problems({"amount": 0}, "body")
+
+
+@pytest.mark.parametrize(
+    "dialect",
+    [
+        "https://spec.openapis.org/oas/3.1/dialect/base",
+        "https://spec.openapis.org/oas/3.1/dialect/2024-10-25",
+        "https://json-schema.org/draft/2020-12/schema",
+    ],
+)
+async def test_a_schema_may_name_the_default_dialect(dialect: str) -> None:
+    invoice = {"$schema": dialect, "$vocabulary": {dialect: True}, **INVOICE_31}
+    doc = document("3.1.0", {"Invoice": invoice, "Person": PERSON})
+    validator, schema = await body_schema(define(doc))
+    assert "$schema" not in schema["$defs"]["Invoice"]
+    assert "$vocabulary" not in schema["$defs"]["Invoice"]
+    assert validator.problems({"amount": 0}, "body")
+
+
+@pytest.mark.parametrize(
+    "dialect", ["http://json-schema.org/draft-07/schema#", "https://example.com/my-dialect", 7]
+)
+def test_a_schema_in_another_dialect_is_refused(dialect: Any) -> None:
+    invoice = {"$schema": dialect, **INVOICE_31}
+    error = refused(document("3.1.0", {"Invoice": invoice, "Person": PERSON}))
+    assert error.code == "OPENAPI_SCHEMA_UNSUPPORTED"
+    assert error.details == {"keyword": "$schema", "location": "#/components/schemas/Invoice"}
+    assert "may mean something else" in error.message
+
+
+def test_every_json_schema_keyword_is_enforced_annotated_left_out_or_refused() -> None:
+    from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
+
+    from fevex_openapi.schema_subset import LEFT_OUT_KEYWORDS, REFUSED_KEYWORDS
+
+    keywords: set[str] = set()
+    for uri in REGISTRY:
+        if uri.startswith("https://json-schema.org/draft/2020-12/"):
+            keywords.update(REGISTRY.contents(uri).get("properties", {}))
+    kinds = [CONSTRAINT_KEYWORDS, ANNOTATION_KEYWORDS, LEFT_OUT_KEYWORDS, set(REFUSED_KEYWORDS)]
+    assert keywords <= set().union(*kinds)
+    for index, kind in enumerate(kinds):
+        for other in kinds[index + 1 :]:
+            assert not kind & other
 
 
 def test_swagger_2_stays_refused() -> None:
@@ -361,6 +430,32 @@ def test_yaml_without_pyyaml_is_refused_with_the_extra_to_install(
     define(json.dumps(document("3.1.0", {"Invoice": PERSON})))
 
 
+async def test_yaml_over_the_size_bound_is_refused_before_it_is_read() -> None:
+    from fevex_openapi.document_text import YAML_MAX_CHARACTERS
+
+    text = f"{PETSTORE_YAML}# {'x' * YAML_MAX_CHARACTERS}\n"
+    error = refused(text, ("showPetById",))
+    assert error.code == "OPENAPI_DOCUMENT_TOO_LARGE"
+    assert error.details == {"characters": len(text), "limit": YAML_MAX_CHARACTERS}
+    assert "Convert it to JSON" in error.message
+    # JSON has no such bound.
+    padded = {**document("3.1.0", {"Invoice": PERSON}), "x-padding": "x" * YAML_MAX_CHARACTERS}
+    assert [tool.name for tool in await tools_of(define(json.dumps(padded)))] == ["putInvoice"]
+
+
+@pytest.mark.parametrize("loader", ["CSafeLoader", "SafeLoader"])
+def test_reading_yaml_stops_at_the_time_bound(monkeypatch: pytest.MonkeyPatch, loader: str) -> None:
+    import yaml
+
+    if loader == "SafeLoader":
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    monkeypatch.setattr(document_text, "YAML_MAX_SECONDS", 0.0)
+    error = refused(f"{PETSTORE_YAML}# read with {loader}\n", ("showPetById",))
+    assert error.code == "OPENAPI_DOCUMENT_TOO_LARGE"
+    assert error.details == {"seconds": 0.0}
+    assert "took more than 0 s" in error.message
+
+
 @pytest.mark.parametrize(
     ("text", "code"),
     [
@@ -411,6 +506,50 @@ async def test_references_resolve_through_a_schemas_id() -> None:
     assert validator.problems({"payer": ""}, "body")
 
 
+async def test_references_resolve_to_an_anchor_in_the_resource_they_name() -> None:
+    schemas = {
+        "Invoice": {
+            "type": "object",
+            "properties": {
+                # A plain name in the document's own resource (no $id around it).
+                "payer": {"$ref": "#payer"},
+                # A plain name in the resource of an $id.
+                "total": {"$ref": "https://billing.example.com/schemas/money#amount"},
+                "money": {"$ref": "https://billing.example.com/schemas/money"},
+            },
+        },
+        "Person": {"$anchor": "payer", **PERSON},
+        "Money": {
+            "$id": "https://billing.example.com/schemas/money",
+            "type": "object",
+            "properties": {
+                "amount": {"$anchor": "amount", "type": "number", "minimum": 0},
+                # Inside the Money resource, "#amount" is Money's own anchor.
+                "rounded": {"$ref": "#amount", "multipleOf": 1},
+            },
+        },
+    }
+    validator, schema = await body_schema(define(document("3.1.0", schemas)))
+    properties = schema["$defs"]["Invoice"]["properties"]
+    assert properties["payer"] == {"$ref": "#/$defs/Person"}
+    assert properties["total"] == {"$ref": "#/$defs/Money~1properties~1amount"}
+    assert schema["$defs"]["Money/properties/amount"] == {"type": "number", "minimum": 0}
+    assert "$anchor" not in json.dumps(schema)
+    assert not validator.problems({"payer": {"name": "Ada"}, "total": 1.5}, "body")
+    assert validator.problems({"payer": {}}, "body")
+    assert validator.problems({"total": -1}, "body")
+    assert not validator.problems({"money": {"amount": 0.5, "rounded": 2}}, "body")
+    assert validator.problems({"money": {"rounded": -2}}, "body")
+    assert validator.problems({"money": {"rounded": 0.5}}, "body")
+
+
+def test_an_anchor_must_be_a_plain_name() -> None:
+    invoice = {"type": "object", "properties": {"payer": {"$anchor": "1st payer"}}}
+    error = refused(document("3.1.0", {"Invoice": invoice}))
+    assert error.code == "OPENAPI_SCHEMA_INVALID"
+    assert "$anchor" in error.message
+
+
 async def test_a_reference_into_a_component_is_its_own_definition() -> None:
     invoice = copy.deepcopy(INVOICE_30)
     invoice["properties"]["copy"] = {"$ref": "#/components/schemas/Invoice/properties/note"}
@@ -431,7 +570,8 @@ async def test_a_reference_into_a_component_is_its_own_definition() -> None:
         (["#/components/schemas/Person"], "OPENAPI_REF_INVALID", "is a list"),
         ("#/components/schemas/~2Person", "OPENAPI_REF_INVALID", "JSON Pointer"),
         ("#/components/schemas/Nobody", "OPENAPI_REF_INVALID", "points at nothing"),
-        ("#person", "OPENAPI_REF_UNSUPPORTED", "anchor"),
+        ("#person", "OPENAPI_REF_INVALID", "anchor 'person', which no schema"),
+        ("https://billing.example.com/schemas/invoice#nobody", "OPENAPI_REF_INVALID", "anchor"),
         ("https://elsewhere.example/person", "OPENAPI_REF_UNSUPPORTED", "leaves the document"),
         ("#/paths", "OPENAPI_REF_UNSUPPORTED", "#/components/schemas/"),
     ],
@@ -439,7 +579,11 @@ async def test_a_reference_into_a_component_is_its_own_definition() -> None:
 def test_null_and_malformed_references_are_refused_with_a_clear_message(
     ref: Any, code: str, words: str
 ) -> None:
-    invoice = {"type": "object", "properties": {"payer": {"$ref": ref}}}
+    invoice = {
+        "$id": "https://billing.example.com/schemas/invoice",
+        "type": "object",
+        "properties": {"payer": {"$ref": ref}},
+    }
     error = refused(document("3.1.0", {"Invoice": invoice, "Person": PERSON}))
     assert error.code == code
     assert words in error.message

@@ -9,8 +9,10 @@ dialect, a ``paths`` object); a provider checks the operations it allows and wha
 references reach (:mod:`fevex_openapi.operations`).
 
 References are local: a JSON Pointer into the document (``#/components/...``) or, in 3.1,
-a URI that a schema of the document declares as its ``$id``. Anything else leaves the
-document and is refused where it is reached.
+a URI that a schema of the document declares as its ``$id``, or a plain-name fragment that
+one declares as its ``$anchor`` (JSON Schema 2020-12: the anchor names a place in the
+schema resource of the nearest ``$id``). Anything else leaves the document and is refused
+where it is reached, and so are references that lead back where they started.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
@@ -28,17 +30,21 @@ from fevex_openapi.document_text import document_digest, document_source, parse_
 from fevex_openapi.errors import configuration_error
 
 __all__ = [
+    "SCHEMA_DIALECTS",
     "OpenApiDocument",
     "OperationEntry",
     "escape_part",
     "json_pointer",
     "load_document",
+    "reference_loop",
     "reference_of",
     "unescape_part",
 ]
 
 _VERSION = re.compile(r"3\.([01])\.\d+")
-_DIALECTS = frozenset(
+#: The dialects a 3.1 document may name (``jsonSchemaDialect``, a schema's ``$schema``):
+#: OpenAPI 3.1's default one, whose vocabularies add annotations only, and plain 2020-12.
+SCHEMA_DIALECTS = frozenset(
     {
         "https://spec.openapis.org/oas/3.1/dialect/base",
         "https://spec.openapis.org/oas/3.1/dialect/2024-10-25",
@@ -93,6 +99,18 @@ def reference_of(node: Any, location: str) -> str | None:
     return ref
 
 
+def reference_loop(loop: Sequence[str]) -> FevexConfigurationError:
+    """The refusal of references that lead back where they started: ``loop`` lists the
+    locations in the order they are reached, the first one again at the end."""
+    return configuration_error(
+        "OPENAPI_REF_INVALID",
+        f"The references starting at {loop[0]} loop back to it: {' → '.join(loop)}, so "
+        "following them never ends. (A schema may refer to itself inside a property or an "
+        "item, where each step checks a smaller value.)",
+        {"location": loop[0], "loop": list(loop)},
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class OperationEntry:
     """Where an operation is: its path template, method and JSON Pointer location."""
@@ -116,8 +134,8 @@ class OpenApiDocument:
     #: Path items whose reference could not be followed, with why: the operations in them
     #: are not indexed, and naming an unknown one reports this instead.
     unreadable_paths: Mapping[str, FevexConfigurationError] = field(default_factory=dict)
-    _ids: dict[str, str] = field(default_factory=dict)
-    _ids_ready: list[bool] = field(default_factory=lambda: [False])
+    _names: dict[str, str] = field(default_factory=dict)
+    _names_ready: list[bool] = field(default_factory=lambda: [False])
 
     def resolve(self, ref: str, location: str, base: str = "") -> tuple[Any, str]:
         """The value ``ref`` points at, and its location as a JSON Pointer fragment.
@@ -125,22 +143,10 @@ class OpenApiDocument:
         ``base`` is the URI the reference is written under: the ``$id`` of the schema
         resource that holds it, or ``""`` (the document itself).
         """
-        if ref.startswith("#"):
+        if ref.startswith("#") and _is_pointer(ref[1:]):
             pointer = ref
         else:
-            uri, fragment = urldefrag(urljoin(base, ref))
-            resource = self._declared_ids().get(uri)
-            if resource is None:
-                raise configuration_error(
-                    "OPENAPI_REF_UNSUPPORTED",
-                    f"The $ref {ref[:120]!r} at {location} leaves the document: it is neither a "
-                    "local reference (#/...) nor the $id of a schema in it. Bundle the "
-                    "document first.",
-                    {"location": location},
-                )
-            pointer = resource + (fragment if fragment.startswith("/") else "")
-            if fragment and not fragment.startswith("/"):
-                raise _anchor_refused(ref, location)
+            pointer = self._named(ref, location, base)
         node: Any = self.data
         for part in _pointer_parts(pointer, ref, location):
             if isinstance(node, dict) and part in node:
@@ -157,29 +163,61 @@ class OpenApiDocument:
 
     def follow(self, node: Any, location: str) -> tuple[Any, str]:
         """``node`` with Reference Objects followed, and the location it ends up at."""
+        reached = [location]
         for _ in range(_MAX_REF_HOPS):
             ref = reference_of(node, location)
             if ref is None:
                 return node, location
             node, location = self.resolve(ref, location)
+            if location in reached:
+                raise reference_loop([*reached[reached.index(location) :], location])
+            reached.append(location)
         raise configuration_error(
             "OPENAPI_REF_INVALID",
-            f"The references starting at {location} form a loop or a chain longer than "
-            f"{_MAX_REF_HOPS}.",
-            {"location": location},
+            f"The references starting at {reached[0]} form a chain longer than {_MAX_REF_HOPS}.",
+            {"location": reached[0]},
         )
 
-    def _declared_ids(self) -> dict[str, str]:
-        """Every schema ``$id`` of a 3.1 document, as an absolute URI, with its location.
+    def _named(self, ref: str, location: str, base: str) -> str:
+        """The JSON Pointer of what a URI names: a schema by its ``$id``, a place inside
+        one by a JSON Pointer fragment, or a schema by its ``$anchor``."""
+        uri, fragment = urldefrag(urljoin(base, ref))
+        names = self._declared_names()
+        if fragment and not _is_pointer(fragment):
+            anchored = names.get(f"{uri}#{fragment}")
+            if anchored is not None:
+                return anchored
+            if uri == "" or uri in names:
+                raise configuration_error(
+                    "OPENAPI_REF_INVALID",
+                    f"The $ref {ref[:120]!r} at {location} names the anchor {fragment[:60]!r}, "
+                    "which no schema of the document declares ($anchor).",
+                    {"location": location},
+                )
+        resource = names.get(uri)
+        if resource is None:
+            raise configuration_error(
+                "OPENAPI_REF_UNSUPPORTED",
+                f"The $ref {ref[:120]!r} at {location} leaves the document: it is neither a "
+                "local reference (#/...) nor the $id of a schema in it. Bundle the "
+                "document first.",
+                {"location": location},
+            )
+        return resource + fragment
+
+    def _declared_names(self) -> dict[str, str]:
+        """Every schema ``$id`` of a 3.1 document, as a URI resolved against the ``$id``s
+        around it, and every ``$anchor`` as that URI with the anchor as its fragment; each
+        with its location.
 
         Built on the first reference that needs it: most documents never do.
         """
-        if not self._ids_ready[0]:
+        if not self._names_ready[0]:
             if self.version == "3.1":
-                for uri, location in _declared_ids(self.data, "", "#"):
-                    self._ids.setdefault(uri, location)
-            self._ids_ready[0] = True
-        return self._ids
+                for uri, location in _declared_names(self.data, "", "#"):
+                    self._names.setdefault(uri, location)
+            self._names_ready[0] = True
+        return self._names
 
 
 def load_document(document: Mapping[str, Any] | str | bytes) -> OpenApiDocument:
@@ -228,7 +266,7 @@ _HASHED: OrderedDict[int, tuple[str | bytes, str]] = OrderedDict()
 def _index(data: dict[str, Any]) -> OpenApiDocument:
     version = _version(data)
     dialect = data.get("jsonSchemaDialect")
-    if version == "3.1" and dialect is not None and dialect not in _DIALECTS:
+    if version == "3.1" and dialect is not None and dialect not in SCHEMA_DIALECTS:
         raise configuration_error(
             "OPENAPI_SCHEMA_UNSUPPORTED",
             f"jsonSchemaDialect {dialect!r} is not supported; only the OpenAPI 3.1 default "
@@ -281,26 +319,32 @@ def _version(data: dict[str, Any]) -> str:
     return f"3.{match.group(1)}"
 
 
-def _declared_ids(node: Any, base: str, location: str) -> Iterator[tuple[str, str]]:
+def _declared_names(node: Any, base: str, location: str) -> Iterator[tuple[str, str]]:
     if isinstance(node, dict):
         declared = node.get("$id")
         if isinstance(declared, str) and declared:
             base = urldefrag(urljoin(base, declared))[0]
             yield base, location
+        anchor = node.get("$anchor")
+        if isinstance(anchor, str) and anchor:
+            yield f"{base}#{anchor}", location
         for key, value in node.items():
             if key not in _DATA_KEYWORDS and isinstance(value, dict | list):
-                yield from _declared_ids(value, base, f"{location}/{escape_part(key)}")
+                yield from _declared_names(value, base, f"{location}/{escape_part(key)}")
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            yield from _declared_ids(value, base, f"{location}/{index}")
+            yield from _declared_names(value, base, f"{location}/{index}")
+
+
+def _is_pointer(fragment: str) -> bool:
+    """Whether a URI fragment is a JSON Pointer (empty, or ``/...``), not an anchor's name."""
+    return not fragment or unquote(fragment).startswith("/")
 
 
 def _pointer_parts(pointer: str, ref: str, location: str) -> list[str]:
     fragment = unquote(pointer[1:])
     if not fragment:
         return []
-    if not fragment.startswith("/"):
-        raise _anchor_refused(ref, location)
     if _POINTER_ESCAPE.search(fragment):
         raise configuration_error(
             "OPENAPI_REF_INVALID",
@@ -314,12 +358,3 @@ def _pointer_parts(pointer: str, ref: str, location: str) -> list[str]:
 def _canonical(pointer: str) -> str:
     """One spelling per location: percent-escapes decoded, JSON Pointer escapes kept."""
     return "#" + unquote(pointer[1:])
-
-
-def _anchor_refused(ref: str, location: str) -> Exception:
-    return configuration_error(
-        "OPENAPI_REF_UNSUPPORTED",
-        f"The $ref {ref[:120]!r} at {location} names an anchor; only JSON Pointer "
-        "fragments (#/...) are supported.",
-        {"location": location},
-    )

@@ -5,10 +5,17 @@ booleans, ``None``) that no caller holds, with the SHA-256 of its source, by whi
 process keeps one parsed copy of each document (:mod:`fevex_openapi.document`).
 
 YAML is read by PyYAML's safe loader (``pip install "fevex-openapi[yaml]"``), which builds
-plain data only and never a Python object the text names. What YAML has and JSON has not is
-refused or made JSON: integer keys (``200:`` response codes) become strings, dates become
-their ISO text, and aliases may not expand the document beyond a bound (a "billion laughs"
-document is refused, not walked).
+plain data only and never a Python object the text names: its C loader where PyYAML was
+built with libyaml, else the pure-Python one. What YAML has and JSON has not is refused or
+made JSON: integer keys (``200:`` response codes) become strings, dates become their ISO
+text, and aliases may not expand the document beyond a bound (a "billion laughs" document
+is refused, not walked).
+
+Even the C loader builds and resolves every node in Python, tens of times slower than
+``json.loads`` (GitHub's REST description takes seconds as YAML, a tenth of one as JSON),
+so YAML is read within a size bound (:data:`YAML_MAX_CHARACTERS`, checked before reading)
+and a time bound (:data:`YAML_MAX_SECONDS`, checked while reading); beyond either the
+document is refused with ``OPENAPI_DOCUMENT_TOO_LARGE``. JSON has neither bound.
 """
 
 from __future__ import annotations
@@ -17,13 +24,27 @@ import datetime
 import hashlib
 import json
 import math
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from fevex_openapi.errors import configuration_error
 
-__all__ = ["ParsedDocument", "document_digest", "document_source", "parse_document"]
+__all__ = [
+    "YAML_MAX_CHARACTERS",
+    "YAML_MAX_SECONDS",
+    "ParsedDocument",
+    "document_digest",
+    "document_source",
+    "parse_document",
+]
 
+#: The longest YAML text read, in characters (16 MiB of ASCII): GitHub's REST description,
+#: as big as public descriptions come, is about 10 MB as YAML.
+YAML_MAX_CHARACTERS = 16 * 1024 * 1024
+#: The longest reading of a YAML text may take before it is stopped, for text that is
+#: slower to read than its length says (a loaded machine, millions of tiny scalars).
+YAML_MAX_SECONDS = 60.0
 # Deeper than any real document; keeps a hostile one from exhausting the stack.
 _MAX_DEPTH = 256
 
@@ -100,10 +121,20 @@ def _read_yaml(text: str, json_problem: str | None) -> Any:
             "The OpenAPI document is not JSON, and reading YAML needs PyYAML: "
             'pip install "fevex-openapi[yaml]" (or pass the document as JSON).',
         ) from None
-    # The C loader when PyYAML was built with libyaml: several times faster on big files.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    if len(text) > YAML_MAX_CHARACTERS:
+        raise _too_large(
+            f"is {len(text):,} characters long, over the {YAML_MAX_CHARACTERS:,} this plugin "
+            "reads as YAML",
+            {"characters": len(text), "limit": YAML_MAX_CHARACTERS},
+        )
+    loader = _bounded_loader(yaml, time.monotonic() + YAML_MAX_SECONDS)(text)
     try:
-        raw = yaml.load(text, Loader=loader)  # a safe loader, chosen above
+        raw = loader.get_single_data()
+    except _OutOfTime:
+        raise _too_large(
+            f"took more than {YAML_MAX_SECONDS:g} s to read as YAML",
+            {"seconds": YAML_MAX_SECONDS},
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -114,10 +145,36 @@ def _read_yaml(text: str, json_problem: str | None) -> Any:
         ) from None
     except RecursionError:
         raise _too_deep() from None
+    finally:
+        loader.dispose()
     # Aliases share one node between many places; expanded, each place is a copy. Without
     # aliases a document has fewer nodes than characters, so that is the bound.
     budget = [len(text) + 1000]
     return _plain(raw, 0, budget)
+
+
+class _OutOfTime(Exception):
+    """Reading a YAML text went past its deadline."""
+
+
+def _bounded_loader(yaml: Any, deadline: float) -> Any:
+    """PyYAML's safe loader (the C one when PyYAML was built with libyaml) that stops at
+    ``deadline`` (of :func:`time.monotonic`): it looks at every node it resolves and every
+    value it builds."""
+    safe_loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class BoundedSafeLoader(safe_loader):  # type: ignore[misc]
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+            if time.monotonic() >= deadline:
+                raise _OutOfTime
+            return super().resolve(kind, value, implicit)
+
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            if time.monotonic() >= deadline:
+                raise _OutOfTime
+            return super().construct_object(node, deep)
+
+    return BoundedSafeLoader
 
 
 def _plain(value: Any, depth: int, budget: list[int]) -> Any:
@@ -177,6 +234,15 @@ def _not_plain_json() -> Exception:
         "OPENAPI_DOCUMENT_INVALID",
         "The OpenAPI document must hold only JSON values (dicts with string keys, "
         "lists, strings, finite numbers, booleans and None).",
+    )
+
+
+def _too_large(problem: str, details: dict[str, Any]) -> Exception:
+    return configuration_error(
+        "OPENAPI_DOCUMENT_TOO_LARGE",
+        f"The OpenAPI document {problem}: YAML is read tens of times slower than JSON. "
+        "Convert it to JSON once, ahead of time, and pass the JSON.",
+        details,
     )
 
 

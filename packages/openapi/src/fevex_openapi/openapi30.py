@@ -14,8 +14,9 @@ keyword by keyword, into what it means in 2020-12:
 - ``example`` becomes ``examples: [example]``;
 - a ``$ref`` stands alone: 3.0 says the other keywords of a Reference Object are ignored.
 
-Keywords 3.0 does not have (``const``, ``examples``, ``$id``, a list or ``"null"`` as
-``type``...) are refused in a 3.0 document, as they would mean something else there.
+Keywords 3.0 does not have (``const``, ``examples``, ``$id``, ``$anchor``, ``$schema``, a
+list or ``"null"`` as ``type``...) are refused in a 3.0 document, as they would mean
+something else there.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from fevex_openapi.errors import configuration_error
 __all__ = ["NOT_IN_30", "nullable_schema", "translate_30_schema"]
 
 #: 2020-12 keywords that OpenAPI 3.0's Schema Object does not have.
-NOT_IN_30 = frozenset({"const", "examples", "$id", "$comment"})
+NOT_IN_30 = frozenset({"const", "examples", "$id", "$anchor", "$schema", "$vocabulary", "$comment"})
 _TYPES_30 = frozenset({"object", "array", "string", "integer", "number", "boolean"})
 
 
