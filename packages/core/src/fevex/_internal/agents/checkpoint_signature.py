@@ -21,20 +21,19 @@ from fevex._ground.canonical_json import canonical_json
 from fevex.errors import FevexConfigurationError, FevexRunError
 
 __all__ = [
-    "KEY_VARIABLE",
-    "SIGNATURE_FIELD",
     "CheckpointSigner",
     "SecretValue",
     "checkpoint_signer",
     "unverifiable",
 ]
 
-KEY_VARIABLE = "FEVEX_CHECKPOINT_KEY"
+_KEY_VARIABLE = "FEVEX_CHECKPOINT_KEY"
+# The field of an exported checkpoint that holds its signature.
 SIGNATURE_FIELD = "signature"
 _PREFIX = "hmac-sha256:"
 # RFC 2104 asks for a key at least as long as the hash's output.
 _MIN_KEY_BYTES = 32
-_WHERE_TO_SET = f"create_fevex(checkpoint_key=...) or {KEY_VARIABLE}"
+_WHERE_TO_SET = f"create_fevex(checkpoint_key=...) or {_KEY_VARIABLE}"
 
 
 class SecretValue(Protocol):
@@ -90,8 +89,8 @@ def checkpoint_signer(key: object) -> CheckpointSigner | FevexConfigurationError
     bytes. The problem is returned, not raised: no frame of its traceback holds the key."""
     where = "checkpoint_key"
     if key is None:
-        key = os.environ.get(KEY_VARIABLE) or None
-        where = KEY_VARIABLE
+        key = os.environ.get(_KEY_VARIABLE) or None
+        where = _KEY_VARIABLE
         if key is None:
             return None
     get_secret_value = getattr(key, "get_secret_value", None)
