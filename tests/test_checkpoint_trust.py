@@ -160,6 +160,8 @@ async def test_an_unsigned_or_altered_checkpoint_is_refused_and_starts_nothing(
             signed(unsigned, OTHER_KEY),
             {**checkpoint, "signature": checkpoint["signature"].upper()},
             {**checkpoint, "signature": None},
+            # Not JSON, so no key signed it, whatever its signature says.
+            {**checkpoint, "output": float("nan"), "signature": ""},
         ):
             error = await refused(app, altered, input="more")
             assert error.code == "CHECKPOINT_SIGNATURE_INVALID"

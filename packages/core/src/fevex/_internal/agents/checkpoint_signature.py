@@ -62,11 +62,13 @@ class CheckpointSigner:
         ``CHECKPOINT_SIGNATURE_INVALID``."""
         given = checkpoint.get(SIGNATURE_FIELD)
         try:
-            expected = self._signature(checkpoint)
-        except TypeError:
-            expected = ""
-        if not isinstance(given, str) or not hmac.compare_digest(
-            given.encode("utf-8", "replace"), expected.encode("ascii")
+            expected: str | None = self._signature(checkpoint)
+        except (TypeError, ValueError, RecursionError):
+            expected = None  # not JSON: no key signed it
+        if (
+            expected is None
+            or not isinstance(given, str)
+            or not hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode())
         ):
             raise FevexRunError(
                 "CHECKPOINT_SIGNATURE_INVALID",

@@ -63,8 +63,8 @@ class CheckpointMethods:
         return exported if signer is None else signer.signed(exported)
 
     async def check_checkpoint(self, checkpoint: dict[str, Any], *, trusted: bool = False) -> None:
-        """Refuse, as ``restore_checkpoint`` would, a ``checkpoint`` this app cannot
-        restore; nothing is started."""
+        """Refuse, as ``restore_checkpoint`` would with the same ``trusted``, a
+        ``checkpoint`` this app cannot restore; nothing is started."""
         restored_conversation(
             self._composition, checkpoint, self._checkpoint_signer, trusted=trusted
         )
