@@ -4,9 +4,14 @@ branch of a conversation continued from the checkpoint a version carries.
 Run it with ``python examples/kit_family.py``. Ana creates the family from a first
 conversation and promotes it; a fork and a stale promotion show the rules; the fork's
 checkpoint continues the conversation as a new run.
+
+The app signs the checkpoints it exports and restores only what its key signed. A real app
+reads the key from ``FEVEX_CHECKPOINT_KEY`` (the same in every environment a checkpoint
+travels to); this one makes a key of its own for the run.
 """
 
 import asyncio
+import secrets
 from typing import Any
 
 from pydantic import BaseModel
@@ -53,9 +58,14 @@ family = define_agent_family(
 
 
 async def main() -> None:
-    async with create_fevex(models={"default": FunctionModel(answer)}, agents=[support]) as app:
+    async with create_fevex(
+        models={"default": FunctionModel(answer)},
+        agents=[support],
+        checkpoint_key=secrets.token_urlsafe(32),
+    ) as app:
         first = await app.run_agent("support", "Refunds take five days.", context=ANA)
-        checkpoint = await app.export_checkpoint(first.run_id)  # JSON: no identity, no grants
+        # JSON, signed: no identity, no grants.
+        checkpoint = await app.export_checkpoint(first.run_id)
 
         made = await family.create(
             app, Goal(goal="refunds", source_revision="r1"), checkpoint=checkpoint, context=ANA

@@ -42,6 +42,8 @@ ANA = ExecutionContext(actor={"id": "ana", "type": "user"}, namespace="acme")
 BOB = ExecutionContext(actor={"id": "bob", "type": "user"}, namespace="acme")
 EVE = ExecutionContext(actor={"id": "eve", "type": "user"}, namespace="other")
 RACER = Path(__file__).with_name("family_process_app.py")
+# Every app here signs the checkpoints it exports with this key and restores what it signed.
+KEY = "family-tests-checkpoint-key-0123456789"
 
 
 class Goal(BaseModel):
@@ -81,6 +83,7 @@ def make_app(
         agents=[chat] if agents is None else agents,
         tools=list(tools),
         run_store=url,
+        checkpoint_key=KEY,
     )
 
 
@@ -583,11 +586,11 @@ async def test_restoring_refuses_what_the_app_lacks(url: str | None) -> None:
     elsewhere = {**checkpoint, "model": "openai:gpt-5-mini"}
     async with make_app(url) as app:
         with pytest.raises(FevexError) as no_model:
-            await app.restore_checkpoint(elsewhere, "more")
+            await app.restore_checkpoint(elsewhere, "more", trusted=True)
         assert no_model.value.details["missing"] == {"model": "openai:gpt-5-mini"}
         for broken in ({"format": "other"}, {**checkpoint, "transcript": "x"}):
             with pytest.raises(FevexError) as unreadable:
-                await app.restore_checkpoint(broken, "more")
+                await app.restore_checkpoint(broken, "more", trusted=True)
             assert unreadable.value.code == "CHECKPOINT_UNSUPPORTED"
 
 
@@ -604,6 +607,7 @@ async def test_a_paused_run_exports_its_pending_calls_without_the_decisions(
         agents=[chat],
         tools=[lookup_tool, wire_tool],
         run_store=url,
+        checkpoint_key=KEY,
     ) as app:
         with pytest.raises(RunPausedError) as paused:
             await app.run_agent("chat", "pay it", context=ANA)
@@ -681,6 +685,7 @@ async def test_a_restored_run_is_traced_like_any_run() -> None:
         agents=[chat],
         tools=[lookup_tool, wire_tool],
         observability=Observability(exporters=[exporter]),
+        checkpoint_key=KEY,
     ) as app:
         first = await app.run_agent("chat", "hi")
         restored = await app.restore_checkpoint(await app.export_checkpoint(first.run_id), "more")

@@ -16,6 +16,11 @@ from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
 
 from fevex._ground.clock import utc_now
 from fevex._ground.storable_text import is_storable
+from fevex._internal.agents.checkpoint_signature import (
+    CheckpointSigner,
+    SecretValue,
+    checkpoint_signer,
+)
 from fevex._internal.composition.registry import Composition, Problems, compose
 from fevex._internal.composition.tool_runner import CredentialResolver, ToolExceptionHook
 from fevex._internal.engine.event_sink import Observers
@@ -86,6 +91,7 @@ def create_fevex(
     on_tool_exception: ToolExceptionHook | None = None,
     tasks: Iterable[Any] = (),
     record_store: RecordStore | str | None = None,
+    checkpoint_key: str | bytes | SecretValue | None = None,
 ) -> Fevex:
     """Validate the whole composition and return the app.
 
@@ -120,11 +126,20 @@ def create_fevex(
     follows the run store's URL, or its ``open_record_store()``; a run store naming none
     makes every use ``RECORD_STORE_MISSING`` (README, "Records").
 
+    ``checkpoint_key`` (text, bytes or a secret such as pydantic's ``SecretStr``; at least
+    32 bytes; ``None`` uses ``FEVEX_CHECKPOINT_KEY``) signs the checkpoints
+    ``export_checkpoint`` returns and verifies the ones ``restore_checkpoint`` is given;
+    without one, a restore needs ``trusted=True``. It is a credential: the app keeps it
+    in no attribute, ``repr`` or error.
+
     Every problem of the composition is reported at once: the ``FevexConfigurationError``
     has the first one's ``code`` and lists each in ``problems``. The app is a context
     manager (``async with create_fevex(...) as app``, or ``with`` in scripts) that closes
     it on exit.
     """
+    signer = checkpoint_signer(checkpoint_key)
+    # A credential: no frame of a traceback out of here keeps it.
+    del checkpoint_key
     return _create_fevex(
         {},
         models=models,
@@ -144,6 +159,7 @@ def create_fevex(
         on_tool_exception=on_tool_exception,
         tasks=tasks,
         record_store=record_store,
+        checkpoint_signer=signer,
     )
 
 
@@ -167,9 +183,11 @@ def _create_fevex(
     on_tool_exception: ToolExceptionHook | None = None,
     tasks: Iterable[Any] = (),
     record_store: RecordStore | str | None = None,
+    checkpoint_signer: CheckpointSigner | FevexConfigurationError | None = None,
 ) -> Fevex:
     """:func:`create_fevex`, with ``run_kinds`` registered besides the app's own: the
-    private hook through which a test brings a kind of run of its own."""
+    private hook through which a test brings a kind of run of its own. It takes the
+    checkpoint key as its signer, or the problem of the key given."""
     problems = Problems()
     composition = compose(
         models=models,
@@ -188,6 +206,8 @@ def _create_fevex(
     run_kinds = _with_tasks(run_kinds, tasks, composition, problems)
     _check_observability(observability, problems)
     knowledge = attach_app_knowledge(composition, context_providers, problems)
+    if isinstance(checkpoint_signer, FevexConfigurationError):
+        problems.add(checkpoint_signer)
     # The store is opened only for a valid composition: opening one can create it.
     problems.raise_if_any()
     opened_memory_store = open_app_memory_store(memory_store)
@@ -207,6 +227,8 @@ def _create_fevex(
         run_kinds=run_kinds,
     )
     app._memory_store = opened_memory_store
+    if isinstance(checkpoint_signer, CheckpointSigner):
+        app._checkpoint_signer = checkpoint_signer
     app.record_store = open_app_record_store(record_store, run_store, opened_run_store)
     if knowledge is not None:
         knowledge.app_memory_store = lambda: app.memory_store

@@ -12,6 +12,16 @@ current definitions, and asks again for any approval its pending calls need.
 The unfinished step of a run that failed or was cancelled in the middle of its tool
 calls is left out (its assistant message and the calls' partial results): a restored run
 never repeats an effect whose outcome its first run never recorded.
+
+Whoever hands an app a checkpoint could make it call its tools, so restoring one trusts
+little of it. An app with a checkpoint key signs its exports
+(:mod:`fevex._internal.agents.checkpoint_signature`), and a restore refuses a checkpoint
+that is unsigned or altered unless its caller says ``trusted=True``. Whatever its
+signature, the conversation must be one an agent run could have had: no ``system``
+message (an agent's instructions are added at each step, never kept in its transcript),
+each tool call id once, and the pending calls exactly the tool calls of its last assistant
+message; those calls then go through the app's policies and approvals as any model's
+calls do.
 """
 
 from __future__ import annotations
@@ -20,6 +30,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from fevex._internal.agents.checkpoint_signature import (
+    SIGNATURE_FIELD,
+    CheckpointSigner,
+    unverifiable,
+)
 from fevex._internal.agents.run_state import PendingCalls, RunState
 from fevex._internal.composition.registry import DEFAULT_MODEL_KEY, Composition, PreparedAgent
 from fevex.errors import FevexRunError
@@ -116,16 +131,33 @@ def tools_named(transcript: list[Message], pending: PendingCalls | None) -> list
     return list(dict.fromkeys(names))
 
 
-def restored_conversation(composition: Composition, checkpoint: Any) -> RestoredConversation:
+def restored_conversation(
+    composition: Composition,
+    checkpoint: Any,
+    signer: CheckpointSigner | None,
+    *,
+    trusted: bool,
+) -> RestoredConversation:
     """The conversation a portable checkpoint holds, checked against the app:
-    ``CHECKPOINT_UNSUPPORTED`` when it is not one, ``CHECKPOINT_DEPENDENCY_MISSING`` when
-    it names an agent, a model or a tool the app does not have (all of them listed)."""
+    ``CHECKPOINT_UNSUPPORTED`` when it is not one; unless ``trusted``,
+    ``CHECKPOINT_UNSIGNED``, ``CHECKPOINT_KEY_MISSING`` or ``CHECKPOINT_SIGNATURE_INVALID``
+    when ``signer`` cannot vouch for it; ``CHECKPOINT_TRANSCRIPT_INVALID`` for a
+    conversation no agent run has; ``CHECKPOINT_DEPENDENCY_MISSING`` when it names an
+    agent, a model or a tool the app does not have (all of them listed)."""
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != PORTABLE_FORMAT:
         raise _unsupported("it is not a checkpoint export_checkpoint returned", "malformed")
     version = checkpoint.get("version")
-    if version != _PORTABLE_VERSION:
-        reason = "version" if isinstance(version, int) and version > 1 else "malformed"
+    # A bool is an int to Python, and 1.0 equals 1: neither is a version.
+    if type(version) is not int or version != _PORTABLE_VERSION:
+        newer = type(version) is int and version > _PORTABLE_VERSION
+        reason = "version" if newer else "malformed"
         raise _unsupported(f"its version {version!r} is not {_PORTABLE_VERSION}", reason)
+    if not trusted:
+        if SIGNATURE_FIELD not in checkpoint:
+            raise unverifiable("unsigned")
+        if signer is None:
+            raise unverifiable("no_key")
+        signer.verify(checkpoint)
     try:
         agent = checkpoint["agent"]
         if not isinstance(agent, str) or checkpoint.get("kind") != "agent":
@@ -143,10 +175,55 @@ def restored_conversation(composition: Composition, checkpoint: Any) -> Restored
         source = checkpoint.get("source_run_id")
     except Exception as error:
         raise _unsupported(f"it cannot be read ({type(error).__name__})", "malformed") from None
+    _check_conversation(transcript, pending)
     _check_dependencies(composition, agent, model, tools_named(transcript, pending))
     return RestoredConversation(
         agent, tuple(transcript), pending, source if isinstance(source, str) else None
     )
+
+
+def _check_conversation(transcript: list[Message], pending: PendingCalls | None) -> None:
+    """Refuse a conversation no agent run has had: one with a ``system`` message, a tool
+    call id used twice, or pending calls that are not what its last assistant message asked
+    for, answered in order (``CHECKPOINT_TRANSCRIPT_INVALID``)."""
+    for index, message in enumerate(transcript):
+        if message.role == "system":
+            raise _transcript_invalid(
+                "system_message",
+                f"message {index} is a system message, which no agent run keeps in its "
+                "transcript (the agent's instructions are added at each step)",
+                index=index,
+            )
+    call_ids = [
+        part.id
+        for message in transcript
+        for part in message.content
+        if isinstance(part, ToolCallPart)
+    ]
+    if len(set(call_ids)) != len(call_ids):
+        raise _transcript_invalid("duplicate_call_id", "it uses a tool call id twice")
+    if pending is None:
+        return
+    last = transcript[-1] if transcript else None
+    asked = []
+    if last is not None and last.role == "assistant":
+        asked = [
+            (part.id, part.name, part.input)
+            for part in last.content
+            if isinstance(part, ToolCallPart)
+        ]
+    calls = pending.calls
+    answered = [(result.id, result.name) for result in pending.results]
+    if (
+        asked != [(call.id, call.name, call.input) for call in calls]
+        or len(answered) >= len(calls)
+        or answered != [(call.id, call.name) for call in calls[: len(answered)]]
+    ):
+        raise _transcript_invalid(
+            "pending_calls",
+            "its pending tool calls are not the calls its last assistant message asked "
+            "for, with results for the first of them only",
+        )
 
 
 def _check_dependencies(
@@ -192,4 +269,12 @@ def _unsupported(why: str, reason: str) -> FevexRunError:
         "CHECKPOINT_UNSUPPORTED",
         f"The checkpoint cannot be restored: {why}.",
         details={"reason": reason},
+    )
+
+
+def _transcript_invalid(reason: str, why: str, **details: Any) -> FevexRunError:
+    return FevexRunError(
+        "CHECKPOINT_TRANSCRIPT_INVALID",
+        f"The checkpoint cannot be restored: {why}. Nothing was started.",
+        details={"reason": reason, **details},
     )

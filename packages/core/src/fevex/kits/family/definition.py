@@ -13,7 +13,10 @@ is written: a caller reads the family again and decides again.
 
 A version restores no identity, budget, tool or running function: the checkpoint it may
 carry is what ``app.export_checkpoint`` returned, and :meth:`AgentFamily.restore` starts
-a new run of it with the app's current definitions (``app.restore_checkpoint``).
+a new run of it with the app's current definitions (``app.restore_checkpoint``). A
+checkpoint is checked, its signature included, when a version takes it and again when it
+is restored: the record store is no more trusted than the hand that gave it; ``trusted=``
+is passed on to the app.
 """
 
 from __future__ import annotations
@@ -83,7 +86,9 @@ class FamilyApp(Protocol):
 
     record_store: RecordStore
 
-    async def check_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
+    async def check_checkpoint(
+        self, checkpoint: dict[str, Any], *, trusted: bool = False
+    ) -> None: ...
 
     async def restore_checkpoint(
         self,
@@ -94,6 +99,7 @@ class FamilyApp(Protocol):
         session_id: str | None = None,
         timeout: float | None = None,
         run_id: str | None = None,
+        trusted: bool = False,
     ) -> RunResult[Any]: ...
 
 
@@ -150,17 +156,19 @@ class AgentFamily:
         checkpoint: dict[str, Any] | None = None,
         family_id: str | None = None,
         context: Context = None,
+        trusted: bool = False,
     ) -> Family:
         """A new family whose first version (a candidate, with no base) holds ``state``
-        and optionally an exported run ``checkpoint``; promote it to make it active.
-        ``family_id`` names it (default: a fresh id); an id the namespace has already is
-        ``FAMILY_CONFLICT``."""
+        and optionally an exported run ``checkpoint`` (checked as
+        ``app.check_checkpoint(checkpoint, trusted=trusted)`` does); promote it to make it
+        active. ``family_id`` names it (default: a fresh id); an id the namespace has
+        already is ``FAMILY_CONFLICT``."""
         chosen = new_id("fam") if family_id is None else family_id
         request = self._request(
             chosen, context, {"state": self._state_json(state), "checkpoint": checkpoint}
         )
         if request.fields["checkpoint"] is not None:
-            await app.check_checkpoint(json_copy(request.fields["checkpoint"]))
+            await app.check_checkpoint(json_copy(request.fields["checkpoint"]), trusted=trusted)
         now = instant(time.time())
         version = self._new_version(request.fields, (), None, now)
         await self._assert("create", request, None, version)
@@ -177,12 +185,13 @@ class AgentFamily:
         checkpoint: dict[str, Any] | None = _FROM_PARENT,
         revision: int | None = None,
         context: Context = None,
+        trusted: bool = False,
     ) -> Family:
         """A new candidate whose parent is ``parent_id`` (any version the family keeps): a
         copy of the parent's state and checkpoint, or the ``state`` and ``checkpoint`` given;
-        its base is the version active now. A
-        checkpoint naming an agent, model or tool the app lacks is refused here
-        (``CHECKPOINT_DEPENDENCY_MISSING``). The new version is the family's
+        its base is the version active now. A checkpoint the app would not restore (with
+        ``trusted``) is refused here: one naming an agent, model or tool the app lacks is
+        ``CHECKPOINT_DEPENDENCY_MISSING``. The new version is the family's
         :attr:`~Family.newest`."""
         fields: dict[str, Any] = {"parent_id": self._id(parent_id, "parent_id")}
         if state is not _FROM_PARENT:
@@ -200,7 +209,7 @@ class AgentFamily:
             "checkpoint": request.fields.get("checkpoint", json_copy(parent.checkpoint)),
         }
         if made["checkpoint"] is not None:
-            await app.check_checkpoint(json_copy(made["checkpoint"]))
+            await app.check_checkpoint(json_copy(made["checkpoint"]), trusted=trusted)
         version = self._new_version(made, (parent.id,), family.active_id, now)
         await self._assert("fork", request, stored, version)
         family = with_version(with_room(family, self.max_versions), version)
@@ -358,10 +367,11 @@ class AgentFamily:
         input: Any = None,
         context: Context = None,
         timeout: float | None = None,
+        trusted: bool = False,
     ) -> RunResult[Any]:
         """Continue the conversation the version ``version_id`` carries as a new run
-        (``app.restore_checkpoint``), under ``context``; ``FAMILY_NO_CHECKPOINT`` for a
-        version that carries none."""
+        (``app.restore_checkpoint``, with ``trusted``), under ``context``;
+        ``FAMILY_NO_CHECKPOINT`` for a version that carries none."""
         family = await self.get(app, family_id, context=context)
         version = family.version(self._id(version_id, "version_id"))
         if version.checkpoint is None:
@@ -371,7 +381,7 @@ class AgentFamily:
                 details={"family_id": family.id, "version_id": version.id},
             )
         return await app.restore_checkpoint(
-            version.checkpoint, input, context=context, timeout=timeout
+            version.checkpoint, input, context=context, timeout=timeout, trusted=trusted
         )
 
     get_sync = _blocking(get)
