@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from fevex.kits.family import define_agent_family
 from fevex.models import ModelInput
 from fevex.policies import PolicyRequest
 from fevex.runtime import ExecutionContext
-from fevex.testing import FunctionModel
+from fevex.testing import FunctionModel, places_holding
 
 pytestmark = pytest.mark.anyio
 
@@ -421,18 +422,9 @@ def assert_hidden(error: FevexConfigurationError, key: str, where: str) -> None:
     chained errors, or the locals of fevex's frames it went through."""
     assert error.code == "INVALID_CONFIG"
     assert where in str(error)
-    assert key not in str(error)
-    assert key not in repr(error.details)
+    assert places_holding(key, error) == []
     assert error.__cause__ is None
     assert error.__context__ is None
     library = str(Path(fevex.__file__).parent)
-    traceback = error.__traceback__
-    frames = 0
-    while traceback is not None:
-        frame = traceback.tb_frame
-        if frame.f_code.co_filename.startswith(library):
-            frames += 1
-            for value in frame.f_locals.values():
-                assert key not in repr(value)
-        traceback = traceback.tb_next
-    assert frames > 0
+    frames = traceback.walk_tb(error.__traceback__)
+    assert any(frame.f_code.co_filename.startswith(library) for frame, _ in frames)

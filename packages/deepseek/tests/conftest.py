@@ -15,9 +15,8 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import pytest
@@ -402,66 +401,3 @@ async def deepseek(deepseek_server: LoopbackDeepSeek) -> Any:
     yield make
     for model in models:
         await model.aclose()
-
-
-# -- where an error holds the key ----------------------------------------------------
-
-
-def _places_holding(secret: str, error: BaseException) -> list[str]:
-    """Each place ``secret`` shows where error reporters look (Sentry walks ``__cause__``
-    and ``__context__`` and captures every frame's locals): the ``repr`` and ``str`` of the
-    error and of each exception it chains, their ``args``, notes and attributes, and the
-    locals of the traceback frames that run fevex's code (their ``repr``, and inside
-    containers and exceptions each item's)."""
-    found: list[str] = []
-    seen: set[int] = set()
-
-    def look(place: str, value: Any, depth: int = 0) -> None:
-        if id(value) in seen or depth > 4:
-            return
-        seen.add(id(value))
-        if isinstance(value, BaseException):
-            walk(place, value, depth)
-            return
-        if secret in _shown(repr, value):
-            found.append(f"{place} ({type(value).__name__})")
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                look(f"{place}[{key!r}]", item, depth + 1)
-        elif isinstance(value, list | tuple | set | frozenset):
-            for index, item in enumerate(value):
-                look(f"{place}[{index}]", item, depth + 1)
-
-    def walk(place: str, error: BaseException, depth: int) -> None:
-        if secret in _shown(repr, error) + _shown(str, error):
-            found.append(f"{place} ({type(error).__name__})")
-        look(f"{place}.args", error.args, depth + 1)
-        look(f"{place}.__notes__", getattr(error, "__notes__", None), depth + 1)
-        for name, value in vars(error).items():
-            look(f"{place}.{name}", value, depth + 1)
-        look(f"{place}.__cause__", error.__cause__, depth)
-        look(f"{place}.__context__", error.__context__, depth)
-        if isinstance(error, BaseExceptionGroup):
-            look(f"{place}.exceptions", error.exceptions, depth)
-        traceback: TracebackType | None = error.__traceback__
-        while traceback is not None:
-            frame = traceback.tb_frame
-            module = str(frame.f_globals.get("__name__", ""))
-            if module == "fevex" or module.startswith(("fevex.", "fevex_")):
-                look(f"{place}: {module}.{frame.f_code.co_name}", dict(frame.f_locals), depth)
-            traceback = traceback.tb_next
-
-    look("error", error)
-    return found
-
-
-def _shown(show: Callable[[Any], str], value: Any) -> str:
-    try:
-        return show(value)
-    except Exception:
-        return ""
-
-
-@pytest.fixture
-def places_holding() -> Callable[[str, BaseException], list[str]]:
-    return _places_holding

@@ -8,6 +8,7 @@ import pytest
 from fevex.errors import FevexRunError
 from fevex.messages import Message
 from fevex.models import ModelInput, OutputDelta
+from fevex.testing import places_holding
 
 pytestmark = pytest.mark.anyio
 
@@ -22,7 +23,7 @@ async def _failure(model: Any, drain: Any, model_input: ModelInput = ASK) -> Fev
 
 
 async def test_rejected_credentials_keep_the_message_but_not_the_key(
-    deepseek: Any, deepseek_server: Any, wire: Any, drain: Any, places_holding: Any
+    deepseek: Any, deepseek_server: Any, wire: Any, drain: Any
 ) -> None:
     deepseek_server.fail(
         401,
@@ -51,7 +52,7 @@ async def test_rejected_credentials_keep_the_message_but_not_the_key(
     ids=["an error frame", "a frame that is not JSON"],
 )
 async def test_a_key_echoed_in_the_stream_reaches_no_part_of_the_error(
-    deepseek: Any, deepseek_server: Any, wire: Any, drain: Any, places_holding: Any, frame: Any
+    deepseek: Any, deepseek_server: Any, wire: Any, drain: Any, frame: Any
 ) -> None:
     deepseek_server.stream(wire.chunk(content="Partial "), frame)
 

@@ -9,7 +9,6 @@ import socket
 from collections.abc import Callable
 
 import pytest
-from openai_key_reach import places_holding
 from openai_loopback import (
     TEST_API_KEY,
     ChatChunks,
@@ -23,6 +22,7 @@ from fevex import create_fevex, define_agent
 from fevex.errors import FevexRunError
 from fevex.messages import Message
 from fevex.models import ModelInput
+from fevex.testing import places_holding
 from fevex_openai import OpenAIModel, create_openai
 
 pytestmark = pytest.mark.anyio

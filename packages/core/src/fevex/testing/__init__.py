@@ -24,6 +24,7 @@ from fevex.testing.run_store_contract import (
     RunStoreReport,
     check_run_store,
 )
+from fevex.testing.secrets import places_holding
 from fevex.testing.trace_exporter_contract import check_trace_exporter, contract_spans
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "contract_spans",
     "default_contract_inputs",
     "model_input_json",
+    "places_holding",
     "record_model",
     "replay_model",
 ]

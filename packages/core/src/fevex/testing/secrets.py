@@ -1,5 +1,8 @@
-"""Where a caller can reach a secret from an exception it received, the way error reporters
-look."""
+"""Where an exception lets a caller reach a secret: the places error reporters look.
+
+A plugin's tests hand the error their code raised and the credential it was given to
+:func:`places_holding` and assert that the list is empty.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +12,21 @@ from typing import Any
 
 __all__ = ["places_holding"]
 
+_DEPTH = 4  # containers inside containers a reporter would still show
+
 
 def places_holding(secret: str, error: BaseException) -> list[str]:
-    """Each place ``secret`` shows where error reporters look (Sentry walks ``__cause__``
-    and ``__context__`` and captures every frame's locals): the ``repr`` and ``str`` of the
-    error and of each exception it chains, their ``args``, notes and attributes, and the
-    locals of the traceback frames that run fevex's code (their ``repr``, and inside
-    containers and exceptions each item's)."""
+    """Each place ``secret`` shows where error reporters look (Sentry, for one, walks
+    ``__cause__`` and ``__context__`` and captures every frame's locals): the ``repr`` and
+    ``str`` of ``error`` and of each exception it chains or groups, their ``args``, notes and
+    attributes, and the locals of the traceback frames that run fevex's code (a module named
+    ``fevex`` or ``fevex.*`` or ``fevex_*``), each value's ``repr`` and, inside containers and
+    exceptions, each item's. An empty list means the secret is out of reach."""
     found: list[str] = []
     seen: set[int] = set()
 
     def look(place: str, value: Any, depth: int = 0) -> None:
-        if id(value) in seen or depth > 4:
+        if id(value) in seen or depth > _DEPTH:
             return
         seen.add(id(value))
         if isinstance(value, BaseException):
