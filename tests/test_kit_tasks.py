@@ -278,6 +278,26 @@ async def test_the_last_attempt_failing_in_a_reconcile_step_asks_its_receipt(
         assert checkpoint["completed_steps"] == ["analyze", "publish"]
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("this exception has no text")
+
+
+async def test_a_step_raising_what_cannot_be_shown_as_text_is_a_step_failure() -> None:
+    def fails(state: Any, ctx: TaskContext) -> Any:
+        raise Unprintable
+
+    task = define_durable_task(
+        id="t", revision="1", authorize=lambda context, state: None, steps=[TaskStep("s", fails)]
+    )
+    async with create_fevex(tasks=[task]) as app:
+        task_id = await app.create_task("t", {}, deadline=60)
+        with pytest.raises(FevexError) as failed:
+            await app.run_task(task_id)
+        assert failed.value.code == "TASK_STEP_FAILED"
+        assert failed.value.details["cause"] == "Unprintable"
+
+
 async def test_a_child_agent_is_held_to_what_the_attempt_has_left() -> None:
     ledger = Ledger()
     async with _app(ledger, None, calls_per_attempt=2) as app:

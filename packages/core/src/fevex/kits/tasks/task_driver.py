@@ -33,7 +33,7 @@ from fevex._internal.engine.deadline import DeadlineReached
 from fevex._internal.workflows.workflow_state import call_for_run
 from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
-from fevex.kits.callbacks import call_assertion, json_copy
+from fevex.kits.callbacks import call_assertion, json_copy, shown
 from fevex.kits.tasks.task_checkpoint import TaskCheckpoint, seconds_until
 from fevex.kits.tasks.task_context import TaskContext, count_model_calls
 from fevex.models import Usage
@@ -390,6 +390,6 @@ def _as_failure(error: Exception, step_id: str) -> FevexError:
         return error
     return FevexRunError(
         "TASK_STEP_FAILED",
-        f"Task step {step_id!r} raised {type(error).__name__}: {str(error)[:300]}",
+        f"Task step {step_id!r} raised {type(error).__name__}: {shown(error, str, 300)}",
         details={"step_id": step_id, "cause": type(error).__name__},
     )
