@@ -116,13 +116,13 @@ class LeaseKeeper:
     def _lost(self, error: Exception, what: str) -> FevexRunError:
         """``LEASE_LOST`` caused by the renewal's ``error``, described by its type and, for
         a fevex error, its code: never its text, which may hold what the store was given."""
-        cause: dict[str, str] = {"type": type(error).__name__}
+        cause = {"type": type(error).__name__}
         if isinstance(error, FevexError):
             cause["code"] = error.code
+        named = cause.get("code", cause["type"])
         lost = FevexRunError(
             "LEASE_LOST",
-            f"Renewing the lease of run {self._run_id} {what} "
-            f"({cause.get('code', cause['type'])}).",
+            f"Renewing the lease of run {self._run_id} {what} ({named}).",
             category="store",
             details={"run_id": self._run_id, "cause": cause},
         )
