@@ -7,7 +7,9 @@ ledger file ``FEVEX_TEST_LEDGER``, outside fevex; its receipt query looks for th
 ``FEVEX_TEST_KILL_AT`` names where the process SIGKILLs itself: ``analyze`` (after its agent
 ran), ``publish-before`` / ``publish-after`` (before or after the effect), ``reconcile``
 (inside the receipt query) or ``notify``. The store is ``FEVEX_RUN_STORE``, the lease
-``FEVEX_TEST_LEASE_SECONDS``.
+``FEVEX_TEST_LEASE_SECONDS``; ``FEVEX_TEST_MAX_ATTEMPTS`` (4) and
+``FEVEX_TEST_CALLS_PER_ATTEMPT`` (2; ``all`` for the default, all the budget left) bound
+the task.
 
 ``python -c "import task_process_app as a; a.create()"`` prints a new task's id;
 ``a.run(task_id)`` runs an attempt and prints ``done`` (or dies where it was told to).
@@ -23,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from fevex import Fevex, create_fevex, define_agent
-from fevex.kits.tasks import TaskContext, TaskStep, define_durable_task
+from fevex.kits.tasks import DurableTask, TaskContext, TaskStep, define_durable_task
 from fevex.runtime import ExecutionContext
 from fevex.testing import FunctionModel
 
@@ -91,26 +93,28 @@ def may_review(context: ExecutionContext, state: Any) -> None:
         raise PermissionError("only ana reviews")
 
 
-REVIEW = define_durable_task(
-    id="proc.review",
-    revision="1",
-    state=Review,
-    authorize=may_review,
-    max_attempts=4,
-    calls_per_attempt=2,
-    steps=[
-        TaskStep("analyze", analyze),
-        TaskStep("publish", publish, replay="reconcile", reconcile=find_receipt),
-        TaskStep("notify", notify),
-    ],
-)
+def review_task() -> DurableTask:
+    calls = os.environ.get("FEVEX_TEST_CALLS_PER_ATTEMPT", "2")
+    return define_durable_task(
+        id="proc.review",
+        revision="1",
+        state=Review,
+        authorize=may_review,
+        max_attempts=int(os.environ.get("FEVEX_TEST_MAX_ATTEMPTS", "4")),
+        calls_per_attempt=None if calls == "all" else int(calls),
+        steps=[
+            TaskStep("analyze", analyze),
+            TaskStep("publish", publish, replay="reconcile", reconcile=find_receipt),
+            TaskStep("notify", notify),
+        ],
+    )
 
 
 def build_app() -> Fevex:
     return create_fevex(
         models={"default": FunctionModel(lambda model_input: "a summary")},
         agents=[define_agent(name="analyst", instructions="Summarize.")],
-        tasks=[REVIEW],
+        tasks=[review_task()],
         lease_seconds=float(os.environ.get("FEVEX_TEST_LEASE_SECONDS", "1.0")),
     )
 

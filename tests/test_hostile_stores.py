@@ -218,6 +218,45 @@ async def orphan(store_url: str, agent: str) -> str:
     return started[0]
 
 
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ConnectionError(f"could not reach postgresql://fevex:{SECRET}@db/runs"),
+        FevexRunError("STORE_UNAVAILABLE", f"the store at {SECRET} is down", category="store"),
+    ],
+    ids=["exception", "fevex-error"],
+)
+async def test_a_failed_renewal_is_lease_lost_caused_by_the_stores_exception(
+    store_url: str, failure: Exception
+) -> None:
+    app = create_fevex(
+        models={"default": Blocked()},
+        agents=[define_agent(name="worker", instructions="Work.")],
+        run_store=store_url,
+        lease_seconds=0.4,
+    )
+
+    async def renewal_fails(*args: Any, **kwargs: Any) -> Any:
+        raise failure
+
+    app.run_store.renew_lease = renewal_fails  # type: ignore[method-assign]
+    try:
+        with pytest.raises(FevexRunError) as caught:
+            await asyncio.wait_for(app.run_agent("worker", "go"), 30)
+    finally:
+        await app.close()
+    lost = caught.value
+    assert lost.code == "LEASE_LOST"
+    assert lost.__cause__ is failure
+    described = {"type": type(failure).__name__}
+    if isinstance(failure, FevexRunError):
+        described["code"] = failure.code
+    assert lost.details["cause"] == described
+    # Described by type and code only: the store's text stays in the store's exception.
+    told = f"{lost}{lost!r}{json.dumps(lost.to_json())}{json.dumps(lost.details)}"
+    assert SECRET not in told
+
+
 def set_checkpoint(store_url: str, run_id: str, text: str) -> None:
     if store_url.startswith("sqlite"):
         with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:

@@ -671,7 +671,7 @@ async def test_a_store_failing_during_the_commit_is_uncertain_never_a_rollback(
             await pub.publish(
                 app, revision=proposal.revision, candidate_id=proposal.candidate_id, context=EDITOR
             )
-        assert caught.value.code == "PUBLICATION_COMMIT_UNCERTAIN"
+        assert caught.value.code == "RECORD_COMMIT_UNCERTAIN"
         assert caught.value.details["cause"] == "ConnectionResetError"
         app.record_store = inner
         # It was written: the error said it might have been, not that it was undone.

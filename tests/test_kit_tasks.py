@@ -42,6 +42,7 @@ class Ledger:
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.fail_publish = 0
+        self.receipt_found = False
         self.gate: asyncio.Event | None = None
         self.began = asyncio.Event()
 
@@ -76,7 +77,7 @@ def _app(ledger: Ledger, url: Any, *, revision: str = "1", **task: Any) -> Fevex
 
     def receipt(state: Review, ctx: TaskContext) -> Review | None:
         ledger.calls.append("receipt")
-        return None
+        return state.model_copy(update={"published": True}) if ledger.receipt_found else None
 
     async def may_review(context: ExecutionContext, state: Review) -> None:
         if (context.actor or {}).get("id") != "ana":
@@ -246,7 +247,55 @@ async def test_attempts_and_budget_run_out() -> None:
             await app.run_task(task_id, context=ANA)
         assert spent.value.code == "TASK_BUDGET_EXHAUSTED"
         assert (await app.get_run(task_id)).status == "failed"
-        assert ledger.calls == ["analyze 1 3", "publish"]
+        # The failed publish may have had its effect: its receipt is asked before the end.
+        assert ledger.calls == ["analyze 1 3", "publish", "receipt"]
+
+
+async def test_the_last_attempt_failing_in_a_reconcile_step_asks_its_receipt(
+    url: str | None,
+) -> None:
+    ledger = Ledger()
+    ledger.fail_publish = 2
+    async with _app(ledger, url, max_attempts=1) as app:
+        task_id = await app.create_task("app.review", {"text": "d"}, deadline=60)
+        with pytest.raises(FevexError) as failed:
+            await app.run_task(task_id, context=ANA)
+        assert failed.value.code == "TASK_STEP_FAILED"
+        assert ledger.calls == ["analyze 1 None", "publish", "receipt"]
+        assert (await app.get_run(task_id)).status == "failed"
+        assert (await _checkpoint(app, task_id))["started_step"] == "publish"
+
+        # The receipt finds the effect: the step completes, and with it the task.
+        ledger.calls.clear()
+        ledger.receipt_found = True
+        task_id = await app.create_task("app.review", {"text": "d"}, deadline=60)
+        result = await app.run_task(task_id, context=ANA)
+        assert result.output.published is True
+        assert ledger.calls == ["analyze 1 None", "publish", "receipt"]
+        assert (await app.get_run(task_id)).status == "completed"
+        checkpoint = await _checkpoint(app, task_id)
+        assert (checkpoint["status"], checkpoint["started_step"]) == ("completed", None)
+        assert checkpoint["completed_steps"] == ["analyze", "publish"]
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("this exception has no text")
+
+
+async def test_a_step_raising_what_cannot_be_shown_as_text_is_a_step_failure() -> None:
+    def fails(state: Any, ctx: TaskContext) -> Any:
+        raise Unprintable
+
+    task = define_durable_task(
+        id="t", revision="1", authorize=lambda context, state: None, steps=[TaskStep("s", fails)]
+    )
+    async with create_fevex(tasks=[task]) as app:
+        task_id = await app.create_task("t", {}, deadline=60)
+        with pytest.raises(FevexError) as failed:
+            await app.run_task(task_id)
+        assert failed.value.code == "TASK_STEP_FAILED"
+        assert failed.value.details["cause"] == "Unprintable"
 
 
 async def test_a_child_agent_is_held_to_what_the_attempt_has_left() -> None:
@@ -283,6 +332,7 @@ async def test_the_deadline_ends_a_task(url: str | None) -> None:
         assert stopped.value.details["reason"] == "timeout"
         assert time.monotonic() - began < 5
         assert (await app.get_run(task_id)).status == "cancelled"
+        assert (await _checkpoint(app, task_id))["status"] == "cancelled"
 
 
 async def test_cancel_stops_the_wait_for_authorize() -> None:
@@ -365,6 +415,7 @@ async def test_a_checkpoint_save_under_way_lands_before_the_lease_is_released() 
         checkpoint = await _checkpoint(app, task_id)
         assert checkpoint["next_step_index"] == 1
         assert checkpoint["completed_steps"] == ["analyze"]
+        assert checkpoint["status"] == "cancelled"
         assert ledger.calls == ["analyze 1 None"]
 
 

@@ -182,3 +182,65 @@ async def test_sigkill_inside_a_step_then_run_task_again(
     children = await app.list_runs(parent_run_id=task_id)
     assert len(children) == counts["analyze"]
     assert {child.status for child in children} == {"completed"}
+
+
+# An attempt SIGKILLed in the reconcile step ``publish``, when no attempt can follow it:
+# what was used up, where it died, then what the task ends with and has recorded.
+USED_UP = {
+    "the budget (the default reservation), after the effect": (
+        {"FEVEX_TEST_CALLS_PER_ATTEMPT": "all"},
+        "publish-after",
+        "TASK_BUDGET_EXHAUSTED",
+        True,
+    ),
+    "the budget (the default reservation), before the effect": (
+        {"FEVEX_TEST_CALLS_PER_ATTEMPT": "all"},
+        "publish-before",
+        "TASK_BUDGET_EXHAUSTED",
+        False,
+    ),
+    "the attempts, after the effect": (
+        {"FEVEX_TEST_MAX_ATTEMPTS": "1"},
+        "publish-after",
+        "TASK_ATTEMPTS_EXHAUSTED",
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("scenario", list(USED_UP))
+async def test_a_task_with_nothing_left_asks_reconcile_before_it_ends_failed(
+    env: dict[str, str], app: Fevex, scenario: str
+) -> None:
+    bounds, kill_at, code, published = USED_UP[scenario]
+    env = {**env, **bounds}
+    created = python(env, f"import {APP}; {APP}.create()")
+    assert created.returncode == 0, created.stderr
+    task_id = created.stdout.strip()
+    died = python(env, f"import {APP}; {APP}.run({task_id!r})", kill_at)
+    assert died.returncode == -signal.SIGKILL, died.stderr
+    await asyncio.sleep(LEASE_SECONDS * 1.5)
+
+    ended = python(env, f"import {APP}; {APP}.run({task_id!r})")
+    assert ended.returncode == 1
+    assert code in ended.stderr
+    run = await app.get_run(task_id)
+    assert run.status == "failed"
+    assert run.error is not None
+    assert run.error["code"] == code
+    # The receipt was asked, once; the effect happened at most once.
+    counts = {"analyze": 1, "publish-step": 1, "reconcile": 1}
+    assert dict(ledger(env)) == ({**counts, "publish": 1} if published else counts)
+    checkpoint = await app.run_store.get_checkpoint(task_id)
+    assert isinstance(checkpoint, dict)
+    assert checkpoint["status"] == "failed"
+    assert checkpoint["attempt_count"] == 1
+    assert checkpoint["state"]["published"] is published
+    if published:
+        assert checkpoint["completed_steps"] == ["analyze", "publish"]
+        assert checkpoint["started_step"] is None
+    else:
+        assert checkpoint["completed_steps"] == ["analyze"]
+        assert checkpoint["started_step"] == "publish"
+    types = [event.type for event in await app.list_events(task_id)]
+    assert types.index("task.step.reconciling") < types.index("run.failed")

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from fevex import (
     Fevex,
@@ -112,6 +113,23 @@ async def two_waits(step: WorkflowStep, input: Any) -> dict[str, Any]:
     return await step.parallel("waits", {"x": x, "y": y, "work": work})
 
 
+class Approved(BaseModel):
+    approved: bool
+
+
+@define_workflow(name="deliveries", version="1", events={"x": Approved, "y": None})
+async def deliveries(step: WorkflowStep, input: Any) -> dict[str, Any]:
+    async def x() -> Any:
+        return await step.wait_for_event("wait-x", "x")
+
+    async def y() -> Any:
+        return await step.wait_for_event("wait-y", "y")
+
+    got = await step.parallel("both", {"x": x, "y": y})
+    assert isinstance(got["x"].payload, Approved)
+    return {"x": got["x"].payload.approved, "y": got["y"].payload, "by": got["x"].actor["id"]}
+
+
 @define_workflow(name="saga", version="1")
 async def saga(step: WorkflowStep, input: Any) -> str:
     await step.run("a", record, "a", "a", compensate=undo)
@@ -141,7 +159,7 @@ async def parallel_saga(step: WorkflowStep, input: Any) -> str:
     return "never"
 
 
-WORKFLOWS = [fan, three_fail, two_waits, saga, parallel_saga]
+WORKFLOWS = [fan, three_fail, two_waits, deliveries, saga, parallel_saga]
 
 
 def make_app(store: Any) -> Fevex:
@@ -281,6 +299,35 @@ async def test_a_failure_runs_compensations_in_reverse_completed_order(
     ]
     assert events[-1].type == "run.failed"
     assert events[-1].payload["error"]["code"] == "WORKFLOW_STEP_FAILED"
+
+
+async def test_a_branch_may_return_the_event_delivery_it_waited_for(
+    apps: tuple[Fevex, Fevex],
+) -> None:
+    app, other = apps
+    ada = {"id": "ada", "type": "user"}
+    with pytest.raises(RunPausedError) as paused:
+        await app.run_workflow("deliveries")
+    run_id = paused.value.run_id
+    with pytest.raises(RunPausedError):
+        await other.send_event(run_id, "x", {"approved": True}, actor=ada)
+
+    result = await app.send_event(run_id, "y", "why")
+
+    assert result.output == {"x": True, "y": "why", "by": "ada"}
+    events = await app.list_events(run_id)
+    completed = {
+        e.payload["step_id"]: e.payload for e in events if e.type == "workflow.step.completed"
+    }
+    # Journalled as the deliveries' JSON: the payload as it was sent, actor and time.
+    both = completed["both"]["output"]
+    assert both["x"]["payload"] == {"approved": True}
+    assert both["x"]["actor"] == ada
+    assert both["y"]["payload"] == "why"
+    received = {
+        e.payload["step_id"]: e.payload for e in events if e.type == "workflow.event.received"
+    }
+    assert both["y"]["received_at"] == received["wait-y"]["received_at"]
 
 
 async def test_compensations_follow_the_completed_order_of_parallel_branches(

@@ -73,3 +73,31 @@ def test_frozen_requests_do_not_follow_the_caller() -> None:
     with pytest.raises(FevexRunError) as raised:
         check_callable("accept", 3)
     assert raised.value.code == "KIT_CALLBACK_CONTRACT"
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("this exception has no text")
+
+
+class Unrepresentable:
+    def __repr__(self) -> str:
+        raise RuntimeError("this value has no repr")
+
+
+async def test_what_cannot_be_shown_as_text_still_gets_the_kits_code() -> None:
+    def refuse(*_: Any) -> None:
+        raise Unprintable
+
+    def odd(*_: Any) -> Any:
+        return Unrepresentable()
+
+    with pytest.raises(FevexRunError) as refused:
+        await call_assertion("authorize", refuse, rejected="FAMILY_UNAUTHORIZED")
+    assert refused.value.code == "FAMILY_UNAUTHORIZED"
+    assert isinstance(refused.value.__cause__, Unprintable)
+    assert "Unprintable" in refused.value.message
+    with pytest.raises(FevexRunError) as broken:
+        await call_assertion("validate", odd, rejected="FAMILY_VERSION_INVALID")
+    assert broken.value.code == "KIT_CALLBACK_CONTRACT"
+    assert broken.value.details["returned"] == "Unrepresentable"

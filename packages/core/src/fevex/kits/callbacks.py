@@ -25,7 +25,7 @@ from fevex._internal.engine.deadline import DeadlineReached
 from fevex.errors import FevexRunError
 from fevex.schemas.schema import ensure_json
 
-__all__ = ["call_assertion", "check_callable", "frozen_json", "json_copy"]
+__all__ = ["call_assertion", "check_callable", "frozen_json", "json_copy", "shown"]
 
 # How much of a rejecting exception's text its kit error repeats.
 _MAX_CAUSE_CHARS = 300
@@ -72,21 +72,29 @@ async def call_assertion(
     except (asyncio.CancelledError, DeadlineReached):
         raise
     except Exception as error:
-        text = str(error)
-        if len(text) > _MAX_CAUSE_CHARS:
-            text = text[:_MAX_CAUSE_CHARS] + "..."
         raise FevexRunError(
             rejected,
-            f"{name} rejected it: {type(error).__name__}: {text}",
+            f"{name} rejected it: {type(error).__name__}: {shown(error, str, _MAX_CAUSE_CHARS)}",
             details={"callback": name, "cause": type(error).__name__},
         ) from error
     if result is not None:
         raise FevexRunError(
             "KIT_CALLBACK_CONTRACT",
-            f"{name} returned {type(result).__name__} {result!r:.60}; an assertion callback "
-            "returns None to accept and raises to reject, so nothing continues.",
+            f"{name} returned {type(result).__name__} {shown(result, repr, 60)}; an assertion "
+            "callback returns None to accept and raises to reject, so nothing continues.",
             details={"callback": name, "returned": type(result).__name__},
         )
+
+
+def shown(value: object, as_text: Callable[[object], str], limit: int) -> str:
+    """``as_text(value)`` (``str`` or ``repr``) cut to ``limit`` characters, for a kit's
+    message: the app's object may fail to say itself (its ``__str__`` raising), and the
+    kit's own code must still be what the caller gets."""
+    try:
+        text = as_text(value)
+    except Exception:
+        return f"<{type(value).__name__} that cannot be shown>"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def frozen_json(value: Any, what: str) -> Any:

@@ -16,12 +16,13 @@ __all__ = ["AgentStepResult", "EventDelivery", "WorkflowStep"]
 @dataclass(frozen=True, slots=True)
 class EventDelivery:
     """An external event a workflow waited for: its ``payload`` (a value of the declared
-    schema), the ``actor`` who sent it (``None`` when none was given) and ``received_at``
-    (ISO 8601 UTC)."""
+    schema), the ``actor`` who sent it (``None`` when none was given), ``received_at``
+    (ISO 8601 UTC) and ``payload_json``, the payload as the journal stores it."""
 
     payload: Any
     actor: dict[str, Any] | None
     received_at: str
+    payload_json: Any = field(default=None, compare=False)
 
 
 OutputT = TypeVar("OutputT")

@@ -422,7 +422,10 @@ class Execution:
                 if task is not None and task.cancelling():
                     task.uncancel()
                 self.finished = True
-                raise self._lease_error from None
+                # Its cause (the store's failure) kept, the cancellation that stopped the
+                # step dropped.
+                lost = self._lease_error
+                raise lost from lost.__cause__
             if self._cancel_reason is None:
                 # Cancelled from outside fevex (task cancellation): record it and let the
                 # cancellation propagate untouched.

@@ -6,6 +6,11 @@ that does not finish before the lease would expire (a blocked store), marks the 
 lost: the run stops its local work and writes nothing more under that lease; the store
 keeps the run for recovery.
 
+A renewal failing with anything but the store's own ``LEASE_LOST`` stops the run with a
+``LEASE_LOST`` caused by that failure: the store's exception is its ``__cause__``, and its
+type and code (never its text, which may hold what the store was given) are
+``details["cause"]``.
+
 A renewal the store refuses with ``RUN_CANCEL_REQUESTED`` (another process called
 ``cancel_run``) renews nothing: the keeper tells the run, which cancels itself within what
 is left of its lease, and keeps its schedule; should the run still be running when the
@@ -95,26 +100,31 @@ class LeaseKeeper:
                 # lease still runs.
                 self._schedule(self._seconds / 10)
                 return
-            self._on_lost(error)
+            # The store's own LEASE_LOST says it all; any other failure is the cause of one.
+            self._on_lost(error if error.code == "LEASE_LOST" else self._lost(error, "failed"))
             return
-        except TimeoutError:
-            self._on_lost(
-                FevexRunError(
-                    "LEASE_LOST",
-                    f"Renewing the lease of run {self._run_id} did not finish before it expired.",
-                    category="store",
-                )
-            )
+        except TimeoutError as error:
+            self._on_lost(self._lost(error, "did not finish before it expired"))
             return
         except Exception as error:
-            lost = FevexRunError(
-                "LEASE_LOST",
-                f"Renewing the lease of run {self._run_id} failed: {type(error).__name__}.",
-                category="store",
-            )
-            lost.__cause__ = error
-            self._on_lost(lost)
+            self._on_lost(self._lost(error, "failed"))
             return
         finally:
             self._renewing = None
         self._schedule()
+
+    def _lost(self, error: Exception, what: str) -> FevexRunError:
+        """``LEASE_LOST`` caused by the renewal's ``error``, described by its type and, for
+        a fevex error, its code: never its text, which may hold what the store was given."""
+        cause = {"type": type(error).__name__}
+        if isinstance(error, FevexError):
+            cause["code"] = error.code
+        named = cause.get("code", cause["type"])
+        lost = FevexRunError(
+            "LEASE_LOST",
+            f"Renewing the lease of run {self._run_id} {what} ({named}).",
+            category="store",
+            details={"run_id": self._run_id, "cause": cause},
+        )
+        lost.__cause__ = error
+        return lost

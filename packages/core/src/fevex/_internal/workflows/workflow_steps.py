@@ -213,6 +213,7 @@ class WorkflowSteps:
                 payload if schema is None else schema.validate(payload),
                 output.get("actor"),
                 str(output.get("received_at")),
+                payload_json=payload,
             )
         if entry is None:
             await host.start(step_id, "event", identity, durable=False)
@@ -354,13 +355,20 @@ def _check_compensation(step_id: str, compensate: Any) -> None:
 
 
 def _as_json(value: Any) -> Any:
-    """Branch results as the journal keeps them: each ``AgentStepResult`` as its JSON."""
+    """Branch results as the journal keeps them: the result of a step (an
+    ``AgentStepResult``, an ``EventDelivery``) as the JSON its own entry stores."""
     if isinstance(value, AgentStepResult):
         return {
             "run_id": value.run_id,
             "session_id": value.session_id,
             "output": value.output_json,
             "usage": value.usage.to_json(),
+        }
+    if isinstance(value, EventDelivery):
+        return {
+            "payload": value.payload_json,
+            "actor": value.actor,
+            "received_at": value.received_at,
         }
     if isinstance(value, dict):
         return {key: _as_json(item) for key, item in value.items()}

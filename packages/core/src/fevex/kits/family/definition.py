@@ -46,6 +46,7 @@ from fevex.kits.family.versions import (
     with_version,
     without,
 )
+from fevex.kits.record_swap import swap_record
 from fevex.knowledge.memory_store import namespace_of
 from fevex.runtime.context import ExecutionContext
 from fevex.runtime.record_store import RecordStore
@@ -449,9 +450,11 @@ class AgentFamily:
     async def _write(
         self, app: FamilyApp, request: _Request, revision: int, family: Family, now: str
     ) -> Family:
-        """The whole next record, in one compare-and-swap against ``revision``."""
-        written = await app.record_store.compare_and_swap(
-            request.namespace, request.key, revision, family.to_json()
+        """The whole next record, in one compare-and-swap against ``revision``, awaited to
+        its receipt: a store answering anything but ``True`` or ``False``, or failing, is
+        ``RECORD_COMMIT_UNCERTAIN``, never a family reported written."""
+        written = await swap_record(
+            app.record_store, request.namespace, request.key, revision, family.to_json()
         )
         if not written and revision == 0:
             raise _conflict(family, "exists", "this namespace has a family of that id already")

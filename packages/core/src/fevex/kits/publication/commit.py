@@ -1,31 +1,26 @@
-"""The rules of a write: validity against the clock, the snapshot a swap writes, and a
-swap that, once started, is always awaited to its receipt.
+"""The rules of a write: validity against the clock and the snapshot a swap writes.
 
 Deadlines (a candidate's ``expires_at``, each source's, the operation's ``timeout``) are
 checked again after every await before a swap; none is checked during one. A swap that has
-started decides the outcome: its ``True`` is a receipt even when a deadline passed while
-it ran, its ``False`` means nothing was written, and a store that fails during it leaves
-the outcome unknown (``PUBLICATION_COMMIT_UNCERTAIN``), never a rollback claimed.
+started (:func:`fevex.kits.record_swap.swap_record`) decides the outcome: its ``True`` is a
+receipt even when a deadline passed while it ran, its ``False`` means nothing was written,
+and a store that fails during it, or answers anything else, leaves the outcome unknown
+(``RECORD_COMMIT_UNCERTAIN``), never a rollback claimed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from fevex._ground.clock import utc_now
-from fevex.errors import FevexError, FevexRunError
+from fevex.errors import FevexRunError
 from fevex.kits.publication.documents import SourceReference, instant
 from fevex.kits.publication.record import Candidate, PublicationState
-from fevex.runtime.record_store import RecordStore, check_record_swap
+from fevex.runtime.record_store import check_record_swap
 
-__all__ = [
-    "Deadline",
-    "check_sources_valid",
-    "prepare_snapshot",
-    "swap",
-]
+__all__ = ["Deadline", "check_sources_valid", "prepare_snapshot"]
 
 
 class Deadline:
@@ -113,51 +108,3 @@ def prepare_snapshot(state: PublicationState) -> dict[str, Any]:
             details={"problem": "too_large"},
         ) from error
     return value
-
-
-async def swap(
-    store: RecordStore, state: PublicationState, key: str, value: dict[str, Any]
-) -> bool:
-    """``compare_and_swap`` of ``value`` over ``state.revision``, awaited to its receipt:
-    neither a cancellation nor a deadline abandons a swap under way. A cancellation that
-    came meanwhile is raised once the store has answered (read the record to learn what it
-    said)."""
-    commit: asyncio.Future[bool] = asyncio.ensure_future(
-        _checked(store.compare_and_swap(state.namespace, key, state.revision, value))
-    )
-    cancelled: asyncio.CancelledError | None = None
-    while not commit.done():
-        try:
-            await asyncio.shield(commit)
-        except asyncio.CancelledError as error:
-            cancelled = error
-        except Exception:
-            break  # the commit's own failure, raised by result() below
-    if cancelled is not None:
-        if not commit.cancelled():
-            commit.exception()  # retrieved: the caller stopped waiting for it
-        raise cancelled
-    return commit.result()
-
-
-async def _checked(write: Awaitable[Any]) -> bool:
-    try:
-        written = await write
-    except asyncio.CancelledError:
-        raise
-    except Exception as error:
-        code = error.code if isinstance(error, FevexError) else type(error).__name__
-        raise FevexRunError(
-            "PUBLICATION_COMMIT_UNCERTAIN",
-            f"The record store failed during the commit ({code}); whether it was written is "
-            "unknown: read the publication before trying again.",
-            details={"cause": code},
-        ) from error
-    if not isinstance(written, bool):
-        raise FevexRunError(
-            "PUBLICATION_COMMIT_UNCERTAIN",
-            f"The record store answered {type(written).__name__} to compare_and_swap, not a "
-            "receipt; whether it was written is unknown.",
-            details={"cause": type(written).__name__},
-        )
-    return written

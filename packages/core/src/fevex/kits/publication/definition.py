@@ -31,11 +31,7 @@ from fevex._ground.worker_threads import in_worker_thread
 from fevex._internal.engine.thread_loop import run_sync
 from fevex.errors import FevexConfigurationError, FevexRunError
 from fevex.kits.callbacks import call_assertion, check_callable, frozen_json, json_copy
-from fevex.kits.publication.commit import (
-    Deadline,
-    prepare_snapshot,
-    swap,
-)
+from fevex.kits.publication.commit import Deadline, prepare_snapshot
 from fevex.kits.publication.compiler import CompileCache
 from fevex.kits.publication.documents import (
     KnowledgeDocument,
@@ -68,6 +64,7 @@ from fevex.kits.publication.rules import (
     record_store_of,
     set_with,
 )
+from fevex.kits.record_swap import swap_record
 from fevex.knowledge.context_provider import (
     ContextItem,
     ContextProviderDefinition,
@@ -414,7 +411,8 @@ class KnowledgePublication:
     async def _written(
         self, app: PublicationApp, state: PublicationState, value: dict[str, Any]
     ) -> None:
-        if not await swap(record_store_of(app), state, record_key(self.name), value):
+        store, key = record_store_of(app), record_key(self.name)
+        if not await swap_record(store, state.namespace, key, state.revision, value):
             raise FevexRunError(
                 "PUBLICATION_CONFLICT",
                 f"Publication {self.name} changed after revision {state.revision} was read "

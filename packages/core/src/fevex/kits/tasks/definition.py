@@ -134,7 +134,10 @@ def define_durable_task(
     assertion callback (``None`` accepts, raising refuses with ``TASK_UNAUTHORIZED``) asked
     at the start of every attempt with the caller's ``ExecutionContext``. ``max_attempts``
     bounds the attempts; ``calls_per_attempt`` is the model calls each attempt reserves
-    from the task's ``model_budget`` (default: all that is left), never given back."""
+    from the task's ``model_budget`` (default: all that is left), never given back. When
+    no attempt can follow (attempts or budget used up), a ``reconcile`` step an attempt
+    started is asked for its receipt before the task ends: failed, or completed when that
+    was its last step."""
     if not isinstance(id, str) or not _ID.match(id):
         raise _invalid(f"A task id must be a short name, not {id!r}.")
     if not isinstance(revision, str) or not revision:

@@ -5,16 +5,21 @@ An attempt, in order: fail the task once its deadline has passed; ask ``authoriz
 the deadline, stopped by cancellation); check the revision; count what the attempts before
 used (cancelling children a dead attempt left); then commit the attempt count and the
 attempt's model reservation, durably, before any step runs. A refusal (authorization,
-revision) changes nothing and leaves the task ready; attempts or budget exhausted end it.
+revision) changes nothing and leaves the task ready; attempts or budget exhausted end it,
+once a reconcile step an attempt started has been asked for its receipt.
 
 Each step's new state is committed with the next step index, so a completed step never
 runs again. A ``reconcile`` step is journalled ``started`` durably before it runs; an
 attempt that finds it started (its attempt died in it) first asks ``reconcile`` for its
 receipt. A step's failure is committed and leaves the task ready for another attempt
 (paused, with no wake-up: no worker ever claims it) until its attempts are exhausted; its
-reservation is not given back. Commits are never guarded: a cancellation or the deadline
-stops the awaits of ``authorize`` and of the steps, never a checkpoint save under way, so
-the lease is released (by ``run.cancelled``) only after the save landed.
+reservation is not given back. Whenever no attempt can follow (attempts or budget used up,
+the last attempt's step failed), a reconcile step left started is asked for its receipt
+before the task ends: an effect that may have happened is never left unknown in a failed
+task. Commits are never guarded: a cancellation or the deadline stops the awaits of
+``authorize`` and of the steps, never a checkpoint save under way, so the lease is released
+(by ``run.cancelled``, which carries the checkpoint marked cancelled) only after the save
+landed.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from fevex._internal.engine.deadline import DeadlineReached
 from fevex._internal.workflows.workflow_state import call_for_run
 from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
-from fevex.kits.callbacks import call_assertion, json_copy
+from fevex.kits.callbacks import call_assertion, json_copy, shown
 from fevex.kits.tasks.task_checkpoint import TaskCheckpoint, seconds_until
 from fevex.kits.tasks.task_context import TaskContext, count_model_calls
 from fevex.models import Usage
@@ -84,6 +89,15 @@ class TaskDriver:
         if self.context is None:
             yield await execution.suspend(dict(READY), self.checkpoint)
             return
+        try:
+            async for event in self._attempt():
+                yield event
+        except (asyncio.CancelledError, DeadlineReached):
+            await self._cancelled()
+            raise
+
+    async def _attempt(self) -> AsyncGenerator[RunEvent, None]:
+        execution = self.execution
         passed = self._deadline_passed()
         if passed is not None:
             await self._end(passed)
@@ -99,7 +113,9 @@ class TaskDriver:
         await self._count_earlier_attempts()
         exhausted = self._exhausted()
         if exhausted is not None:
-            await self._end(exhausted)
+            async for event in self._end_after_receipt(exhausted):
+                yield event
+            return
         yield await self._begin_attempt()
         steps = self.definition.steps
         while self.state.next_step_index < len(steps):
@@ -116,16 +132,57 @@ class TaskDriver:
                 yield await self._step_failed(step, failure)
                 if self.state.attempt_count >= self.state.max_attempts:
                     # No attempt is left: the task ends with its last failure.
-                    await self._end(failure, error)
+                    async for event in self._end_after_receipt(failure, error):
+                        yield event
+                    return
                 self.failure = failure
                 self.state.status = "ready"
                 yield await execution.suspend({**READY, "failed": failure.code}, self.checkpoint)
                 return
+        yield await self._complete()
+
+    async def _complete(self) -> RunEvent:
         self.state.status = "completed"
         # Rides on the final commit, so that the stored checkpoint says completed too.
-        await execution.sink.emit("task.completed", {}, checkpoint=self.checkpoint)
+        await self.execution.sink.emit("task.completed", {}, checkpoint=self.checkpoint)
         output = self.definition.state_value(self.state.state)
-        yield await execution.complete(output, self.state.state, {}, ())
+        return await self.execution.complete(output, self.state.state, {}, ())
+
+    async def _end_after_receipt(
+        self, error: FevexError, cause: BaseException | None = None
+    ) -> AsyncGenerator[RunEvent, None]:
+        """End the task with ``error`` once no attempt can follow, but first ask for its
+        receipt a reconcile step an attempt started and did not end: its effect may have
+        happened, and a task never ends failed with that unknown. The receipt query runs
+        within what is left of the reservation of the attempt that started the step. A
+        receipt that completes the task's last step completes the task."""
+        state, steps = self.state, self.definition.steps
+        step = steps[state.next_step_index] if state.next_step_index < len(steps) else None
+        if step is not None and step.replay == "reconcile" and state.started_step == step.id:
+            try:
+                async for event in self._receipt(step, self._context(step)):
+                    yield event
+            except (asyncio.CancelledError, DeadlineReached):
+                raise
+            except Exception as problem:
+                failure = _as_failure(problem, step.id)
+                if failure.code == "LEASE_LOST":
+                    raise
+                yield await self._step_failed(step, failure)
+                cause = problem
+        if state.next_step_index >= len(steps):
+            yield await self._complete()
+            return
+        await self._end(error, cause)
+
+    async def _cancelled(self) -> None:
+        """The run is being cancelled (``cancel_run``, or the task's deadline): its
+        checkpoint says so too, riding on the run's ``run.cancelled`` commit. Nothing is
+        written once the run has ended or lost its lease."""
+        self.state.status = "cancelled"
+        execution = self.execution
+        if not execution.finished and execution.sink.lost is None:
+            await execution.sink.emit("task.cancelled", {}, checkpoint=self.checkpoint)
 
     async def _end(self, error: FevexError, cause: BaseException | None = None) -> NoReturn:
         """End the task with ``error`` (the run fails with it); its checkpoint, marked
@@ -242,23 +299,22 @@ class TaskDriver:
 
     # -- steps ----------------------------------------------------------------------
 
+    def _context(self, step: TaskStep) -> TaskContext:
+        assert self.context is not None
+        return TaskContext(
+            self.kernel, self.agents, self.execution, self.state, self.context, step.id
+        )
+
     async def _step(self, step: TaskStep) -> AsyncGenerator[RunEvent, None]:
         state, sink = self.state, self.execution.sink
-        assert self.context is not None
-        context = TaskContext(
-            self.kernel, self.agents, self.execution, state, self.context, step.id
-        )
+        context = self._context(step)
         identity = {"step_id": step.id, "index": state.next_step_index}
         if step.replay == "reconcile" and state.started_step == step.id:
             # Its attempt died in it: whether its effect happened is the receipt's to say.
-            yield await sink.emit("task.step.reconciling", identity)
-            assert step.reconcile is not None  # checked by TaskStep.check
-            receipt = await call_for_run(
-                self.execution, step.reconcile, self._state_value(), context
-            )
-            if receipt is not None:
-                yield await self._completed(step, receipt, context, reconciled=True)
-                return
+            async for event in self._receipt(step, context):
+                yield event
+            if state.started_step is None:
+                return  # the receipt completed it
         if step.replay == "reconcile":
             state.started_step = step.id
         # Durable for a reconcile step: its journal entry must be stored before its effect.
@@ -270,6 +326,19 @@ class TaskDriver:
         )
         result = await call_for_run(self.execution, step.run, self._state_value(), context)
         yield await self._completed(step, result, context, reconciled=False)
+
+    async def _receipt(
+        self, step: TaskStep, context: TaskContext
+    ) -> AsyncGenerator[RunEvent, None]:
+        """Ask the started reconcile ``step`` for its receipt: the step completes with the
+        state it returns, or stays started (``None``: its effect did not happen)."""
+        yield await self.execution.sink.emit(
+            "task.step.reconciling", {"step_id": step.id, "index": self.state.next_step_index}
+        )
+        assert step.reconcile is not None  # checked by TaskStep.check
+        receipt = await call_for_run(self.execution, step.reconcile, self._state_value(), context)
+        if receipt is not None:
+            yield await self._completed(step, receipt, context, reconciled=True)
 
     def _state_value(self) -> Any:
         return self.definition.state_value(json_copy(self.state.state))
@@ -321,6 +390,6 @@ def _as_failure(error: Exception, step_id: str) -> FevexError:
         return error
     return FevexRunError(
         "TASK_STEP_FAILED",
-        f"Task step {step_id!r} raised {type(error).__name__}: {str(error)[:300]}",
+        f"Task step {step_id!r} raised {type(error).__name__}: {shown(error, str, 300)}",
         details={"step_id": step_id, "cause": type(error).__name__},
     )
