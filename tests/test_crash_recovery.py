@@ -206,7 +206,10 @@ async def test_fevex_workers_share_orphaned_runs_and_stop_cleanly(
                     "--store", store_url, "--concurrency", "2", "--interval", "0.2", "--json",
                 ],
                 cwd=HERE,
-                env={**environment, "FEVEX_TEST_TOOL_DELAY": "0"},
+                # The orphans' leases are short, so they expire soon; the workers' own are
+                # long, so a worker the machine starves for a second keeps the run it took
+                # (with a short one, another worker rightly recovers it a second time).
+                env={**environment, "FEVEX_TEST_TOOL_DELAY": "0", "FEVEX_TEST_LEASE_SECONDS": "30"},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
