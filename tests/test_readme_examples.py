@@ -4,7 +4,10 @@ runs it, and checks what the text says it does."""
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -12,14 +15,30 @@ import pytest
 from pydantic import BaseModel
 
 from fevex import WorkflowStep, create_fevex, define_agent, define_tool, define_workflow
-from fevex.models import ModelInput
+from fevex.models import ModelInput, ModelResult, ToolCall, Usage
 from fevex.policies import PolicyRequest
 from fevex.testing import FakeModel, FunctionModel
 from tests.doc_examples import ROOT, Documents, Example
 
+sys.path.insert(0, str(ROOT / "packages" / "openai" / "tests"))
+
+from openai_loopback import TEST_API_KEY, LoopbackServer, ResponseEvents
+
 DOCUMENTS = Documents(
     ROOT / "README.md", ROOT / "packages" / "core" / "README.md", *sorted(ROOT.glob("docs/**/*.md"))
 )
+
+
+@pytest.fixture
+def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackServer]:
+    """OpenAI's stand-in on loopback (fevex-openai's tests' server), named by the
+    environment as a deployment names OpenAI."""
+    server = LoopbackServer()
+    server.start()
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_API_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    yield server
+    server.stop()
 
 
 def test_every_python_block_is_an_example_a_test_runs_or_a_fragment_saying_why() -> None:
@@ -245,3 +264,84 @@ async def test_a_team_plans_works_in_parallel_and_hands_off_for_review(example: 
     assert names["result"].output == "reviewer says so."
     delegated = [r.name for r in await names["app"].list_runs(parent_run_id=names["result"].run_id)]
     assert sorted(delegated) == ["coder", "planner", "researcher", "reviewer"]
+
+
+# -- Observability, evaluations, cassettes --------------------------------------------------
+
+
+@DOCUMENTS.example("observability")
+@pytest.mark.anyio
+async def test_observability_prices_each_model_step_and_reports_its_exports(
+    example: Example,
+) -> None:
+    model = FakeModel({"output": "Hi!", "usage": {"input_tokens": 400, "output_tokens": 100}})
+    support = define_agent(name="support", instructions="Greet.")
+    names = await example.run_async(models={"default": model}, support=support)
+    report = names["report"]
+    assert report.spans >= 2  # the run's span and its model step's
+    assert (report.failed_exports, report.dropped_spans) == (0, 0)
+    (run,) = await names["app"].list_runs()
+    (step,) = [e for e in await names["app"].list_events(run.id) if e.type == "model.completed"]
+    assert step.payload["cost"] == {"amount": pytest.approx(500 * 0.000_001), "currency": "USD"}
+    await names["app"].close()
+
+
+def looks_up_account_42(model_input: ModelInput) -> ModelResult:
+    usage = Usage(input_tokens=300, output_tokens=20)
+    if model_input.messages[-1].role != "tool":
+        call = ToolCall("c1", "accounts_get", {"account_id": 42})
+        return ModelResult(tool_calls=[call], usage=usage)
+    return ModelResult(output={"answer": "Account 42 is active."}, usage=usage)
+
+
+@define_tool(name="accounts_get")
+def accounts_get(account_id: int) -> dict[str, object]:
+    """Get an account."""
+    return {"id": account_id, "status": "active"}
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+@DOCUMENTS.example("evaluations")
+@pytest.mark.anyio
+async def test_an_evaluation_is_compared_with_main_s_baseline(
+    example: Example,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    support = define_agent(
+        name="support", instructions="Help.", tools=[accounts_get], output_schema=Answer
+    )
+    app = create_fevex(models={"default": FunctionModel(looks_up_account_42)}, agents=[support])
+    # main's baseline: what this example wrote on main.
+    await example.run_async(app=app, addresses={"main-baseline.json": "support-baseline.json"})
+    Path("main-baseline.json").write_bytes(Path("support-baseline.json").read_bytes())
+    capsys.readouterr()
+
+    names = await example.run_async(app=app)
+
+    ((case,),) = [names["report"].cases]
+    assert (case.case_id, case.status, case.tool_calls) == ("active-account", "passed", ("accounts_get",))
+    assert names["comparison"].regressions == ()
+    assert "active-account" in capsys.readouterr().out
+
+
+@DOCUMENTS.example("cassettes")
+@pytest.mark.anyio
+async def test_a_recorded_cassette_replays_without_the_model(
+    example: Example, openai_server: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    openai_server.respond(ResponseEvents().message("Hello!").completed().scripted())
+    support = define_agent(name="support", instructions="Greet.")
+
+    names = await example.run_async(support=support)
+
+    assert (tmp_path / "tests" / "cassettes" / "support.json").is_file()
+    app = create_fevex(models={"default": names["model"]}, agents=[support])
+    assert (await app.run_agent(support, "Hello")).output == "Hello!"
+    assert len(openai_server.requests) == 1  # the replay asked nothing
