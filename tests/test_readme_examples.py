@@ -4,17 +4,23 @@ runs it, and checks what the text says it does."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
+import uvicorn
 from pydantic import BaseModel
 
-from fevex import WorkflowStep, create_fevex, define_agent, define_tool, define_workflow
+from fevex import Fevex, WorkflowStep, create_fevex, define_agent, define_tool, define_workflow
 from fevex.models import ModelInput, ModelResult, ToolCall, Usage
 from fevex.policies import PolicyRequest
 from fevex.testing import FakeModel, FunctionModel
@@ -345,3 +351,81 @@ async def test_a_recorded_cassette_replays_without_the_model(
     app = create_fevex(models={"default": names["model"]}, agents=[support])
     assert (await app.run_agent(support, "Hello")).output == "Hello!"
     assert len(openai_server.requests) == 1  # the replay asked nothing
+
+
+# -- The HTTP protocol ----------------------------------------------------------------------
+
+
+@dataclass
+class User:
+    id: str
+    tenant: str
+    suspended: bool = False
+
+
+USERS = {"Bearer ...": User("ada", "acme"), "Bearer old": User("bob", "acme", suspended=True)}
+
+
+def verify_token(authorization: str | None) -> User | None:
+    return USERS.get(authorization or "")
+
+
+def refunding_app(refunds: list[str]) -> Fevex:
+    @define_tool(approval="required")
+    def refund(order: int) -> str:
+        """Refund an order."""
+        refunds.append(f"order {order}")
+        return "refunded"
+
+    model = FakeModel(
+        {"tool_calls": [{"id": "c1", "name": "refund", "input": {"order": 42}}]},
+        {"output": "Order 42 is refunded."},
+    )
+    support = define_agent(name="support", instructions="Refund.", tools=[refund])
+    return create_fevex(models={"default": model}, agents=[support])
+
+
+@DOCUMENTS.example("http-authenticate")
+@pytest.mark.anyio
+async def test_the_http_app_authenticates_each_request(example: Example) -> None:
+    names = await example.run_async(app=refunding_app([]), verify_token=verify_token)
+    transport = httpx2.ASGITransport(app=names["http_app"])
+    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        answers = [
+            (await http.get("/v1/runs", headers=headers)).status_code
+            for headers in ({}, {"Authorization": "Bearer old"}, {"Authorization": "Bearer ..."})
+        ]
+    assert answers == [401, 403, 200]
+
+
+@contextlib.contextmanager
+def served(asgi_app: Any) -> Iterator[str]:
+    """``asgi_app`` served by uvicorn on loopback in a thread; yields its URL."""
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(asgi_app, log_level="warning", lifespan="off", ws="none")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{listening.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        listening.close()
+
+
+@DOCUMENTS.example("http-authenticate", "http-client")
+def test_the_http_client_observes_a_run_and_approves_its_call(examples: list[Example]) -> None:
+    authenticate, client = examples
+    refunds: list[str] = []
+    names = authenticate.run(app=refunding_app(refunds), verify_token=verify_token)
+    with served(names["http_app"]) as url:
+        names = client.run(addresses={"https://agents.example.com": url})
+        with names["FevexClient"](url, headers={"Authorization": "Bearer ..."}) as http:
+            run = http.get_run(names["run"].id)
+    assert (run.status, run.output) == ("completed", "Order 42 is refunded.")
+    assert refunds == ["order 42"]
