@@ -5,24 +5,28 @@ runs it, and checks what the text says it does."""
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
+import time_machine
 import uvicorn
 from pydantic import BaseModel
 
-from fevex import Fevex, WorkflowStep, create_fevex, define_agent, define_tool, define_workflow
+from fevex import Fevex, FevexError, WorkflowStep, create_fevex, define_agent, define_tool, define_workflow
 from fevex.models import ModelInput, ModelResult, ToolCall, Usage
 from fevex.policies import PolicyRequest
+from fevex.runtime import ExecutionContext
 from fevex.testing import FakeModel, FunctionModel
 from tests.doc_examples import ROOT, Documents, Example
 
@@ -429,3 +433,242 @@ def test_the_http_client_observes_a_run_and_approves_its_call(examples: list[Exa
             run = http.get_run(names["run"].id)
     assert (run.status, run.output) == ("completed", "Order 42 is refunded.")
     assert refunds == ["order 42"]
+
+
+# -- Knowledge, records, kits ---------------------------------------------------------------
+
+
+@DOCUMENTS.example("knowledge")
+def test_skills_and_context_reach_the_model_as_instructions_and_as_data(
+    example: Example, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    model = FunctionModel(lambda model_input: "Yes, within 30 days.")
+
+    names = example.run(models={"default": model})
+
+    ((model_input,),) = [model.calls]
+    texts = [(message.role, message.text) for message in model_input.messages]
+    assert ("system", "Refunds are allowed for 30 days.") in texts
+    (account,) = [text for _, text in texts if "context provider 'account'" in text]
+    assert "Plan: pro" in account
+    names["app"].close_sync()
+
+
+@DOCUMENTS.example("records")
+@pytest.mark.anyio
+async def test_a_record_is_written_by_compare_and_swap(example: Example) -> None:
+    app = create_fevex(models={"default": FakeModel()})
+    names = await example.run_async(app=app)
+    assert (names["revision"], names["written"]) == (0, True)
+    stored = await app.record_store.read("acme", "family-1")
+    assert stored is not None
+    assert (stored.revision, stored.value) == (1, {"active_id": "v2"})
+
+
+def last_user_text_upper(model_input: ModelInput) -> str:
+    return model_input.messages[-1].text.upper()
+
+
+@DOCUMENTS.example("children")
+@pytest.mark.anyio
+async def test_child_runs_are_committed_in_order_once_all_are_accepted(example: Example) -> None:
+    saved: list[str] = []
+
+    def non_empty(value: object, id: str) -> None:
+        if not value:
+            raise ValueError(f"{id} is empty")
+
+    names = await example.run_async(
+        non_empty=non_empty, save_part=lambda value, id: saved.append(f"{id}={value}")
+    )
+    analyst = define_agent(name="analyst", instructions="Shout.")
+    app = create_fevex(
+        models={"default": FunctionModel(last_user_text_upper)},
+        agents=[analyst],
+        workflows=[names["analyze"]],
+    )
+    result = await app.run_workflow("analyze", ["red", "green", "blue"])
+    assert result.output == ["RED", "GREEN", "BLUE"]
+    assert saved == ["part-0=RED", "part-1=GREEN", "part-2=BLUE"]
+
+
+class ReviewState(BaseModel):
+    text: str
+    summary: str | None = None
+    receipt: str | None = None
+
+
+@DOCUMENTS.example("tasks")
+@pytest.mark.anyio
+async def test_a_durable_task_analyzes_with_the_agent_s_output_then_publishes(
+    example: Example,
+) -> None:
+    published: list[str] = []
+
+    def publish(state: ReviewState, ctx: object) -> ReviewState:
+        published.append(str(state.summary))
+        return state.model_copy(update={"receipt": f"r-{len(published)}"})
+
+    def may_review(context: ExecutionContext, state: ReviewState) -> None:
+        if (context.actor or {}).get("id") != "ana":
+            raise PermissionError("only ana reviews")
+
+    names = await example.run_async(
+        ReviewState=ReviewState,
+        may_review=may_review,
+        publish=publish,
+        find_receipt=lambda state, ctx: None,
+        models={"default": FunctionModel(lambda model_input: "Looks good.")},
+        analyst=define_agent(name="analyst", instructions="Summarize the draft."),
+    )
+    # ctx.run_agent gave the step the agent's text, which the state keeps.
+    assert names["result"].output == ReviewState(
+        text="Draft 3", summary="Looks good.", receipt="r-1"
+    )
+    assert published == ["Looks good."]
+
+
+class ScriptedReflector(LoopbackServer):
+    """OpenAI's stand-in, answering each request from the tool results it carries, as
+    ``examples/kit_reflection.py``'s reflector does: discover, read the failed run, submit
+    a report citing its evidence."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        body = b""
+        if scope["type"] == "http":
+            while True:
+                message = await receive()
+                body += message.get("body", b"")
+                if not message.get("more_body"):
+                    break
+            self.respond(self.answer(json.loads(body)["input"][-1]))
+        sent = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive_again() -> Any:
+            return sent.pop() if sent else await receive()
+
+        await super().__call__(scope, receive_again, send)
+
+    def answer(self, last: dict[str, Any]) -> Any:
+        if last.get("type") != "function_call_output":
+            return self.query("q1", {"action": "discover"})
+        seen = json.loads(last["output"])
+        if "accepted" in seen:
+            return ResponseEvents().message("Reported.").completed().scripted()
+        items = seen["items"]
+        if items[0]["type"] == "run":
+            failed = next(item for item in items if item["status"] == "failed")
+            return self.query("q2", {"action": "read", "run_id": failed["run_id"]})
+        cited = [item["evidence_id"] for item in items if item.get("error_code")]
+        report = {"observed": [{"statement": "The refund failed on its tool.", "evidence": cited}]}
+        return self.query("q3", {"action": "submit", "report": report})
+
+    @staticmethod
+    def query(call_id: str, arguments: dict[str, Any]) -> Any:
+        call = json.dumps(arguments)
+        return ResponseEvents().function_call(call_id, "history_query", call).completed().scripted()
+
+
+@define_tool(name="refund")
+def failing_refund(payment: str) -> str:
+    """Refund a payment."""
+    raise RuntimeError("the processor refused the card")
+
+
+@DOCUMENTS.example("reflection")
+@pytest.mark.anyio
+async def test_a_reflection_cites_the_history_it_read(
+    example: Example,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The deployment's store, with yesterday's failed refund in it.
+    monkeypatch.setenv("FEVEX_RUN_STORE", f"sqlite:///{tmp_path / 'runs.db'}")
+    refunding = FakeModel({"tool_calls": [{"id": "c1", "name": "refund", "input": {"payment": "p-7"}}]})
+    shop = ExecutionContext(actor={"id": "sam", "type": "user"}, namespace="shop")
+    support = define_agent(name="support", instructions="Refund.", tools=[failing_refund])
+    async with create_fevex(models={"default": refunding}, agents=[support]) as history:
+        with pytest.raises(FevexError):
+            await history.run_agent(support, "Refund p-7.", context=shop)
+    server = ScriptedReflector()
+    server.start()
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_API_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+
+    def may(query: object, context: ExecutionContext) -> None:
+        assert (context.actor or {}).get("type") == "auditor"
+
+    try:
+        names = await example.run_async(
+            support=define_agent(name="support", instructions="Refund.", model="openai:gpt-5-mini"),
+            may_read=may,
+            may_ask=may,
+        )
+        await names["app"].close()
+        await names["reflector"].aclose()  # the app closes only the models it built
+    finally:
+        server.stop()
+    (finding,) = names["report"].observed
+    assert capsys.readouterr().out == f"{finding.statement} {finding.evidence}\n"
+    assert finding.evidence
+
+
+class Goal(BaseModel):
+    goal: str
+    source_revision: str
+
+
+def noted(model_input: ModelInput) -> str:
+    said = [message.text for message in model_input.messages if message.role == "user"]
+    return "noted: " + " / ".join(said)
+
+
+@DOCUMENTS.example("family")
+@pytest.mark.anyio
+async def test_a_family_version_is_promoted_forked_and_restored(example: Example) -> None:
+    ana = ExecutionContext(actor={"id": "ana", "type": "user"}, namespace="shop")
+    support = define_agent(name="support", instructions="Answer briefly.")
+    app = create_fevex(models={"default": FunctionModel(noted)}, agents=[support])
+    first = await app.run_agent(support, "Refunds take five days.", context=ana)
+    changes: list[str] = []
+
+    names = await example.run_async(
+        app=app,
+        run_id=first.run_id,
+        ctx=ana,
+        Goal=Goal,
+        may_change=lambda operation, family, context: changes.append(operation["action"]),
+        source_is_current=lambda version: None,
+        three_way=lambda base, target, source: None,
+    )
+
+    assert names["active"].active_id == names["made"].newest.id
+    assert names["branch"].newest.parent_ids == (names["made"].newest.id,)
+    assert names["result"].output == "noted: Refunds take five days. / And for store credit?"
+    assert changes == ["create", "promote", "fork"]
+
+
+@DOCUMENTS.example("publication")
+@pytest.mark.anyio
+async def test_publication_gives_the_agent_what_the_editor_published_whenever_it_runs(
+    example: Example,
+) -> None:
+    def editors_publish(action: str, request: object, context: ExecutionContext) -> None:
+        if action in {"publish", "reject"} and (context.actor or {}).get("type") != "editor":
+            raise PermissionError(f"only editors {action}")
+
+    model = FunctionModel(lambda model_input: model_input.messages[-2].text)
+    # A year from now the example still publishes: its dates are computed when it runs.
+    with time_machine.travel(datetime.now(UTC) + timedelta(days=365), tick=True):
+        names = await example.run_async(
+            may=editors_publish,
+            sources_current=lambda sources, context: None,
+            models={"default": model},
+            editor=ExecutionContext(actor={"id": "ana", "type": "editor"}, namespace="shop"),
+        )
+        reader = ExecutionContext(actor={"id": "sam", "type": "user"}, namespace="shop")
+        result = await names["app"].run_agent("support", "Refunds?", context=reader)
+    assert names["receipt"].published_revision == 1
+    assert "30 days." in result.output
