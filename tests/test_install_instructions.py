@@ -4,7 +4,7 @@ Each plugin README gives two lines: ``pip install "fevex[extra]"`` for an index 
 ``pip install ./packages/core ... ./packages/<plugin>`` for a checkout. The first must name an
 extra of the core that brings the plugin; the second must name every workspace distribution
 the plugin needs, since pip looks for any it is not given on the index. One checkout line is
-run for real in a fresh venv, and the core README's first agent is run as a program.
+run for real in a fresh venv (the READMEs' python examples: ``tests/test_readme_examples.py``).
 """
 
 from __future__ import annotations
@@ -120,24 +120,6 @@ def test_the_checkout_install_of_a_plugin_runs_as_written(tmp_path: Path) -> Non
     plugins = {plugin["name"]: plugin for plugin in json.loads(listed.stdout)}
     assert plugins["sqlite"]["distribution"] == "fevex-sqlite"
     assert plugins["sqlite"]["run_stores"] == ["sqlite"]
-
-
-def test_the_core_readme_first_agent_runs_as_written(tmp_path: Path) -> None:
-    readme = (ROOT / "packages" / "core" / "README.md").read_text()
-    (program,) = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
-    (tmp_path / "first_agent.py").write_text(program)
-
-    completed = subprocess.run(
-        [sys.executable, "first_agent.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stdout == "Account 42 is active.\n"
 
 
 def test_the_core_readme_lists_every_extra_of_the_core() -> None:
