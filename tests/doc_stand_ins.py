@@ -1,7 +1,8 @@
-"""What the docs' examples talk to, on loopback: an MCP server of product docs over
-Streamable HTTP, a notes MCP server over stdio, and any ASGI app served by uvicorn in a
-thread. OpenAI and DeepSeek are played by fevex-openai's tests' loopback server
-(``openai_loopback``), put on the path here."""
+"""What the docs' examples talk to, on this machine: an MCP server of product docs over
+Streamable HTTP, MCP servers over stdio, and any ASGI app served by uvicorn in a thread.
+OpenAI and DeepSeek are played by fevex-openai's tests' loopback server (``openai_loopback``),
+an OpenTelemetry collector by fevex-opentelemetry's (``otlp_receiver``), put on the path
+here."""
 
 from __future__ import annotations
 
@@ -20,15 +21,19 @@ import uvicorn
 from tests.doc_examples import ROOT
 
 sys.path.insert(0, str(ROOT / "packages" / "openai" / "tests"))
+sys.path.insert(0, str(ROOT / "packages" / "opentelemetry" / "tests"))
 
 from openai_loopback import TEST_API_KEY, ChatChunks, LoopbackServer, ResponseEvents
+from otlp_receiver import OtlpReceiver
 
 __all__ = [
     "TEST_API_KEY",
     "ChatChunks",
     "DocsServer",
     "LoopbackServer",
+    "OtlpReceiver",
     "ResponseEvents",
+    "files_command",
     "notes_command",
     "served",
 ]
@@ -119,12 +124,44 @@ def house_rules() -> str:
 server.run("stdio")
 """
 
+# What `npx -y @modelcontextprotocol/server-filesystem ROOT` serves, in part: read_text_file
+# under ROOT, the last argument.
+_FILES_SERVER = """
+import sys
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+
+root = Path(sys.argv[-1]).resolve()
+server = MCPServer("files", log_level="WARNING")
+
+
+@server.tool(description="Read a text file.", structured_output=False)
+def read_text_file(path: str) -> str:
+    target = (root / path).resolve()
+    assert target.is_relative_to(root), "outside the allowed directory"
+    return target.read_text()
+
+
+server.run("stdio")
+"""
+
+
+def _command(folder: Path, name: str, source: str) -> str:
+    command = folder / name
+    command.write_text(f"#!{sys.executable}\n{source}", encoding="utf-8")
+    command.chmod(command.stat().st_mode | stat.S_IXUSR)
+    assert os.access(command, os.X_OK)
+    return str(command)
+
 
 def notes_command(folder: Path) -> str:
     """The path of an executable ``notes-mcp`` in ``folder``: a stdio MCP server with a tool,
     a resource and two prompts, run by this interpreter."""
-    command = folder / "notes-mcp"
-    command.write_text(f"#!{sys.executable}\n{_NOTES_SERVER}", encoding="utf-8")
-    command.chmod(command.stat().st_mode | stat.S_IXUSR)
-    assert os.access(command, os.X_OK)
-    return str(command)
+    return _command(folder, "notes-mcp", _NOTES_SERVER)
+
+
+def files_command(folder: Path) -> str:
+    """The path of an executable ``npx`` in ``folder`` that serves the reference filesystem
+    server's ``read_text_file`` for the directory its last argument names."""
+    return _command(folder, "npx", _FILES_SERVER)
