@@ -137,14 +137,8 @@ async def test_a_stdio_server_started_as_configured_reads_the_shared_folder(
     shared = tmp_path / "shared"
     shared.mkdir()
     (shared / "notes.txt").write_text("Renew the lease on Friday.")
-    model = FakeModel(
-        {
-            "tool_calls": [
-                {"id": "c1", "name": "files__read_text_file", "input": {"path": "notes.txt"}}
-            ]
-        },
-        {"output": "Renew the lease on Friday."},
-    )
+    read_notes = {"id": "c1", "name": "files__read_text_file", "input": {"path": "notes.txt"}}
+    model = FakeModel({"tool_calls": [read_notes]}, {"output": "Renew the lease on Friday."})
     names = await example.run_async(
         models={"default": model},
         addresses={'"npx"': f'"{files_command(tmp_path)}"', "/srv": str(tmp_path)},
