@@ -10,6 +10,7 @@ run for real in a fresh venv (the READMEs' python examples: ``tests/test_readme_
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -17,6 +18,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
+from fevex import FevexConfigurationError
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(path.parent for path in (ROOT / "packages").glob("*/pyproject.toml"))
@@ -128,3 +131,22 @@ def test_the_core_readme_lists_every_extra_of_the_core() -> None:
     readme = (ROOT / "packages" / "core" / "README.md").read_text()
     listed = set(re.findall(r"^\| `([a-z]+)` \|", readme, flags=re.MULTILINE))
     assert listed == set(extras) - {"all"}
+
+
+def test_the_openapi_yaml_hint_installs_what_the_extra_does_however_it_was_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fevex_openapi import create_openapi_tool_provider
+
+    extras = _project(ROOT / "packages" / "openapi").get("optional-dependencies", {})
+    assert isinstance(extras, dict)
+    (requirement,) = extras["yaml"]
+    monkeypatch.setitem(sys.modules, "yaml", None)  # what an environment without PyYAML gives
+    with pytest.raises(FevexConfigurationError) as refused:
+        create_openapi_tool_provider(
+            document=f"openapi: 3.1.0\npaths: {{}}\n# {os.urandom(4).hex()}: never cached\n",
+            operations={"allow": ["getInvoice"]},
+        )
+    assert refused.value.code == "OPENAPI_YAML_UNAVAILABLE"
+    # The requirement itself, not an extra: an index or a checkout install takes it alike.
+    assert f'pip install "{requirement}"' in refused.value.message
