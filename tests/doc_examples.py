@@ -45,7 +45,8 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}"
+        path = self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path
+        return f"{path}:{self.line}"
 
 
 @dataclass(frozen=True)
@@ -148,5 +149,5 @@ class Documents:
             elif block.kind == "example" and block.label not in self.run_by_tests:
                 missing.append(f"{block.where}: no test runs the example {block.label!r}")
             elif not block.label:
-                missing.append(f"{block.where}: a fragment says why it cannot run")
+                missing.append(f"{block.where}: a fragment must say why it cannot run")
         return missing

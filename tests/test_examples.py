@@ -113,3 +113,24 @@ def test_the_publication_example_gives_agents_the_official_handbook_only() -> No
         "the other candidate: PUBLICATION_STALE",
         "record revision 5, published revision 2, 1 candidate(s) pending",
     ]
+
+
+def test_every_example_is_run_by_a_test() -> None:
+    # By its path, its module (`examples.demo_app`), or its file name beside EXAMPLES here.
+    tests = [
+        path.read_text(encoding="utf-8")
+        for folder in (EXAMPLES.parent / "tests", *EXAMPLES.parent.glob("packages/*/tests"))
+        for path in folder.rglob("*.py")
+    ]
+    unrun = [
+        example.name
+        for example in sorted(EXAMPLES.glob("*.py"))
+        if not any(
+            f"examples/{example.name}" in source
+            or f"examples.{example.stem}" in source
+            or f'"examples" / "{example.name}"' in source
+            or f'EXAMPLES / "{example.name}"' in source
+            for source in tests
+        )
+    ]
+    assert unrun == []

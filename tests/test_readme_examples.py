@@ -67,6 +67,27 @@ def test_every_python_block_is_an_example_a_test_runs_or_a_fragment_saying_why()
     assert DOCUMENTS.unaccounted() == []
 
 
+def test_a_block_without_its_comment_or_its_test_is_unaccounted(tmp_path: Path) -> None:
+    markdown = tmp_path / "guide.md"
+    blocks = [
+        "<!-- example: greeting -->\n```python\nprint('hi')\n```",
+        "<!-- example: farewell -->\n```python\nprint('bye')\n```",
+        "<!-- fragment: the middle of a function -->\n```python\nreturn 1\n```",
+        "<!-- fragment: -->\n```python\nreturn 2\n```",
+        "- a list item:\n\n  ```python\n  print('unmarked')\n  ```",
+        "```bash\necho 'not python'\n```",
+    ]
+    markdown.write_text("\n\n".join(blocks) + "\n")
+    documents = Documents(markdown)
+    documents.example("greeting")
+
+    assert documents.unaccounted() == [
+        f"{markdown}:8: no test runs the example 'farewell'",
+        f"{markdown}:18: a fragment must say why it cannot run",
+        f"{markdown}:24: no <!-- example: ... --> or <!-- fragment: ... -->",
+    ]
+
+
 # -- Agents, tools, apps -------------------------------------------------------------------
 
 
