@@ -1,6 +1,7 @@
 """An agent on DeepSeek: a strict tool call, thinking mode, and the answer streamed.
 
 Run it with:  pip install "fevex[deepseek]"
+                (in a checkout: pip install ./packages/openai ./packages/deepseek)
               DEEPSEEK_API_KEY=sk-... python examples/deepseek_agent.py
 Without DEEPSEEK_API_KEY it explains what to set and exits.
 """
@@ -59,7 +60,8 @@ if __name__ == "__main__":
         print(
             f"This example runs an agent on {MODEL}. Set DEEPSEEK_API_KEY to your DeepSeek "
             "API key (and DEEPSEEK_BASE_URL if you use another endpoint), install the "
-            'adapter with: pip install "fevex[deepseek]", then run it again.'
+            'adapter with: pip install "fevex[deepseek]" (in a checkout: pip install '
+            "./packages/openai ./packages/deepseek), then run it again."
         )
         raise SystemExit(0)
     try:

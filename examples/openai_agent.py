@@ -1,7 +1,7 @@
 """An agent on a real OpenAI model: a tool call, then a structured answer.
 
 Run it with:  OPENAI_API_KEY=sk-... python examples/openai_agent.py
-It needs the plugin:  pip install "fevex[openai]"
+It needs the plugin:  pip install "fevex[openai]"  (in a checkout: pip install ./packages/openai)
 Without OPENAI_API_KEY it only says what to set. OPENAI_MODEL picks another model
 (default gpt-5-mini); OPENAI_BASE_URL points it at another OpenAI-compatible endpoint.
 """
@@ -75,7 +75,8 @@ if __name__ == "__main__":
     if not os.environ.get("OPENAI_API_KEY"):
         print(
             "This example talks to OpenAI. Set OPENAI_API_KEY (and optionally OPENAI_MODEL,\n"
-            'default gpt-5-mini, or OPENAI_BASE_URL), install with: pip install "fevex[openai]",\n'
+            "default gpt-5-mini, or OPENAI_BASE_URL), install the plugin with\n"
+            'pip install "fevex[openai]" (in a checkout: pip install ./packages/openai),\n'
             "then run: python examples/openai_agent.py"
         )
         raise SystemExit(0)

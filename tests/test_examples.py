@@ -30,25 +30,6 @@ def test_the_quickstart_runs_an_agent_on_the_default_store() -> None:
     assert lines[-1].endswith("completed: Account 42 is active.")
 
 
-def test_the_readme_first_agent_runs_as_a_script(tmp_path: Path) -> None:
-    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## A first agent\n", 1)[1]
-    program = section.split("```python\n", 1)[1].split("```", 1)[0]
-    (tmp_path / "first_agent.py").write_text(program)
-
-    completed = subprocess.run(
-        [sys.executable, "first_agent.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stdout == "Account 42 is active.\n"
-
-
 def test_the_reflection_example_cites_what_it_read_and_never_sees_the_secret() -> None:
     completed = subprocess.run(
         [sys.executable, str(EXAMPLES / "kit_reflection.py")],
@@ -132,3 +113,24 @@ def test_the_publication_example_gives_agents_the_official_handbook_only() -> No
         "the other candidate: PUBLICATION_STALE",
         "record revision 5, published revision 2, 1 candidate(s) pending",
     ]
+
+
+def test_every_example_is_run_by_a_test() -> None:
+    # By its path, its module (`examples.demo_app`), or its file name beside EXAMPLES here.
+    tests = [
+        path.read_text(encoding="utf-8")
+        for folder in (EXAMPLES.parent / "tests", *EXAMPLES.parent.glob("packages/*/tests"))
+        for path in folder.rglob("*.py")
+    ]
+    unrun = [
+        example.name
+        for example in sorted(EXAMPLES.glob("*.py"))
+        if not any(
+            f"examples/{example.name}" in source
+            or f"examples.{example.stem}" in source
+            or f'"examples" / "{example.name}"' in source
+            or f'EXAMPLES / "{example.name}"' in source
+            for source in tests
+        )
+    ]
+    assert unrun == []

@@ -4,12 +4,13 @@ Each plugin README gives two lines: ``pip install "fevex[extra]"`` for an index 
 ``pip install ./packages/core ... ./packages/<plugin>`` for a checkout. The first must name an
 extra of the core that brings the plugin; the second must name every workspace distribution
 the plugin needs, since pip looks for any it is not given on the index. One checkout line is
-run for real in a fresh venv, and the core README's first agent is run as a program.
+run for real in a fresh venv (the READMEs' python examples: ``tests/test_readme_examples.py``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -17,6 +18,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
+from fevex import FevexConfigurationError
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(path.parent for path in (ROOT / "packages").glob("*/pyproject.toml"))
@@ -122,27 +125,28 @@ def test_the_checkout_install_of_a_plugin_runs_as_written(tmp_path: Path) -> Non
     assert plugins["sqlite"]["run_stores"] == ["sqlite"]
 
 
-def test_the_core_readme_first_agent_runs_as_written(tmp_path: Path) -> None:
-    readme = (ROOT / "packages" / "core" / "README.md").read_text()
-    (program,) = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
-    (tmp_path / "first_agent.py").write_text(program)
-
-    completed = subprocess.run(
-        [sys.executable, "first_agent.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stdout == "Account 42 is active.\n"
-
-
 def test_the_core_readme_lists_every_extra_of_the_core() -> None:
     extras = _project(ROOT / "packages" / "core").get("optional-dependencies", {})
     assert isinstance(extras, dict)
     readme = (ROOT / "packages" / "core" / "README.md").read_text()
     listed = set(re.findall(r"^\| `([a-z]+)` \|", readme, flags=re.MULTILINE))
     assert listed == set(extras) - {"all"}
+
+
+def test_the_openapi_yaml_hint_installs_what_the_extra_does_however_it_was_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fevex_openapi import create_openapi_tool_provider
+
+    extras = _project(ROOT / "packages" / "openapi").get("optional-dependencies", {})
+    assert isinstance(extras, dict)
+    (requirement,) = extras["yaml"]
+    monkeypatch.setitem(sys.modules, "yaml", None)  # what an environment without PyYAML gives
+    with pytest.raises(FevexConfigurationError) as refused:
+        create_openapi_tool_provider(
+            document=f"openapi: 3.1.0\npaths: {{}}\n# {os.urandom(4).hex()}: never cached\n",
+            operations={"allow": ["getInvoice"]},
+        )
+    assert refused.value.code == "OPENAPI_YAML_UNAVAILABLE"
+    # The requirement itself, not an extra: an index or a checkout install takes it alike.
+    assert f'pip install "{requirement}"' in refused.value.message

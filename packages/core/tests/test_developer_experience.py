@@ -5,7 +5,6 @@ apps and stores as context managers, blocking twins and lifecycle logs."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -343,32 +342,3 @@ async def test_pauses_resumes_failures_and_cancellations_are_logged(
     messages = [record.getMessage() for record in caplog.records]
     assert any("paused reason=approval" in m for m in messages)
     assert any("failed code=TOOL_FAILED" in m for m in messages)
-
-
-# -- the pytest fixtures, as the README shows them ---------------------------------------
-
-
-def readme_block(first_line: str) -> str:
-    readme = Path(__file__).resolve().parents[3] / "README.md"
-    for block in readme.read_text(encoding="utf-8").split("```python\n")[1:]:
-        code = block.split("```", 1)[0]
-        if code.startswith(first_line):
-            return code
-    raise AssertionError(f"README.md has no python block starting with {first_line!r}")
-
-
-def test_the_readme_fixture_example_passes(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_support=readme_block("# test_support.py\n"))
-    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
-    outcome.assert_outcomes(passed=2)
-
-
-def test_the_readme_fixture_example_fails_when_the_model_says_otherwise(
-    pytester: pytest.Pytester,
-) -> None:
-    example = readme_block("# test_support.py\n").replace(
-        'respond({"output": "Hello!"})', 'respond({"output": "Goodbye."})'
-    )
-    pytester.makepyfile(test_support=example)
-    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    outcome.assert_outcomes(failed=2)

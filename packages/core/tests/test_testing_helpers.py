@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fevex import FevexRunError
 from fevex.models import Completed, ModelInput, ModelResult, OutputDelta, ToolCall
-from fevex.testing import FakeModel, check_model_gateway
+from fevex.testing import FakeModel, check_model_gateway, pytest_plugin
 
 pytestmark = pytest.mark.anyio
 
@@ -79,3 +83,40 @@ def test_the_pytest_plugin_gives_users_a_fake_model_and_an_app(
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
+
+
+# How the READMEs may count or rank the plugin's fixtures.
+_COUNTED = re.compile(
+    r"\b(one|two|three|four|five|six|first|second|third|fourth|fifth|sixth) fixtures?\b",
+    re.IGNORECASE,
+)
+_NUMBERS = {
+    word: number
+    for number, words in enumerate(
+        [("one", "first"), ("two", "second"), ("three", "third"), ("four", "fourth"),
+         ("five", "fifth"), ("six", "sixth")],
+        start=1,
+    )
+    for word in words
+}  # fmt: skip
+
+
+def test_the_readmes_count_the_plugin_s_fixtures_as_it_defines_them() -> None:
+    module = ast.parse(inspect.getsource(pytest_plugin))
+    fixtures = [
+        node.name
+        for node in module.body
+        if isinstance(node, ast.FunctionDef)
+        and any(ast.unparse(decorator) == "pytest.fixture" for decorator in node.decorator_list)
+    ]
+    assert fixtures == ["fake_model", "fevex_app", "fevex_cassette"]
+    root = Path(__file__).resolve().parents[3]
+    for readme in (root / "README.md", root / "packages" / "core" / "README.md"):
+        text = readme.read_text(encoding="utf-8")
+        for count in _COUNTED.finditer(text):
+            word = count.group(1).lower()
+            cardinal = not word.endswith(("st", "nd", "rd", "th"))
+            number = _NUMBERS[word]
+            assert number == len(fixtures) if cardinal else number <= len(fixtures), count[0]
+    section = (root / "README.md").read_text(encoding="utf-8").split("### Testing your agents")[1]
+    assert all(f"`{name}`" in section.split("```")[0] for name in fixtures)

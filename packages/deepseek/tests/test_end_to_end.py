@@ -208,7 +208,9 @@ def test_the_example_explains_what_to_set_without_a_key() -> None:
 
     assert completed.returncode == 0, completed.stderr
     assert "DEEPSEEK_API_KEY" in completed.stdout
+    # Both installs: fevex may come from an index or from a checkout.
     assert 'pip install "fevex[deepseek]"' in completed.stdout
+    assert "in a checkout: pip install ./packages/openai ./packages/deepseek" in completed.stdout
 
 
 @needs_example

@@ -29,7 +29,9 @@ def test_without_a_key_it_says_what_to_set() -> None:
     completed = run_example()
     assert completed.returncode == 0, completed.stderr
     assert "OPENAI_API_KEY" in completed.stdout
+    # Both installs: fevex may come from an index or from a checkout.
     assert 'pip install "fevex[openai]"' in completed.stdout
+    assert "in a checkout: pip install ./packages/openai" in completed.stdout
 
 
 def test_with_a_key_it_runs_the_agent(server: LoopbackServer) -> None:

@@ -118,8 +118,8 @@ def _read_yaml(text: str, json_problem: str | None) -> Any:
             ) from None
         raise configuration_error(
             "OPENAPI_YAML_UNAVAILABLE",
-            "The OpenAPI document is not JSON, and reading YAML needs PyYAML: "
-            'pip install "fevex-openapi[yaml]" (or pass the document as JSON).',
+            "The OpenAPI document is not JSON, and reading YAML needs PyYAML (the extra "
+            '"yaml" of fevex-openapi): pip install "pyyaml>=6.0" (or pass the document as JSON).',
         ) from None
     if len(text) > YAML_MAX_CHARACTERS:
         raise _too_large(
