@@ -5,6 +5,7 @@ runs it, and checks what the text says it does."""
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import subprocess
 import sys
@@ -646,7 +647,12 @@ def noted(model_input: ModelInput) -> str:
 async def test_a_family_version_is_promoted_forked_and_restored(example: Example) -> None:
     ana = ExecutionContext(actor={"id": "ana", "type": "user"}, namespace="shop")
     support = define_agent(name="support", instructions="Answer briefly.")
-    app = create_fevex(models={"default": FunctionModel(noted)}, agents=[support])
+    # Family versions carry checkpoints, which an app signs and verifies with its key.
+    app = create_fevex(
+        models={"default": FunctionModel(noted)},
+        agents=[support],
+        checkpoint_key=secrets.token_urlsafe(32),
+    )
     first = await app.run_agent(support, "Refunds take five days.", context=ana)
     changes: list[str] = []
 
