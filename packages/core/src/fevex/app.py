@@ -26,7 +26,11 @@ from fevex._internal.launch.app_knowledge import (
     attach_app_knowledge,
     open_app_memory_store,
 )
-from fevex._internal.launch.app_stores import open_app_record_store, open_app_run_store
+from fevex._internal.launch.app_stores import (
+    open_app_record_store,
+    open_app_run_store,
+    run_store_url,
+)
 from fevex._internal.launch.blocking_twins import BlockingTwins, blocking, blocking_iterator
 from fevex._internal.launch.checkpoint_methods import CheckpointMethods
 from fevex._internal.launch.launcher import Launcher
@@ -207,6 +211,7 @@ def _create_fevex(
         run_kinds=run_kinds,
     )
     app._memory_store = opened_memory_store
+    app._run_store_url = run_store_url(run_store)
     app.record_store = open_app_record_store(record_store, run_store, opened_run_store)
     if knowledge is not None:
         knowledge.app_memory_store = lambda: app.memory_store
@@ -276,6 +281,9 @@ class Fevex(RunMethods, TaskMethods, CheckpointMethods, AppMemoryStore, Blocking
 
     # The store the family and publication kits keep their records in; closed with the app.
     record_store: RecordStore
+    # The URL its run store was opened from (given, or FEVEX_RUN_STORE), None for a store
+    # object or the default in-memory store: what a command's --store is checked against.
+    _run_store_url: str | None = None
 
     def __init__(
         self,
