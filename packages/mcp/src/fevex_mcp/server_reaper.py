@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 
-__all__ = ["GRACE", "descendants", "end_descendants", "main"]
+__all__ = ["GRACE", "main"]
 
 GRACE = 1.0
 _PR_SET_CHILD_SUBREAPER = 36
@@ -112,6 +112,8 @@ def end_descendants(grace: float, reap: Callable[[], None]) -> None:
 
 
 def main(arguments: list[str]) -> int:
+    """Run the server ``arguments`` name (its executable, then its whole argv) as the
+    module's description says; the status to exit with."""
     executable, *argv = arguments
     parent = os.getppid()
     stopping: list[int] = []

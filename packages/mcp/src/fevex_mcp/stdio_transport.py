@@ -51,7 +51,11 @@ EXIT_GRACE = 1.0
 TERM_GRACE = 2.0
 _STDERR_KEPT = 4096
 # Where the server runs under the reaper: started by this Python, without site-packages.
-_REAPER = Path(__file__).with_name("server_reaper.py") if sys.platform == "linux" else None
+_REAPER = (
+    Path(__file__).with_name("server_reaper.py")
+    if sys.platform == "linux" and sys.executable
+    else None
+)
 
 Streams = tuple[
     MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]
@@ -129,7 +133,7 @@ async def stdio_streams(command: StdioCommand, record: ProcessRecord) -> AsyncIt
 
 def _command_line(command: StdioCommand) -> list[str]:
     """What is started: the server's command, or on Linux the reaper running it."""
-    if _REAPER is None or not sys.executable:
+    if _REAPER is None:
         return [command.command, *command.args]
     executable = _executable(command)
     return [sys.executable, "-I", "-S", str(_REAPER), executable, command.command, *command.args]
@@ -138,7 +142,8 @@ def _command_line(command: StdioCommand) -> list[str]:
 def _executable(command: StdioCommand) -> str:
     """The file the command names, found as starting it directly would: a name with a
     slash from the server's working directory, a bare name in the child's ``PATH``; a
-    missing one is the ``FileNotFoundError`` that start would raise."""
+    missing one is the ``FileNotFoundError``, one that is not executable the
+    ``PermissionError``, that starting it would raise."""
     name = command.command
     if os.sep not in name:
         found = shutil.which(name, path=command.environment.get("PATH", os.defpath))

@@ -1,5 +1,5 @@
 """The store a command's ``--store`` names and the store the app it loads uses: one and the
-same, or the command is refused before it touches either.
+same, or the command is refused before it reads or recovers any run.
 
 ``--store URL`` is set as ``FEVEX_RUN_STORE`` before the app is loaded, and an app that
 leaves ``run_store=`` unset opens it. An app that sets ``run_store=`` itself opens its own
