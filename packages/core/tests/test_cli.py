@@ -220,10 +220,22 @@ def test_a_worker_without_a_store_warns_that_it_runs_on_memory(tmp_path: Path) -
     assert rest == ""
 
 
-def test_a_worker_names_its_store_without_the_password(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("memory://user:secret@example/", "memory://user:***@example/"),
+        # Unescaped, as users write them: all of it up to the last @ is hidden.
+        ("memory://user:se@c/r#et@example/", "memory://user:***@example/"),
+        # libpq's password parameter.
+        ("memory://example/db?password=secret&x=1", "memory://example/db?password=***&x=1"),
+    ],
+)
+def test_a_worker_names_its_store_without_the_password(
+    tmp_path: Path, url: str, shown: str
+) -> None:
     (tmp_path / "service.py").write_text(APP)
-    said, status, _ = worker_lines(tmp_path, "--store", "memory://user:secret@example/")
-    assert said[0] == "fevex worker: runs on the store memory://user:***@example/\n"
+    said, status, _ = worker_lines(tmp_path, "--store", url)
+    assert said[0] == f"fevex worker: runs on the store {shown}\n"
     assert status == 0
 
 

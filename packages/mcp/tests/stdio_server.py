@@ -79,6 +79,46 @@ def spawn() -> int:
 
 
 @server.tool(
+    description="Starts a child in a session of its own (setsid) and returns its pid.",
+    structured_output=False,
+)
+def detach() -> int:
+    child = subprocess.Popen(["/bin/sleep", "300"], start_new_session=True)
+    return child.pid
+
+
+# A daemon's double fork: the first child calls setsid() and forks the daemon, which lets
+# go of the server's pipes, then exits, so that nothing but init is the daemon's parent.
+DAEMONIZE = """
+import os, sys
+if os.fork() == 0:
+    os.setsid()
+    daemon = os.fork()
+    if daemon == 0:
+        quiet = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(quiet, fd)
+        os.execv("/bin/sleep", ["sleep", "300"])
+    print(daemon, flush=True)
+    os._exit(0)
+os.wait()
+"""
+
+
+@server.tool(
+    description="Starts a daemon by a double fork and returns its pid.", structured_output=False
+)
+def daemonize() -> int:
+    helper = subprocess.Popen(
+        [sys.executable, "-c", DAEMONIZE], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+    )
+    assert helper.stdout is not None
+    daemon = int(helper.stdout.readline())
+    helper.wait()
+    return daemon
+
+
+@server.tool(
     description="Adds the tool 'extra' and says the tool list changed.", structured_output=False
 )
 async def grow(ctx: Context) -> str:

@@ -202,8 +202,13 @@ async def test_a_poisoned_description_reaches_the_model_only_as_data(
     assert spec.description.startswith(LABEL)
     assert spec.description != mcp_server.poisoned_description
     assert len(spec.description) <= len(LABEL) + 1024
-    assert "\x00" not in spec.description
-    assert "\x1b" not in spec.description
+    hidden = "\x00\x1b\x85\x9b\u202e\u202c\u2066\u2069\u200f\u061c"
+    assert [control for control in hidden if control in mcp_server.poisoned_description] == list(
+        hidden
+    )
+    assert [control for control in hidden if control in spec.description] == []
+    # The text around them stays, as data.
+    assert spec.description.startswith(LABEL + "Notes.  [2J 2J   yebO ")
     assert mcp_server.recorder.calls == []
 
 

@@ -3,8 +3,10 @@ servers and the tests' own Python server, through agents and at the provider."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -189,6 +191,15 @@ async def test_a_command_that_cannot_start_has_its_code(tmp_path: Path) -> None:
     assert caught.value.code == "MCP_STARTUP_FAILED"
 
 
+async def test_a_file_that_is_not_executable_cannot_start(tmp_path: Path) -> None:
+    (tmp_path / "server.py").write_text("print('never run')\n")
+    provider = create_mcp_tool_provider(command="./server.py", cwd=str(tmp_path))
+    with pytest.raises(FevexRunError) as caught:
+        await provider.list_tools(DISCOVERY)
+    assert caught.value.code == "MCP_STARTUP_FAILED"
+    assert "(PermissionError: Permission denied)" in caught.value.message
+
+
 async def test_a_server_that_exits_at_start_says_how_without_its_secrets() -> None:
     failing = (
         "import os, sys; sys.stderr.write('no config for ' + os.environ['TOKEN']); sys.exit(3)"
@@ -317,6 +328,45 @@ async def test_close_kills_the_whole_process_group(python_server: Any) -> None:
     await provider.aclose()
     assert not process_alive(server)
     assert not process_alive(grandchild)
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.parametrize("tool", ["detach", "daemonize"])
+async def test_close_ends_what_the_server_started_outside_its_process_group(
+    python_server: Any, tool: str
+) -> None:
+    provider = create_mcp_tool_provider(command=python_server.command, args=python_server.args)
+    escaped = int(await provider.call_tool(tool, {}, call(tool)))
+    try:
+        server = server_pid(python_server)
+        assert process_alive(escaped)
+        # It left the server's process group; the daemon also left the server's tree.
+        assert os.getpgid(escaped) != os.getpgid(server)
+        if tool == "daemonize":
+            assert parent_of(escaped) != server
+        await provider.aclose()
+        assert not process_alive(server)
+        assert not process_alive(escaped)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(escaped, signal.SIGKILL)
+
+
+async def test_a_server_that_exits_takes_its_daemons_with_it(python_server: Any) -> None:
+    provider = create_mcp_tool_provider(command=python_server.command, args=python_server.args)
+    daemon = int(await provider.call_tool("daemonize", {}, call("daemonize")))
+    try:
+        with pytest.raises(FevexRunError) as caught:
+            await provider.call_tool("crash", {}, call("crash"))
+        assert caught.value.code == "MCP_SERVER_EXITED"
+        await eventually(lambda: anyio.to_thread.run_sync(lambda: not process_alive(daemon)))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(daemon, signal.SIGKILL)
+        await provider.aclose()
 
 
 # -- change notifications -------------------------------------------------------------

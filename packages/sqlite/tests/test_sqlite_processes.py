@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from fevex_sqlite.schema import LATEST_VERSION
 pytestmark = pytest.mark.anyio
 
 WORKER = Path(__file__).with_name("sqlite_worker.py")
+V1_FILE = Path(__file__).with_name("fixtures") / "v1_runs.db"
 NOW = "2030-01-01T00:00:00Z"
 
 
@@ -178,3 +180,13 @@ async def test_two_processes_opening_a_new_file_migrate_it_once(database: Path) 
     with closing(sqlite3.connect(database)) as raw:
         versions = raw.execute("SELECT version FROM fevex_schema_migrations").fetchall()
     assert versions == [(version,) for version in range(1, LATEST_VERSION + 1)]
+
+
+async def test_two_processes_opening_an_old_file_migrate_it_once(database: Path) -> None:
+    database.parent.mkdir(parents=True)
+    shutil.copyfile(V1_FILE, database)
+    run_workers(database, "claim", ["", "", ""])
+    with closing(sqlite3.connect(database)) as raw:
+        versions = raw.execute("SELECT version FROM fevex_schema_migrations").fetchall()
+    assert versions == [(version,) for version in range(1, LATEST_VERSION + 1)]
+    assert integrity(database) == "ok"

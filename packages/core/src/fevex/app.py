@@ -26,12 +26,21 @@ from fevex._internal.composition.tool_runner import CredentialResolver, ToolExce
 from fevex._internal.engine.event_sink import Observers
 from fevex._internal.engine.kernel import Kernel, KindFactory, seconds_of
 from fevex._internal.engine.recovery_sweep import sweep_expired_runs, wake_due_runs
+from fevex._internal.launch.app_checks import (
+    check_lease_seconds,
+    check_observability,
+    with_tasks,
+)
 from fevex._internal.launch.app_knowledge import (
     AppMemoryStore,
     attach_app_knowledge,
     open_app_memory_store,
 )
-from fevex._internal.launch.app_stores import open_app_record_store, open_app_run_store
+from fevex._internal.launch.app_stores import (
+    open_app_record_store,
+    open_app_run_store,
+    run_store_url,
+)
 from fevex._internal.launch.blocking_twins import BlockingTwins, blocking, blocking_iterator
 from fevex._internal.launch.checkpoint_methods import CheckpointMethods
 from fevex._internal.launch.launcher import Launcher
@@ -113,10 +122,9 @@ def create_fevex(
     (an in-memory store when unset).
 
     ``on_tool_exception``, for debugging, is called as ``hook(exception, context)`` with
-    each exception a tool function raises, exactly as raised: before it is scrubbed of the
-    call's credentials, so what the hook does with it is the app's to keep safe. Once a
-    call resolved a credential, the ``FevexRunError`` a caller gets does not chain the
-    tool's exception; the hook is where it stays available.
+    each exception a tool function raises, as raised, before it is scrubbed of the call's
+    credentials (the ``FevexRunError`` a caller gets does not chain it once a credential
+    was resolved): what the hook does with it is the app's to keep safe.
 
     ``tasks`` are durable tasks (:func:`fevex.kits.tasks.define_durable_task`), run by
     ``create_task`` and ``run_task`` (``INVALID_TASK`` for a task whose id an agent,
@@ -126,11 +134,9 @@ def create_fevex(
     follows the run store's URL, or its ``open_record_store()``; a run store naming none
     makes every use ``RECORD_STORE_MISSING`` (README, "Records").
 
-    ``checkpoint_key`` (text, bytes or a secret such as pydantic's ``SecretStr``; at least
-    32 bytes; ``None`` uses ``FEVEX_CHECKPOINT_KEY``) signs the checkpoints
-    ``export_checkpoint`` returns and verifies the ones ``restore_checkpoint`` is given;
-    without one, a restore needs ``trusted=True``. It is a credential: the app keeps it
-    in no attribute, ``repr`` or error.
+    ``checkpoint_key`` (text, bytes or a secret such as ``SecretStr``, at least 32 bytes;
+    ``None`` uses ``FEVEX_CHECKPOINT_KEY``) signs exported checkpoints and verifies restored
+    ones (without it, a restore needs ``trusted=True``); the app keeps it nowhere readable.
 
     Every problem of the composition is reported at once: the ``FevexConfigurationError``
     has the first one's ``code`` and lists each in ``problems``. The app is a context
@@ -202,9 +208,9 @@ def _create_fevex(
         problems=problems,
         on_tool_exception=on_tool_exception,
     )
-    _check_lease_seconds(lease_seconds, problems)
-    run_kinds = _with_tasks(run_kinds, tasks, composition, problems)
-    _check_observability(observability, problems)
+    check_lease_seconds(lease_seconds, problems)
+    run_kinds = with_tasks(run_kinds, tasks, composition, problems)
+    check_observability(observability, problems)
     knowledge = attach_app_knowledge(composition, context_providers, problems)
     if isinstance(checkpoint_signer, FevexConfigurationError):
         problems.add(checkpoint_signer)
@@ -229,64 +235,12 @@ def _create_fevex(
     app._memory_store = opened_memory_store
     if isinstance(checkpoint_signer, CheckpointSigner):
         app._checkpoint_signer = checkpoint_signer
+    app._run_store_url = run_store_url(run_store)
     app.record_store = open_app_record_store(record_store, run_store, opened_run_store)
     if knowledge is not None:
         knowledge.app_memory_store = lambda: app.memory_store
         knowledge.app_record_store = lambda: app.record_store
     return app
-
-
-def _with_tasks(
-    run_kinds: Mapping[str, KindFactory],
-    tasks: Iterable[Any],
-    composition: Composition,
-    problems: Problems,
-) -> Mapping[str, KindFactory]:
-    """``run_kinds`` and, for an app with durable tasks, their kind (the kit is imported
-    only then)."""
-    given = list(tasks)
-    if not given:
-        return run_kinds
-    from fevex.kits.tasks.task_kind import task_run_kinds
-
-    taken = {
-        *composition.agents,
-        *(name for name, _ in composition.workflows),
-        *(name for name, _ in composition.teams),
-    }
-    try:
-        return {**run_kinds, **task_run_kinds(given, taken)}
-    except FevexConfigurationError as problem:
-        problems.add(problem)
-        return run_kinds
-
-
-def _check_lease_seconds(lease_seconds: object, problems: Problems) -> None:
-    if (
-        not isinstance(lease_seconds, int | float)
-        or isinstance(lease_seconds, bool)
-        or lease_seconds <= 0
-    ):
-        problems.add(
-            FevexConfigurationError("INVALID_CONFIG", "lease_seconds must be positive seconds.")
-        )
-
-
-def _check_observability(observability: object, problems: Problems) -> None:
-    if observability is None:
-        return
-    from fevex.observability.configuration import Observability
-
-    if isinstance(observability, Observability):
-        for problem in observability.problems():
-            problems.add(problem)
-    else:
-        problems.add(
-            FevexConfigurationError(
-                "INVALID_OBSERVABILITY",
-                f"observability must be an Observability, not {type(observability).__name__}.",
-            )
-        )
 
 
 class Fevex(RunMethods, TaskMethods, CheckpointMethods, AppMemoryStore, BlockingTwins):
@@ -298,6 +252,9 @@ class Fevex(RunMethods, TaskMethods, CheckpointMethods, AppMemoryStore, Blocking
 
     # The store the family and publication kits keep their records in; closed with the app.
     record_store: RecordStore
+    # The URL its run store was opened from (given, or FEVEX_RUN_STORE), None for a store
+    # object or the default in-memory store: what a command's --store is checked against.
+    _run_store_url: str | None = None
 
     def __init__(
         self,

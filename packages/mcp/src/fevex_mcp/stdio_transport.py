@@ -7,6 +7,12 @@ server outlives a grace period, so a grandchild of a server that exits on its ow
 survive. Here the child runs in a new session (its own process group), sees exactly the
 environment the app gave, and on close the whole group is terminated, always.
 
+A process that leaves the group (a child that calls ``setsid()``, a daemon's double fork)
+is out of the group's reach, so on Linux the server runs under fevex-mcp's reaper
+(:mod:`fevex_mcp.server_reaper`, the group's leader): the child subreaper of the server's
+whole tree, which ends every process below it when the server exits, the group is
+terminated or fevex-mcp's process dies.
+
 Messages are newline-delimited JSON-RPC. A line longer than ``MAX_MESSAGE_BYTES`` ends the
 session (the server is stopped) instead of growing a buffer without bound. The server's
 stderr is read so that it never blocks, and only its last few lines are kept, for the
@@ -16,12 +22,16 @@ message of a failed start or a crash.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import signal
 import subprocess
+import sys
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 import anyio.abc
@@ -40,6 +50,12 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 EXIT_GRACE = 1.0
 TERM_GRACE = 2.0
 _STDERR_KEPT = 4096
+# Where the server runs under the reaper: started by this Python, without site-packages.
+_REAPER = (
+    Path(__file__).with_name("server_reaper.py")
+    if sys.platform == "linux" and sys.executable
+    else None
+)
 
 Streams = tuple[
     MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]
@@ -48,8 +64,9 @@ Streams = tuple[
 
 @dataclass
 class ProcessRecord:
-    """What the owner of a session knows about its process: its id (the group's id),
-    whether its output ended, how it ended, and the tail of what it wrote to stderr."""
+    """What the owner of a session knows about its process: the id of the process started
+    (the server, or on Linux its reaper; also the group's id), whether its output ended,
+    how it ended, and the tail of what it wrote to stderr."""
 
     pid: int | None = None
     returncode: int | None = None
@@ -71,10 +88,12 @@ class ProcessRecord:
 
 
 def kill_group(pid: int) -> None:
-    """SIGKILL a server's whole process group, now, without an event loop: for a
-    provider dropped or an interpreter exiting with its server still running."""
+    """End a server's whole process group, now, without an event loop: for a provider
+    dropped or an interpreter exiting with its server still running. Under the reaper
+    the group gets SIGTERM, on which the reaper ends the server's whole tree (SIGKILL
+    within its grace); without it, SIGKILL."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL if _REAPER is None else signal.SIGTERM)
 
 
 @contextlib.asynccontextmanager
@@ -85,7 +104,7 @@ async def stdio_streams(command: StdioCommand, record: ProcessRecord) -> AsyncIt
     Raises ``OSError`` when the process cannot be started (the caller turns it into
     ``MCP_STARTUP_FAILED``)."""
     process = await anyio.open_process(
-        [command.command, *command.args],
+        _command_line(command),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -110,6 +129,33 @@ async def stdio_streams(command: StdioCommand, record: ProcessRecord) -> AsyncIt
                 for stream in (read_stream, write_stream, read_writer, write_reader):
                     await stream.aclose()
             group.cancel_scope.cancel()
+
+
+def _command_line(command: StdioCommand) -> list[str]:
+    """What is started: the server's command, or on Linux the reaper running it."""
+    if _REAPER is None:
+        return [command.command, *command.args]
+    executable = _executable(command)
+    return [sys.executable, "-I", "-S", str(_REAPER), executable, command.command, *command.args]
+
+
+def _executable(command: StdioCommand) -> str:
+    """The file the command names, found as starting it directly would: a name with a
+    slash from the server's working directory, a bare name in the child's ``PATH``; a
+    missing one is the ``FileNotFoundError``, one that is not executable the
+    ``PermissionError``, that starting it would raise."""
+    name = command.command
+    if os.sep not in name:
+        found = shutil.which(name, path=command.environment.get("PATH", os.defpath))
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+        return os.path.abspath(found)
+    path = os.path.abspath(os.path.join(command.cwd or os.getcwd(), name))
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+    if shutil.which(path) is None:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
+    return path
 
 
 async def _read_stdout(

@@ -1,11 +1,14 @@
 """The database schema and the migrations that build it, applied whenever a store opens.
 
 The file records every migration it received in ``fevex_schema_migrations``; its schema
-version is the highest one. Opening a store applies the missing migrations in order, all
-in one ``BEGIN IMMEDIATE`` transaction: two processes opening an old file at once migrate
-it exactly once, and a failed migration leaves the file at its previous version. A file
-with a version this code does not know was written by a newer fevex-sqlite and is refused
-rather than guessed at.
+version is the highest one. Opening a store reads that version first, a plain read that
+takes no lock and waits for no writer: a current file is opened as it is, so a process
+creates its app while another holds a write transaction on the file. Only a file that
+lacks migrations is migrated, all of them in one ``BEGIN IMMEDIATE`` transaction that
+reads the version again under the write lock: two processes opening an old (or new) file
+at once migrate it exactly once, and a failed migration leaves the file at its previous
+version. A file with a version this code does not know was written by a newer
+fevex-sqlite and is refused rather than guessed at.
 
 A new file (no schema version yet) gets ``CURRENT_SCHEMA``, the schema the migrations
 build, in one go: replaying migration 1 would create unprefixed tables that may collide
@@ -389,6 +392,12 @@ def upgrade_database(
     try:
         with closing(_connect(path, busy_timeout)) as connection:
             _use_wal(connection, busy_timeout)
+            current = _read_version(connection)
+            latest = migrations[-1].version
+            if current > latest:
+                raise schema_too_new(path, current, latest)
+            if current == latest:
+                return SchemaUpgrade(current, current, ())
             connection.execute("BEGIN IMMEDIATE")
             try:
                 done = _migrate(connection, path, migrations)
@@ -433,9 +442,7 @@ def schema_version(path: Path) -> int:
         raise store_not_found(path)
     try:
         with closing(sqlite3.connect(path, isolation_level=None)) as connection:
-            if not _has_version_table(connection):
-                return 0
-            return _current_version(connection)
+            return _read_version(connection)
     except sqlite3.DatabaseError as error:
         raise unusable_file(path, str(error)) from error
 
@@ -485,6 +492,14 @@ def _record(connection: sqlite3.Connection, migration: Migration) -> None:
         "INSERT INTO fevex_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
         (migration.version, migration.name, datetime.now(UTC).isoformat()),
     )
+
+
+def _read_version(connection: sqlite3.Connection) -> int:
+    """The file's schema version (0 for a file without one) by plain reads, outside any
+    transaction of ours: in WAL mode they wait for no writer."""
+    if not _has_version_table(connection):
+        return 0
+    return _current_version(connection)
 
 
 def _current_version(connection: sqlite3.Connection) -> int:

@@ -10,6 +10,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from fevex._internal.hosting.named_store import check_named_store
 from fevex._internal.hosting.worker_lanes import describe_failure
 from fevex.cli.app_option import app_reference, load_app
 from fevex.cli.argument_types import MIN_INTERVAL, interval_seconds, positive_int
@@ -47,6 +48,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 def _recover(args: argparse.Namespace) -> int:
     check_store(args)
     app = load_app(args.app, args.store)
+    check_named_store(args.store, app)
     actor = {"id": args.actor, "type": "service"}
     watching = args.interval is not None
     while True:

@@ -17,7 +17,11 @@ SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):")
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--store", metavar="URL", help="run-store URL (sets FEVEX_RUN_STORE before loading)"
+        "--store",
+        metavar="URL",
+        help="run-store URL, set as FEVEX_RUN_STORE before the app loads; an app that sets "
+        "run_store= itself must set this same URL, else the command is refused "
+        "(STORE_MISMATCH, naming both stores)",
     )
     parser.add_argument(
         "--create",

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
+from fevex._internal.hosting.named_store import check_named_store, describe_app_store
 from fevex._internal.hosting.worker_lanes import work_lanes
 from fevex.cli.app_option import app_reference, load_app
 from fevex.cli.argument_types import MIN_INTERVAL, interval_seconds, positive_int
@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from fevex.app import Fevex
 
 __all__ = []
-
-_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +46,7 @@ def _worker(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _exit_cleanly)
     check_store(args)
     app = load_app(args.app, args.store)
+    check_named_store(args.store, app)
     # Without --store, a worker on the default in-memory store would wait forever for runs
     # that other processes keep in their own memory: say where it looks.
     for line in _store_description(args, app):
@@ -62,18 +61,18 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _store_description(args: argparse.Namespace, app: Fevex) -> list[str]:
+    """Where the worker looks: the store the app uses, which ``--store`` (checked) or
+    ``FEVEX_RUN_STORE`` named, or the app's own; never its password."""
     from fevex.runtime.in_memory_run_store import InMemoryRunStore
 
-    url = store_url(args)
-    if url:
-        # A password in the URL stays out of the terminal and the logs.
-        shown = _PASSWORD.sub(r"\1***@", url)
-        lines = [f"runs on the store {shown}"]
-    elif isinstance(app.run_store, InMemoryRunStore):
+    in_memory = isinstance(app.run_store, InMemoryRunStore)
+    if in_memory and not store_url(args):
         lines = ["runs on memory:// (no --store, and FEVEX_RUN_STORE is not set)"]
+    elif app._run_store_url is not None:
+        lines = [f"runs on the store {describe_app_store(app)}"]
     else:
-        lines = [f"runs on the app's own store ({type(app.run_store).__name__})"]
-    if isinstance(app.run_store, InMemoryRunStore):
+        lines = [f"runs on the app's own store {describe_app_store(app)}"]
+    if in_memory:
         lines.append(
             "warning: an in-memory store's runs are this process's alone, so this worker "
             "never sees another process's runs; name the store they share with --store "

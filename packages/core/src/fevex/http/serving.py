@@ -12,7 +12,8 @@ recorded as theirs (``{"id": NAME, "type": "local"}``). Only the console's cross
 guard (``X-Fevex-Request``) keeps other sites' pages from deciding as that person, hence
 ``--ui``; and only a loopback bind keeps other hosts from it, so ``--actor`` on another
 address is refused (``SERVE_UNAUTHENTICATED``). Start-up prints the API's and the
-console's URLs.
+console's URLs. A ``--store`` the app does not use (it sets ``run_store=`` to another
+store) is refused with ``STORE_MISMATCH`` (see :mod:`fevex._internal.hosting.named_store`).
 
 The app answers only requests whose ``Host`` it serves (see
 :mod:`fevex.http.request_guard`): its ``allowed_hosts`` (by default the loopback ones), the
@@ -47,6 +48,7 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from fevex._internal.hosting.app_reference import load_reference
+from fevex._internal.hosting.named_store import check_named_store
 from fevex._internal.hosting.worker_lanes import work_lanes
 from fevex.app import Fevex
 from fevex.errors import FevexConfigurationError
@@ -277,6 +279,7 @@ def serve(
     """Check what ``reference`` serves here, then run uvicorn until SIGINT or SIGTERM;
     ``actor`` names the local actor (see the module's description)."""
     target = _load_target(reference, store)
+    check_named_store(store, target.fevex if isinstance(target, FevexHttpApp) else target)
     local_actor = _local_actor(target, host, ui, actor)
     hosts = served_hosts(host, allowed_hosts)
     http_app = _http_app(reference, target, ui=ui, local_actor=local_actor).with_allowed_hosts(

@@ -28,11 +28,16 @@ from fevex.tools.context import ToolContext
 from fevex.tools.definition import ToolDefinition
 from fevex.tools.redaction import redact_secrets
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# What a remote description may not carry to the model, each replaced by a space: the C0
+# controls but tab and newline, DEL and the C1 controls (a terminal's escapes, text a reader
+# never sees), and the bidirectional controls (U+061C, U+200E, U+200F, U+202A to U+202E,
+# U+2066 to U+2069), which make a reviewer read the text in another order than the model.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def untrusted_description(text: Any) -> str:
-    """A remote description as data: printable, bounded, and labelled as remote."""
+    """A remote description as data: NFKC-normalised, without control characters (see
+    ``_CONTROL``), bounded, and labelled as remote."""
     clean = (
         _CONTROL.sub(" ", unicodedata.normalize("NFKC", text)).strip()
         if isinstance(text, str)

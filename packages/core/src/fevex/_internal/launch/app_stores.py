@@ -23,7 +23,7 @@ from fevex.runtime.in_memory_run_store import InMemoryRunStore
 from fevex.runtime.record_store import InMemoryRecordStore, RecordStore, StoredRecord
 from fevex.runtime.run_store import RunStore, missing_store_methods
 
-__all__ = ["open_app_record_store", "open_app_run_store"]
+__all__ = ["open_app_record_store", "open_app_run_store", "run_store_url"]
 
 _RECORD_METHODS = ("read", "compare_and_swap", "close")
 
@@ -55,6 +55,15 @@ def open_app_run_store(run_store: RunStore | str | None) -> RunStore:
     return store
 
 
+def run_store_url(run_store: RunStore | str | None) -> str | None:
+    """The URL the app's run store is opened from: ``run_store`` when it is one, else
+    ``FEVEX_RUN_STORE`` when ``run_store`` is ``None``; ``None`` for a store object, or for
+    the in-memory store of an app given nothing."""
+    if run_store is None:
+        return os.environ.get("FEVEX_RUN_STORE") or None
+    return run_store if isinstance(run_store, str) else None
+
+
 def open_app_record_store(
     record_store: RecordStore | str | None, run_store: RunStore | str | None, opened: RunStore
 ) -> RecordStore:
@@ -75,8 +84,8 @@ def open_app_record_store(
                 f"{type(record_store).__name__} lacks {', '.join(missing)}.",
             )
         return record_store
-    url = (os.environ.get("FEVEX_RUN_STORE") or None) if run_store is None else run_store
-    if isinstance(url, str):
+    url = run_store_url(run_store)
+    if url is not None:
         return _record_store_of_url(url)
     if isinstance(opened, InMemoryRunStore):
         return InMemoryRecordStore()
