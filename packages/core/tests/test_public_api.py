@@ -7,6 +7,7 @@ import fevex.messages
 import fevex.models
 import fevex.plugins
 import fevex.runtime
+import fevex.teams
 import fevex.testing
 import fevex.tools
 import fevex.workflows

@@ -119,20 +119,14 @@ def create_fevex(
 
     ``context_providers`` registers the skills and context providers agents name;
     ``memory_store`` is a store, a store URL, or ``None`` to use ``FEVEX_MEMORY_STORE``
-    (an in-memory store when unset).
+    (an in-memory store when unset). ``tasks`` are durable tasks
+    (:func:`fevex.kits.tasks.define_durable_task`; ``INVALID_TASK`` for a task whose id an
+    agent, workflow or team has). ``record_store`` (the kits' records) is a store or a URL;
+    ``None`` follows the run store's URL or its ``open_record_store()`` (README, "Records").
 
     ``on_tool_exception``, for debugging, is called as ``hook(exception, context)`` with
     each exception a tool function raises, as raised, before it is scrubbed of the call's
-    credentials (the ``FevexRunError`` a caller gets does not chain it once a credential
-    was resolved): what the hook does with it is the app's to keep safe.
-
-    ``tasks`` are durable tasks (:func:`fevex.kits.tasks.define_durable_task`), run by
-    ``create_task`` and ``run_task`` (``INVALID_TASK`` for a task whose id an agent,
-    workflow or team has).
-
-    ``record_store`` (``app.record_store``: the kits' records) is a store or a URL; ``None``
-    follows the run store's URL, or its ``open_record_store()``; a run store naming none
-    makes every use ``RECORD_STORE_MISSING`` (README, "Records").
+    credentials: what the hook does with it is the app's to keep safe.
 
     ``checkpoint_key`` (text, bytes or a secret such as ``SecretStr``, at least 32 bytes;
     ``None`` uses ``FEVEX_CHECKPOINT_KEY``) signs exported checkpoints and verifies restored
