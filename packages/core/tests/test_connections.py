@@ -4,6 +4,7 @@ pinning, timeouts and safe errors, with an in-process provider."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -200,6 +201,68 @@ async def test_remote_errors_and_timeouts_become_safe_errors() -> None:
     with pytest.raises(FevexRunError) as caught:
         await make_app(FakeModel(search()), docs, timeout=0.05).run_agent("assistant", "q")
     assert caught.value.code == "CONNECTION_TIMEOUT"
+
+
+class SessionDocs(Docs):
+    """Docs keeping something per run, as an MCP provider keeps a session: it hears when
+    each run stops in this process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released: list[str] = []
+        self.release_fails = False
+
+    async def release_run(self, run_id: str) -> None:
+        self.released.append(run_id)
+        if self.release_fails:
+            raise RuntimeError("the session would not close")
+
+
+async def test_a_provider_hears_when_a_run_completes_fails_pauses_or_is_cancelled() -> None:
+    docs = SessionDocs()
+    completed = await make_app(FakeModel(search(), {"output": "ok"}), docs).run_agent(
+        "assistant", "q"
+    )
+    assert docs.released == [completed.run_id]
+    with pytest.raises(FevexRunError) as failed:
+        await make_app(FakeModel(search(query="explode")), docs).run_agent("assistant", "q")
+    assert docs.released[-1] == failed.value.run_id
+    app = make_app(FakeModel(search(), {"output": "resumed"}), docs, approval="required")
+    with pytest.raises(RunPausedError) as paused:
+        await app.run_agent("assistant", "q")
+    assert docs.released[-1] == paused.value.run_id
+    approval = paused.value.approvals[0].approve(actor="reviewer")
+    assert (await app.resume_run(paused.value.run_id, approval)).output == "resumed"
+    # The resumed run discovered again, and is released again once it ended.
+    assert docs.released[-2:] == [paused.value.run_id] * 2
+    docs.delay = 30.0
+    slow = make_app(FakeModel(search()), docs)
+    started = await slow.start_agent("assistant", "q")
+    while not docs.discoveries or docs.discoveries[-1].run_id != started.id:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    assert (await slow.cancel_run(started.id)).status == "cancelled"
+    async with asyncio.timeout(5):
+        while docs.released[-1] != started.id:
+            await asyncio.sleep(0.01)
+    assert len(docs.released) == 5
+    assert len(docs.discoveries) == 5
+
+
+async def test_a_release_that_fails_is_logged_and_leaves_the_run_as_it_ended(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="fevex")
+    docs = SessionDocs()
+    docs.release_fails = True
+    result = await make_app(FakeModel(search(), {"output": "ok"}), docs).run_agent(
+        "assistant", "q"
+    )
+    assert result.output == "ok"
+    assert docs.released == [result.run_id]
+    (record,) = [r for r in caplog.records if "releasing connection" in r.getMessage()]
+    assert record.levelname == "WARNING"
+    assert "would not close" not in record.getMessage()
 
 
 def test_invalid_and_colliding_connections() -> None:

@@ -1,5 +1,6 @@
-"""A real MCP server (the ``mcp`` SDK's MCPServer over Streamable HTTP, served by uvicorn
-with lifespan on) on 127.0.0.1, and a guard that fails any test reaching further."""
+"""Real MCP servers (the ``mcp`` SDK's MCPServer over Streamable HTTP, served by uvicorn
+with lifespan on) on 127.0.0.1 — among them a stateful one that keeps state per session
+and can expire one — and a guard that fails any test reaching further."""
 
 from __future__ import annotations
 
@@ -471,6 +472,149 @@ async def scripted_server() -> AsyncIterator[ScriptedServer]:
         yield scripted[0]
     finally:
         running.should_exit = True
+        await task
+
+
+# -- a stateful server ----------------------------------------------------------------
+
+SESSION_ID = "mcp-session-id"
+
+
+@dataclass
+class Seen:
+    """One HTTP request the server received."""
+
+    method: str
+    session: str | None
+    rpc: str | None
+
+
+@dataclass
+class SessionLog:
+    """What the stateful server saw, and how the test makes it expire sessions."""
+
+    requests: list[Seen] = field(default_factory=list)
+    # What the tool ``remember`` keeps, by session id: the server's per-session state.
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    expired: set[str] = field(default_factory=set)
+    expire_every_session: bool = False
+    waiting: asyncio.Event = field(default_factory=asyncio.Event)
+    cancelled: list[str] = field(default_factory=list)
+
+    @property
+    def handshakes(self) -> int:
+        return sum(1 for seen in self.requests if seen.rpc == "initialize")
+
+    def sessions(self, rpc: str | None = None) -> list[str]:
+        """The session ids requests carried (those of JSON-RPC method ``rpc``), in order."""
+        ids = [seen.session for seen in self.requests if rpc is None or seen.rpc == rpc]
+        return list(dict.fromkeys(session for session in ids if session is not None))
+
+    @property
+    def ended(self) -> list[str]:
+        """The sessions a client ended (``DELETE``), in order."""
+        return [seen.session for seen in self.requests if seen.method == "DELETE" and seen.session]
+
+
+def session_of(ctx: Context) -> str:
+    request = ctx.request_context.request
+    return str(getattr(request, "headers", {}).get(SESSION_ID))
+
+
+def build_stateful_server(log: SessionLog) -> MCPServer:
+    server = MCPServer("stateful", log_level="WARNING")
+
+    @server.tool(description="Remembers a word; answers every word of this session.", structured_output=False)
+    def remember(word: str, ctx: Context) -> str:
+        notes = log.notes.setdefault(session_of(ctx), [])
+        notes.append(word)
+        return ",".join(notes)
+
+    @server.tool(description="Ends this session at the server.", structured_output=False)
+    def expire(ctx: Context) -> str:
+        log.expired.add(session_of(ctx))
+        return "expired"
+
+    @server.tool(description="Waits until cancelled.", structured_output=False)
+    async def wait(ctx: Context) -> str:
+        log.waiting.set()
+        try:
+            await anyio.sleep(30)
+        except anyio.get_cancelled_exc_class():
+            log.cancelled.append(session_of(ctx))
+            raise
+        return "late"
+
+    return server
+
+
+def handshake_era(app: ASGIApp, log: SessionLog) -> ASGIApp:
+    """Wrap the server's app: record each request; refuse ``server/discover`` (as the
+    handshake-era servers people run today do), so that clients open a session with
+    ``initialize``; answer 404 to a request on a session the server expired."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        headers = {key.decode().lower(): value.decode() for key, value in scope["headers"]}
+        session = headers.get(SESSION_ID)
+        messages: list[Message] = []
+        body = bytearray()
+        more = scope["method"] == "POST"
+        while more:
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"")
+            more = message["type"] == "http.request" and message.get("more_body", False)
+        rpc: dict[str, Any] = {}
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(body) if body else {}
+            rpc = parsed if isinstance(parsed, dict) else {}
+        log.requests.append(Seen(scope["method"], session, rpc.get("method")))
+        if rpc.get("method") == "server/discover":
+            refusal = {
+                "jsonrpc": "2.0",
+                "id": rpc.get("id"),
+                "error": {"code": -32601, "message": "Method not found"},
+            }
+            await answer(send, 200, json.dumps(refusal).encode(), b"application/json")
+            return
+        if session is not None and (session in log.expired or log.expire_every_session):
+            await answer(send, 404, b"session not found", b"text/plain")
+            return
+
+        async def replay() -> Message:
+            if messages:
+                return messages.pop(0)
+            return await receive()
+
+        await app(scope, replay, send)
+
+    return wrapped
+
+
+async def answer(send: Send, status: int, body: bytes, content_type: bytes) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+@dataclass
+class StatefulServer:
+    url: str
+    log: SessionLog
+
+
+@pytest.fixture
+async def stateful_server() -> AsyncIterator[StatefulServer]:
+    log = SessionLog()
+    app = handshake_era(build_stateful_server(log).streamable_http_app(), log)
+    server, task, port = await serve(app)
+    try:
+        yield StatefulServer(f"http://127.0.0.1:{port}/mcp", log)
+    finally:
+        server.should_exit = True
         await task
 
 

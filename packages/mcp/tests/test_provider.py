@@ -43,59 +43,59 @@ async def bearer(context: Any) -> dict[str, str]:
 
 
 async def test_tools_come_back_as_the_server_describes_them(mcp_server: Any) -> None:
-    provider = create_mcp_tool_provider(mcp_server.url)
-    assert isinstance(provider, MCPToolProvider)
-    assert isinstance(provider, ToolProvider)
-    tools = {tool.name: tool for tool in await provider.list_tools(discovery())}
-    assert set(tools) >= {"search", "lookup", "delete", "notes"}
-    search = tools["search"]
-    assert isinstance(search, RemoteTool)
-    assert search.description == "Search the documentation."
-    assert search.input_schema["required"] == ["query"]
-    assert search.annotations == {"readOnlyHint": True}
-    # Untouched: the provider leaves bounding and labelling to the core.
-    assert tools["notes"].description == mcp_server.poisoned_description
+    async with create_mcp_tool_provider(mcp_server.url) as provider:
+        assert isinstance(provider, MCPToolProvider)
+        assert isinstance(provider, ToolProvider)
+        tools = {tool.name: tool for tool in await provider.list_tools(discovery())}
+        assert set(tools) >= {"search", "lookup", "delete", "notes"}
+        search = tools["search"]
+        assert isinstance(search, RemoteTool)
+        assert search.description == "Search the documentation."
+        assert search.input_schema["required"] == ["query"]
+        assert search.annotations == {"readOnlyHint": True}
+        # Untouched: the provider leaves bounding and labelling to the core.
+        assert tools["notes"].description == mcp_server.poisoned_description
 
 
 async def test_every_page_of_a_listing_is_read(paging_server: Any) -> None:
-    provider = create_mcp_tool_provider(paging_server.url)
-    tools = await provider.list_tools(discovery())
-    assert [tool.name for tool in tools] == ["page0", "page1", "page2"]
-    paging_server.pages[0] = MAX_PAGES + 1
-    with pytest.raises(FevexRunError) as caught:
-        await provider.list_tools(discovery())
-    assert caught.value.code == "MCP_PROTOCOL_ERROR"
+    async with create_mcp_tool_provider(paging_server.url) as provider:
+        tools = await provider.list_tools(discovery())
+        assert [tool.name for tool in tools] == ["page0", "page1", "page2"]
+        paging_server.pages[0] = MAX_PAGES + 1
+        with pytest.raises(FevexRunError) as caught:
+            await provider.list_tools(discovery())
+        assert caught.value.code == "MCP_PROTOCOL_ERROR"
 
 
 async def test_results_are_json_values(mcp_server: Any) -> None:
-    provider = create_mcp_tool_provider(mcp_server.url)
-    assert await provider.call_tool("search", {"query": "q"}, call("search")) == {
-        "hits": ["q: a lease is renewed by its holder's heartbeat"]
-    }
-    assert await provider.call_tool("lookup", {"term": "t"}, call("lookup")) == (
-        "t means a time-limited claim"
-    )
-    assert await provider.call_tool("gallery", {}, call("gallery")) == [
-        "first",
-        "second",
-        "[image content omitted]",
-    ]
-    with pytest.raises(FevexRunError) as caught:
-        await provider.call_tool("search", ["not", "an", "object"], call("search"))
-    assert caught.value.code == "MCP_ARGUMENTS_INVALID"
+    async with create_mcp_tool_provider(mcp_server.url) as provider:
+        assert await provider.call_tool("search", {"query": "q"}, call("search")) == {
+            "hits": ["q: a lease is renewed by its holder's heartbeat"]
+        }
+        assert await provider.call_tool("lookup", {"term": "t"}, call("lookup")) == (
+            "t means a time-limited claim"
+        )
+        assert await provider.call_tool("gallery", {}, call("gallery")) == [
+            "first",
+            "second",
+            "[image content omitted]",
+        ]
+        with pytest.raises(FevexRunError) as caught:
+            await provider.call_tool("search", ["not", "an", "object"], call("search"))
+        assert caught.value.code == "MCP_ARGUMENTS_INVALID"
 
 
 async def test_an_error_excerpt_is_bounded_and_never_echoes_a_header(mcp_server: Any) -> None:
-    provider = create_mcp_tool_provider(mcp_server.url, headers=bearer)
-    with pytest.raises(FevexRunError) as caught:
-        await provider.call_tool("quota", {"query": "q"}, call("quota"))
-    error = caught.value
-    assert error.code == "MCP_TOOL_ERROR"
-    assert "Quota exceeded for [redacted]" in error.message
-    assert SECRET not in error.message
-    assert "Traceback" not in error.message
-    assert len(error.message) < 400
-    assert mcp_server.recorder.calls[0].authorization == f"Bearer {SECRET}"
+    async with create_mcp_tool_provider(mcp_server.url, headers=bearer) as provider:
+        with pytest.raises(FevexRunError) as caught:
+            await provider.call_tool("quota", {"query": "q"}, call("quota"))
+        error = caught.value
+        assert error.code == "MCP_TOOL_ERROR"
+        assert "Quota exceeded for [redacted]" in error.message
+        assert SECRET not in error.message
+        assert "Traceback" not in error.message
+        assert len(error.message) < 400
+        assert mcp_server.recorder.calls[0].authorization == f"Bearer {SECRET}"
 
 
 async def test_headers_bind_the_provider_to_one_identity(mcp_server: Any) -> None:
@@ -112,11 +112,14 @@ async def test_headers_bind_the_provider_to_one_identity(mcp_server: Any) -> Non
     assert caught.value.code == "MCP_IDENTITY_CHANGED"
     assert "bob" not in caught.value.message
     assert mcp_server.recorder.authorizations == {"Bearer alice"}
+    await provider.aclose()
     # The same set, spelled with other cases and order, is the same identity.
     spelled = iter([{"A": "1", "b": "2"}, {"B": "2", "a": "1"}])
-    same = create_mcp_tool_provider(mcp_server.url, headers=lambda context: next(spelled))
-    await same.list_tools(discovery())
-    await same.list_tools(discovery())
+    async with create_mcp_tool_provider(
+        mcp_server.url, headers=lambda context: next(spelled)
+    ) as same:
+        await same.list_tools(discovery())
+        await same.list_tools(discovery())
 
 
 async def test_header_callables_that_fail_are_reported_without_values(mcp_server: Any) -> None:

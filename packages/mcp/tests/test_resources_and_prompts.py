@@ -254,9 +254,11 @@ async def test_prompts_over_streamable_http(mcp_server: Any) -> None:
 
 
 async def test_resources_over_streamable_http(mcp_server: Any) -> None:
-    provider = create_mcp_tool_provider(mcp_server.url, features=("tools", "resources"))
-    listed = await listing(provider)
-    assert [item["uri"] for item in listed["resources"]] == ["docs://leases"]
-    text = await read(provider, "docs://leases")
-    assert text["contents"][0]["text"].startswith("# Leases")
+    async with create_mcp_tool_provider(
+        mcp_server.url, features=("tools", "resources")
+    ) as provider:
+        listed = await listing(provider)
+        assert [item["uri"] for item in listed["resources"]] == ["docs://leases"]
+        text = await read(provider, "docs://leases")
+        assert text["contents"][0]["text"].startswith("# Leases")
     assert mcp_server.recorder.methods.count("resources/read") == 1

@@ -1,12 +1,13 @@
-"""How a provider reaches its server: a Streamable HTTP session per operation, or one
+"""How a provider reaches its server: a Streamable HTTP session per run, or one
 long-lived stdio process. Both run an operation on a connected SDK ``Client`` and hand
 it the secrets to keep out of anything the operation reports (header values for HTTP,
-environment values for stdio).
+environment values for stdio), and let go of a run's session when the core releases it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from fevex.tools import ConnectionContext, ToolContext
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from mcp import Client
 
     from fevex_mcp.operations import Kind
+    from fevex_mcp.session import HttpSession
     from fevex_mcp.stdio_session import StdioServer
 
 __all__ = ["Channel", "HttpChannel", "Operation", "StdioChannel"]
@@ -25,6 +27,8 @@ __all__ = ["Channel", "HttpChannel", "Operation", "StdioChannel"]
 T = TypeVar("T")
 Caller = ConnectionContext | ToolContext
 Operation = Callable[["Client", Sequence[str]], Awaitable[T]]
+# Sessions of runs never released (a provider called by hand) stay bounded.
+MAX_HELD = 64
 
 
 class Channel(Protocol):
@@ -34,20 +38,30 @@ class Channel(Protocol):
 
     async def listing(self, context: Caller, kind: Kind) -> list[Any]: ...
 
+    async def release_run(self, run_id: str) -> None: ...
+
     async def aclose(self) -> None: ...
 
 
 class HttpChannel:
-    """A session per operation, opened with the headers resolved for its caller."""
+    """One session per run, opened with the headers resolved for its first operation and
+    held until the core releases the run (:meth:`release_run`) or the provider closes.
+
+    An operation outside a connection (a prompt read where the app is composed, whose
+    context names no connection) has a session of its own, closed before it returns:
+    nothing would ever release one held for it. A session the server expired is opened
+    again once per operation; at most ``MAX_HELD`` are held, the oldest closed first.
+    """
 
     def __init__(self, endpoint: Endpoint, headers: HeadersSource) -> None:
         self.endpoint = endpoint
         self.where = f"at {endpoint.display}"
         self._headers = headers
         self._identity = HeaderIdentity()
+        self._held: dict[str, HttpSession] = {}
 
     async def run(self, context: Caller, operation: Operation[T]) -> T:
-        from fevex_mcp.session import with_http_session
+        from fevex_mcp.session import HttpSession, SessionExpired
 
         headers = await resolve_headers(self._headers, context)
         self._identity.bind(headers)
@@ -56,7 +70,28 @@ class HttpChannel:
         async def operate(client: Client) -> T:
             return await operation(client, secrets)
 
-        return await with_http_session(self.endpoint, headers, operate)
+        if isinstance(context, ConnectionContext) and not context.connection:
+            once = HttpSession.open(self.endpoint, headers)
+            try:
+                return await once.run(operate)
+            except SessionExpired as expired:
+                raise expired.error from None
+            finally:
+                await once.close()
+        run_id = context.run_id
+        held = self._session(run_id, headers)
+        try:
+            return await held.run(operate)
+        except SessionExpired:
+            await self._drop(run_id, held)
+        # A 404 says the server did not process the request: it goes once more, on a
+        # new session.
+        again = self._session(run_id, headers)
+        try:
+            return await again.run(operate)
+        except SessionExpired as expired:
+            await self._drop(run_id, again)
+            raise expired.error from None
 
     async def listing(self, context: Caller, kind: Kind) -> list[Any]:
         from fevex_mcp.operations import list_all
@@ -66,8 +101,34 @@ class HttpChannel:
 
         return await self.run(context, fetch)
 
+    async def release_run(self, run_id: str) -> None:
+        session = self._held.pop(run_id, None)
+        if session is not None:
+            await session.close()
+
     async def aclose(self) -> None:
-        return None  # nothing outlives an operation
+        held, self._held = self._held, {}
+        for session in held.values():
+            await session.close()
+
+    def _session(self, run_id: str, headers: Mapping[str, str]) -> HttpSession:
+        from fevex_mcp.session import HttpSession
+
+        session = self._held.get(run_id)
+        if session is not None and session.usable and session.loop is asyncio.get_running_loop():
+            return session
+        if session is not None:
+            self._held.pop(run_id).close_soon()
+        while len(self._held) >= MAX_HELD:
+            oldest = next(iter(self._held))
+            self._held.pop(oldest).close_soon()
+        session = self._held[run_id] = HttpSession.open(self.endpoint, headers)
+        return session
+
+    async def _drop(self, run_id: str, session: HttpSession) -> None:
+        if self._held.get(run_id) is session:
+            del self._held[run_id]
+        await session.close()
 
 
 class StdioChannel:
@@ -90,6 +151,9 @@ class StdioChannel:
 
     async def listing(self, context: Caller, kind: Kind) -> list[Any]:
         return await self.server.listing(kind)
+
+    async def release_run(self, run_id: str) -> None:
+        return None  # the process and its one session serve every run
 
     async def aclose(self) -> None:
         await self.server.aclose()

@@ -57,11 +57,13 @@ DEFAULT_STARTUP_TIMEOUT = 30.0
 class MCPToolProvider:
     """The tools (and, when asked for, the resources and prompts) of one MCP server.
 
-    Over Streamable HTTP each operation opens its own session with the headers resolved
-    for that caller and closes it before returning; the provider binds to the first
-    header set it resolves (``MCP_IDENTITY_CHANGED`` for another). Over stdio the
-    provider owns one server process, started on first use and stopped, with its whole
-    process group, by :meth:`aclose` (or ``async with provider:``).
+    Over Streamable HTTP a run's discovery and calls share one MCP session, opened with
+    the headers resolved for its first operation and ended when the core releases the
+    run (:meth:`release_run`: it completed, failed, was cancelled or paused) or by
+    :meth:`aclose`; the provider binds to the first header set it resolves
+    (``MCP_IDENTITY_CHANGED`` for another). Over stdio the provider owns one server
+    process, started on first use and stopped, with its whole process group, by
+    :meth:`aclose` (or ``async with provider:``).
     """
 
     def __init__(
@@ -286,9 +288,15 @@ class MCPToolProvider:
 
     # -- lifetime ------------------------------------------------------------------------
 
+    async def release_run(self, run_id: str) -> None:
+        """End the MCP session of run ``run_id`` (over HTTP; a stdio server's one session
+        serves every run). The core calls it when the run's steps stop in this process;
+        a later operation of the same run opens a new session."""
+        await self._channel.release_run(run_id)
+
     async def aclose(self) -> None:
-        """Stop a stdio server and its whole process group (nothing to do over HTTP).
-        The provider can be used again afterwards: it starts a new server."""
+        """End every session this provider holds (HTTP), or stop a stdio server and its
+        whole process group. The provider can be used again afterwards."""
         await self._channel.aclose()
 
     async def __aenter__(self) -> Self:
@@ -310,9 +318,10 @@ class MCPToolProvider:
 
 
 def _composition_context(run_id: str = "", agent_name: str = "") -> ConnectionContext:
-    """The caller of a prompt read, which is not a connection's discovery: no credential
-    can be resolved for it, so an HTTP provider with a headers callable that asks for
-    one fails with ``MCP_HEADERS_FAILED``."""
+    """The caller of a prompt read, which is not a connection's discovery: it names no
+    connection, so over HTTP the read has a session of its own, ended before it returns,
+    and no credential can be resolved for it (a headers callable that asks for one fails
+    with ``MCP_HEADERS_FAILED``)."""
 
     async def no_credentials(name: str) -> str:
         raise run_error(

@@ -59,6 +59,14 @@ class ToolProvider(Protocol):
     ``list_tools`` is called for every resolution (fevex caches no catalogue) and
     ``call_tool`` for each allowlisted call, inside the connection's timeout. A provider
     scopes any state of its own to one identity.
+
+    A provider that keeps something per run (an MCP session) may also define
+    ``async def release_run(self, run_id: str) -> None``: the core calls it once the
+    run's steps stop in this process, whether the run completed, failed, was cancelled
+    or paused (a paused run may continue in another process, and discovers again there),
+    for each connection the run used; the context of every call names the run
+    (``run_id``). It runs within the connection's timeout, and what it raises is logged,
+    never the run's outcome. Providers without it are left as they are.
     """
 
     async def list_tools(self, context: ConnectionContext) -> Sequence[RemoteTool]: ...

@@ -104,52 +104,58 @@ class AgentLoop:
 
     async def steps(self, execution: Execution) -> AsyncGenerator[RunEvent, None]:
         self.execution = execution
-        tool_specs, output_schema = self.agent.model_boundary()
-        if self.agent.connection_tools and self.connections is not None:
-            run = execution.sink.run
-            remote = await execution.guard(
-                self.connections.resolve(
-                    self.agent.connection_tools,
-                    run_id=run.id,
-                    session_id=run.session_id,
-                    agent_name=run.agent_name,
-                    credentials=self.credentials,
+        try:
+            tool_specs, output_schema = self.agent.model_boundary()
+            if self.agent.connection_tools and self.connections is not None:
+                run = execution.sink.run
+                remote = await execution.guard(
+                    self.connections.resolve(
+                        self.agent.connection_tools,
+                        run_id=run.id,
+                        session_id=run.session_id,
+                        agent_name=run.agent_name,
+                        credentials=self.credentials,
+                    )
                 )
-            )
-            self.tools = {**self.agent.tools, **remote}
-            tool_specs = (*tool_specs, *(tool.spec() for tool in remote.values()))
-        if self.agent.knowledge is not None:
-            # Imported here: an app without knowledge never loads it (app_knowledge.py).
-            from fevex._internal.agents.knowledge_context import start_knowledge
+                self.tools = {**self.agent.tools, **remote}
+                tool_specs = (*tool_specs, *(tool.spec() for tool in remote.values()))
+            if self.agent.knowledge is not None:
+                # Imported here: an app without knowledge never loads it (app_knowledge.py).
+                from fevex._internal.agents.knowledge_context import start_knowledge
 
-            self.knowledge_messages, bound, loaded = await start_knowledge(
-                self.agent.knowledge, self.state, execution
-            )
-            self.tools = {**self.tools, **bound}
-            if loaded is not None:
-                yield loaded
-        provider_state: Any = None
-        while True:
-            if self.state.pending is None:
-                # try/finally rather than aclosing, here and below: this runs per step, and
-                # aclosing's own context manager costs a third of relaying a step's events.
-                step_events = self._model_step(tool_specs, output_schema, provider_state)
+                self.knowledge_messages, bound, loaded = await start_knowledge(
+                    self.agent.knowledge, self.state, execution
+                )
+                self.tools = {**self.tools, **bound}
+                if loaded is not None:
+                    yield loaded
+            provider_state: Any = None
+            while True:
+                if self.state.pending is None:
+                    # try/finally rather than aclosing, here and below: this runs per step, and
+                    # aclosing's own context manager costs a third of relaying a step's events.
+                    step_events = self._model_step(tool_specs, output_schema, provider_state)
+                    try:
+                        async for event in step_events:
+                            yield event
+                    finally:
+                        await step_events.aclose()
+                    if execution.finished:
+                        return
+                    provider_state = self._provider_state
+                call_events = self._tool_calls()
                 try:
-                    async for event in step_events:
+                    async for event in call_events:
                         yield event
                 finally:
-                    await step_events.aclose()
-                if execution.finished:
+                    await call_events.aclose()
+                if execution.pause is not None:
                     return
-                provider_state = self._provider_state
-            call_events = self._tool_calls()
-            try:
-                async for event in call_events:
-                    yield event
-            finally:
-                await call_events.aclose()
-            if execution.pause is not None:
-                return
+        finally:
+            if self.agent.connection_tools and self.connections is not None:
+                # Paused or ended here: a provider lets go of the run's sessions.
+                run_id = execution.sink.run.id
+                await self.connections.release(self.agent.connection_tools, run_id)
 
     # -- model step -----------------------------------------------------------------
 

@@ -4,15 +4,17 @@ untrusted-metadata handling and schema pinning.
 Nothing discovered is cached: each run discovers again with its own context, so a failed
 discovery recovers on the next run. Only the pins (a fingerprint of each remote tool's
 input schema, first seen by this app) outlive a run: they are a security record, not a
-catalogue.
+catalogue. When a run's steps stop in this process, the providers that keep something per
+run are told (:meth:`ConnectionResolver.release`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fevex._ground.canonical_json import json_digest
@@ -27,6 +29,8 @@ from fevex.tools.connection import ConnectionContext, ConnectionDefinition, Remo
 from fevex.tools.context import ToolContext
 from fevex.tools.definition import ToolDefinition
 from fevex.tools.redaction import redact_secrets
+
+logger = logging.getLogger("fevex")
 
 # What a remote description may not carry to the model, each replaced by a space: the C0
 # controls but tab and newline, DEL and the C1 controls (a terminal's escapes, text a reader
@@ -112,6 +116,28 @@ class ConnectionResolver:
                 tool = self._prepare(connection, remote)
                 resolved[tool.definition.name] = tool
         return resolved
+
+    async def release(self, connection_names: Iterable[str], run_id: str) -> None:
+        """Tell the providers of ``connection_names`` that run ``run_id`` stopped running
+        in this process (see :class:`~fevex.tools.ToolProvider`): each that defines
+        ``release_run`` lets go of what it keeps for the run, within its connection's
+        timeout. A failure is logged; the run's outcome is already decided."""
+        for connection_name in connection_names:
+            connection = self.connections[connection_name]
+            release = getattr(connection.provider, "release_run", None)
+            if not callable(release):
+                continue
+            try:
+                async with asyncio.timeout(connection.timeout):
+                    await release(run_id)
+            except Exception as error:
+                logger.warning(
+                    "Run %s: releasing connection %s failed (%s)",
+                    run_id,
+                    connection.name,
+                    type(error).__name__,
+                    extra={"run_id": run_id, "connection": connection.name},
+                )
 
     async def _discover(
         self, connection: ConnectionDefinition, context: ConnectionContext

@@ -1,0 +1,260 @@
+"""One MCP session per connection per run, against a real stateful server: shared by the
+run's discovery and calls, opened again when the server expires it, ended when the run
+ends or pauses; and a cancelled run cancels its request at the server, over Streamable
+HTTP and stdio."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anyio
+import pytest
+
+from fevex import (
+    FevexRunError,
+    RunCancelledError,
+    RunEvent,
+    RunPausedError,
+    ToolContext,
+    create_fevex,
+    define_agent,
+    define_connection,
+)
+from fevex.runtime import InMemoryRunStore
+from fevex.testing import FakeModel
+from fevex_mcp import MCPToolProvider, create_mcp_tool_provider
+
+pytestmark = pytest.mark.anyio
+
+
+def tool_call(name: str, call_id: str = "call-1", **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"id": call_id, "name": name, "input": arguments}]}
+
+
+def agent_app(
+    model: FakeModel,
+    provider: MCPToolProvider,
+    remotes: list[str],
+    events: list[RunEvent] | None = None,
+    **connection: Any,
+) -> Any:
+    return create_fevex(
+        models={"default": model},
+        agents=[
+            define_agent(
+                name="assistant",
+                instructions="Help.",
+                tools=[f"mem__{remote}" for remote in remotes],
+            )
+        ],
+        connections=[
+            define_connection(name="mem", provider=provider, allowlist=remotes, **connection)
+        ],
+        run_store=InMemoryRunStore(),
+        on_event=None if events is None else events.append,
+    )
+
+
+async def outputs(app: Any, run_id: str) -> list[Any]:
+    events = await app.list_events(run_id)
+    return [event.payload["output"] for event in events if event.type == "tool.completed"]
+
+
+async def eventually(check: Any, seconds: float = 10.0) -> Any:
+    with anyio.fail_after(seconds):
+        while True:
+            value = check()
+            if value:
+                return value
+            await anyio.sleep(0.02)
+
+
+# -- sessions over Streamable HTTP ----------------------------------------------------
+
+
+async def test_the_calls_of_one_run_share_a_session_and_two_runs_have_two(
+    stateful_server: Any,
+) -> None:
+    log = stateful_server.log
+    model = FakeModel(
+        tool_call("mem__remember", word="lease"),
+        tool_call("mem__remember", "call-2", word="heartbeat"),
+        {"output": "Noted."},
+        tool_call("mem__remember", word="renewal"),
+        {"output": "Noted again."},
+    )
+    app = agent_app(model, create_mcp_tool_provider(stateful_server.url), ["remember"])
+    first = await app.run_agent("assistant", "Remember two words.")
+    second = await app.run_agent("assistant", "Remember one more.")
+    assert await outputs(app, first.run_id) == ["lease", "lease,heartbeat"]
+    assert await outputs(app, second.run_id) == ["renewal"]
+    assert log.handshakes == 2
+    one, two = log.sessions()
+    assert log.sessions("tools/list") == [one, two]
+    assert log.sessions("tools/call") == [one, two]
+    # Each run's session ended with the run.
+    assert log.ended == [one, two]
+
+
+async def test_a_paused_run_ends_its_session_and_continues_in_a_new_one(
+    stateful_server: Any,
+) -> None:
+    log = stateful_server.log
+    model = FakeModel(tool_call("mem__remember", word="lease"), {"output": "Noted."})
+    app = agent_app(
+        model,
+        create_mcp_tool_provider(stateful_server.url),
+        ["remember"],
+        tools={"remember": {"approval": "required"}},
+    )
+    with pytest.raises(RunPausedError) as caught:
+        await app.run_agent("assistant", "Remember a word.")
+    paused = caught.value
+    (discovered,) = log.sessions()
+    assert log.ended == [discovered]
+    approval_id = paused.pause["approvals"][0]["id"]
+    decision = {
+        "type": "approval",
+        "approval_id": approval_id,
+        "decision": "approve",
+        "actor": {"id": "reviewer"},
+    }
+    result = await app.resume_run(paused.run_id, decision)
+    assert result.output == "Noted."
+    assert await outputs(app, paused.run_id) == ["lease"]
+    assert log.handshakes == 2
+    first, resumed = log.sessions()
+    assert first == discovered
+    assert log.sessions("tools/call") == [resumed]
+    assert log.ended == [first, resumed]
+
+
+async def test_a_session_the_server_expired_is_opened_again_for_the_same_call(
+    stateful_server: Any,
+) -> None:
+    log = stateful_server.log
+    model = FakeModel(
+        tool_call("mem__remember", word="lease"),
+        tool_call("mem__expire", "call-2"),
+        tool_call("mem__remember", "call-3", word="heartbeat"),
+        {"output": "Noted."},
+    )
+    app = agent_app(model, create_mcp_tool_provider(stateful_server.url), ["remember", "expire"])
+    result = await app.run_agent("assistant", "Remember, forget, remember.")
+    # The new session starts with nothing remembered: the server's state was the old one's.
+    assert await outputs(app, result.run_id) == ["lease", "expired", "heartbeat"]
+    assert log.handshakes == 2
+    old, new = log.sessions()
+    assert log.expired == {old}
+    calls = [seen.session for seen in log.requests if seen.rpc == "tools/call"]
+    # The third call went to the expired session once (404), then to the new one.
+    assert calls == [old, old, old, new]
+    assert log.ended == [old, new]
+
+
+async def test_a_server_that_expires_every_session_is_tried_once_more_then_refused(
+    stateful_server: Any,
+) -> None:
+    log = stateful_server.log
+    log.expire_every_session = True
+    app = agent_app(
+        FakeModel({"output": "never"}),
+        create_mcp_tool_provider(stateful_server.url),
+        ["remember"],
+    )
+    with pytest.raises(FevexRunError) as caught:
+        await app.run_agent("assistant", "Remember.")
+    assert caught.value.code == "MCP_HTTP_ERROR"
+    assert caught.value.details["status"] == 404
+    assert log.handshakes == 2
+    assert len(log.sessions("tools/list")) == 2
+
+
+async def test_a_provider_called_by_hand_holds_a_session_per_run_until_released(
+    stateful_server: Any,
+) -> None:
+    log = stateful_server.log
+
+    def context(run_id: str) -> ToolContext:
+        return ToolContext(run_id, "session-1", "assistant", "call-1", "mem__remember")
+
+    async with create_mcp_tool_provider(stateful_server.url) as provider:
+        assert await provider.call_tool("remember", {"word": "a"}, context("run-1")) == "a"
+        assert await provider.call_tool("remember", {"word": "b"}, context("run-2")) == "b"
+        assert await provider.call_tool("remember", {"word": "c"}, context("run-1")) == "a,c"
+        one, two = log.sessions()
+        await provider.release_run("run-1")
+        assert log.ended == [one]
+        assert await provider.call_tool("remember", {"word": "d"}, context("run-1")) == "d"
+        assert log.handshakes == 3
+    # Closing the provider ends the sessions it still held.
+    assert sorted(log.ended) == sorted([one, two, log.sessions()[2]])
+
+
+async def test_a_stateless_server_is_discovered_once_per_run(mcp_server: Any) -> None:
+    """A 2026-07-28 server keeps no session: the run still reuses its one connection,
+    so the protocol is negotiated once for the run's discovery and calls."""
+    model = FakeModel(
+        tool_call("mem__search", query="leases"),
+        tool_call("mem__search", "call-2", query="heartbeats"),
+        {"output": "Found."},
+    )
+    app = agent_app(model, create_mcp_tool_provider(mcp_server.url), ["search"])
+    result = await app.run_agent("assistant", "Search twice.")
+    assert len(await outputs(app, result.run_id)) == 2
+    methods = mcp_server.recorder.methods
+    assert methods.count("server/discover") == 1
+    assert methods.count("tools/call") == 2
+    assert "initialize" not in methods
+
+
+# -- cancellation ---------------------------------------------------------------------
+
+
+async def test_cancelling_a_run_cancels_its_request_at_an_http_server(
+    stateful_server: Any,
+) -> None:
+    log = stateful_server.log
+    events: list[RunEvent] = []
+    app = agent_app(
+        FakeModel(tool_call("mem__wait")),
+        create_mcp_tool_provider(stateful_server.url),
+        ["wait"],
+        events=events,
+        timeout=20.0,
+    )
+    running = asyncio.create_task(app.run_agent("assistant", "Wait."))
+    with anyio.fail_after(10):
+        await log.waiting.wait()
+    cancelled = await app.cancel_run(events[0].run_id)
+    assert cancelled.status == "cancelled"
+    with pytest.raises(RunCancelledError):
+        await running
+    (session,) = log.sessions("tools/call")
+    assert await eventually(lambda: log.cancelled) == [session]
+    assert "notifications/cancelled" in [seen.rpc for seen in log.requests]
+    assert await eventually(lambda: log.ended) == [session]
+
+
+async def test_cancelling_a_run_cancels_its_request_at_a_stdio_server(python_server: Any) -> None:
+    events: list[RunEvent] = []
+    provider = create_mcp_tool_provider(command=python_server.command, args=python_server.args)
+    model = FakeModel(
+        {"tool_calls": [{"id": "call-1", "name": "mem__slow", "input": {"seconds": 30}}]}
+    )
+    async with provider:
+        app = agent_app(model, provider, ["slow"], events=events, timeout=20.0)
+        running = asyncio.create_task(app.run_agent("assistant", "Wait."))
+
+        def call_started() -> bool:
+            return any(event.type == "tool.started" for event in events)
+
+        await eventually(call_started)
+        # tool.started is committed before the request is sent.
+        await anyio.sleep(0.5)
+        cancelled = await app.cancel_run(events[0].run_id)
+        assert cancelled.status == "cancelled"
+        with pytest.raises(RunCancelledError):
+            await running
+        assert await eventually(lambda: python_server.observed("cancelled")) == "slow"
