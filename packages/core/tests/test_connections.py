@@ -211,9 +211,16 @@ class SessionDocs(Docs):
         super().__init__()
         self.released: list[str] = []
         self.release_fails = False
+        self.calling = asyncio.Event()
+        self.releasing = asyncio.Event()
+
+    async def call_tool(self, name: str, input: Any, context: ToolContext) -> Any:
+        self.calling.set()
+        return await super().call_tool(name, input, context)
 
     async def release_run(self, run_id: str) -> None:
         self.released.append(run_id)
+        self.releasing.set()
         if self.release_fails:
             raise RuntimeError("the session would not close")
 
@@ -236,15 +243,14 @@ async def test_a_provider_hears_when_a_run_completes_fails_pauses_or_is_cancelle
     # The resumed run discovered again, and is released again once it ended.
     assert docs.released[-2:] == [paused.value.run_id] * 2
     docs.delay = 30.0
+    docs.calling.clear()
+    docs.releasing.clear()
     slow = make_app(FakeModel(search()), docs)
     started = await slow.start_agent("assistant", "q")
-    while not docs.discoveries or docs.discoveries[-1].run_id != started.id:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(docs.calling.wait(), 5)
     assert (await slow.cancel_run(started.id)).status == "cancelled"
-    async with asyncio.timeout(5):
-        while docs.released[-1] != started.id:
-            await asyncio.sleep(0.01)
+    await asyncio.wait_for(docs.releasing.wait(), 5)
+    assert docs.released[-1] == started.id
     assert len(docs.released) == 5
     assert len(docs.discoveries) == 5
 
@@ -255,9 +261,7 @@ async def test_a_release_that_fails_is_logged_and_leaves_the_run_as_it_ended(
     caplog.set_level(logging.WARNING, logger="fevex")
     docs = SessionDocs()
     docs.release_fails = True
-    result = await make_app(FakeModel(search(), {"output": "ok"}), docs).run_agent(
-        "assistant", "q"
-    )
+    result = await make_app(FakeModel(search(), {"output": "ok"}), docs).run_agent("assistant", "q")
     assert result.output == "ok"
     assert docs.released == [result.run_id]
     (record,) = [r for r in caplog.records if "releasing connection" in r.getMessage()]

@@ -524,7 +524,9 @@ def session_of(ctx: Context) -> str:
 def build_stateful_server(log: SessionLog) -> MCPServer:
     server = MCPServer("stateful", log_level="WARNING")
 
-    @server.tool(description="Remembers a word; answers every word of this session.", structured_output=False)
+    @server.tool(
+        description="Remembers a word; answers every word of this session.", structured_output=False
+    )
     def remember(word: str, ctx: Context) -> str:
         notes = log.notes.setdefault(session_of(ctx), [])
         notes.append(word)
