@@ -60,13 +60,13 @@ class ToolProvider(Protocol):
     ``call_tool`` for each allowlisted call, inside the connection's timeout. A provider
     scopes any state of its own to one identity.
 
-    A provider that keeps something per run (an MCP session) may also define
-    ``async def release_run(self, run_id: str) -> None``: the core calls it once the
-    run's steps stop in this process, whether the run completed, failed, was cancelled
-    or paused (a paused run may continue in another process, and discovers again there),
-    for each connection the run used; the context of every call names the run
-    (``run_id``). It runs within the connection's timeout, and what it raises is logged,
-    never the run's outcome. Providers without it are left as they are.
+    A provider that keeps something per run (an MCP session; every context it receives
+    names its run in ``run_id``) may also define
+    ``async def release_run(self, run_id: str) -> None``. The core calls it, for each
+    connection a run used, once the run's steps stop in this process: the run completed,
+    failed, was cancelled or paused (a paused run may continue in another process, where
+    it discovers again). It runs within the connection's timeout; what it raises is
+    logged, never the run's outcome.
     """
 
     async def list_tools(self, context: ConnectionContext) -> Sequence[RemoteTool]: ...

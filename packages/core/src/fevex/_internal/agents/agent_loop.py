@@ -4,7 +4,9 @@ after the other, next model step, until an answer.
 It starts from a :class:`RunState` (new, resumed or recovered alike), and each step
 commits its events together with the checkpoint that lets another process continue after
 it. Leases, cancellation, the deadline and the final commits belong to the
-:class:`~fevex._internal.engine.execution.Execution` that drives it.
+:class:`~fevex._internal.engine.execution.Execution` that drives it. When its steps stop
+here (an end or a pause), the providers of the connections it used are told
+(:meth:`ConnectionResolver.release`), so that none keeps a session for the run.
 
 A failed tool call either fails the run or, when the tool opted in (or raised
 ``ToolRetry``) and the run has retries left (``Limits.max_tool_retries``), goes back to the
