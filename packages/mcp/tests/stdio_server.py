@@ -1,8 +1,8 @@
 """A stdio MCP server for the tests, built with the SDK's MCPServer.
 
 Started by the tests as ``python stdio_server.py STATE_DIR``: it writes what it observes
-(its pid, a cancelled call, the number of tools/list requests) into files there, so the
-test process can check them without talking to it.
+(its pid, a call of ``slow`` started and cancelled, the number of tools/list requests)
+into files there, so the test process can check them without talking to it.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ def echo(word: str) -> str:
     description="Answers after the given seconds, unless cancelled first.", structured_output=False
 )
 async def slow(seconds: float) -> str:
+    (STATE / "slow-started").write_text("slow")
     try:
         await anyio.sleep(seconds)
     except anyio.get_cancelled_exc_class():

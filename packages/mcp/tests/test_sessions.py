@@ -233,26 +233,19 @@ async def test_cancelling_a_run_cancels_its_request_at_an_http_server(
         await running
     (session,) = log.sessions("tools/call")
     assert await eventually(lambda: log.cancelled) == [session]
-    assert "notifications/cancelled" in [seen.rpc for seen in log.requests]
+    notified = [seen.session for seen in log.requests if seen.rpc == "notifications/cancelled"]
+    assert notified == [session]
     assert await eventually(lambda: log.ended) == [session]
 
 
 async def test_cancelling_a_run_cancels_its_request_at_a_stdio_server(python_server: Any) -> None:
     events: list[RunEvent] = []
     provider = create_mcp_tool_provider(command=python_server.command, args=python_server.args)
-    model = FakeModel(
-        {"tool_calls": [{"id": "call-1", "name": "mem__slow", "input": {"seconds": 30}}]}
-    )
+    model = FakeModel(tool_call("mem__slow", seconds=30))
     async with provider:
         app = agent_app(model, provider, ["slow"], events=events, timeout=20.0)
         running = asyncio.create_task(app.run_agent("assistant", "Wait."))
-
-        def call_started() -> bool:
-            return any(event.type == "tool.started" for event in events)
-
-        await eventually(call_started)
-        # tool.started is committed before the request is sent.
-        await anyio.sleep(0.5)
+        await eventually(lambda: python_server.observed("slow-started"))
         cancelled = await app.cancel_run(events[0].run_id)
         assert cancelled.status == "cancelled"
         with pytest.raises(RunCancelledError):
