@@ -13,10 +13,12 @@ from fevex.tools import ConnectionContext, ToolContext
 from fevex_mcp.command import StdioCommand
 from fevex_mcp.endpoint import Endpoint
 from fevex_mcp.headers import HeaderIdentity, HeadersSource, resolve_headers
+from fevex_mcp.oauth import KnownSecrets
 
 if TYPE_CHECKING:
     from mcp import Client
 
+    from fevex_mcp.oauth_flow import OAuthAuth
     from fevex_mcp.operations import Kind
     from fevex_mcp.stdio_session import StdioServer
 
@@ -38,25 +40,30 @@ class Channel(Protocol):
 
 
 class HttpChannel:
-    """A session per operation, opened with the headers resolved for its caller."""
+    """A session per operation, opened with the headers resolved for its caller (and
+    the provider's OAuth flow, when it has one)."""
 
-    def __init__(self, endpoint: Endpoint, headers: HeadersSource) -> None:
+    def __init__(
+        self, endpoint: Endpoint, headers: HeadersSource, auth: OAuthAuth | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.where = f"at {endpoint.display}"
         self._headers = headers
         self._identity = HeaderIdentity()
+        self._auth = auth
 
     async def run(self, context: Caller, operation: Operation[T]) -> T:
         from fevex_mcp.session import with_http_session
 
         headers = await resolve_headers(self._headers, context)
         self._identity.bind(headers)
-        secrets = tuple(headers.values())
+        auth = self._auth
+        secrets = KnownSecrets(headers.values(), None if auth is None else auth.secrets)
 
         async def operate(client: Client) -> T:
             return await operation(client, secrets)
 
-        return await with_http_session(self.endpoint, headers, operate)
+        return await with_http_session(self.endpoint, headers, operate, auth)
 
     async def listing(self, context: Caller, kind: Kind) -> list[Any]:
         from fevex_mcp.operations import list_all
