@@ -96,7 +96,9 @@ class AuthorizationServer:
             "scopes_supported": sorted(self.grantable),
         }
 
-    def issue(self, client_id: str, scope: set[str], resource: str | None, refresh: bool) -> dict[str, Any]:
+    def issue(
+        self, client_id: str, scope: set[str], resource: str | None, refresh: bool
+    ) -> dict[str, Any]:
         granted = scope & self.grantable
         access = "at-" + secrets.token_urlsafe(24)
         grant = Grant(client_id, granted, resource, time.time() + self.lifetime)
@@ -193,7 +195,9 @@ class AuthorizationServer:
         if grant_type == "client_credentials":
             scope = set(str(form.get("scope", "")).split()) or {READ}
             resource = form.get("resource")
-            return JSONResponse(self.issue(client.client_id, scope, resource and str(resource), False))
+            return JSONResponse(
+                self.issue(client.client_id, scope, resource and str(resource), False)
+            )
         return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
 
     def _authenticate(self, request: Request, form: dict[str, Any]) -> Client | None:
@@ -204,7 +208,10 @@ class AuthorizationServer:
             if client is not None and client.secret is not None and client.secret == secret:
                 return Client(client.client_id, client.secret, "client_secret_basic", [])
             return None
-        if form.get("client_assertion_type") == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer":
+        if (
+            form.get("client_assertion_type")
+            == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+        ):
             assertion = str(form.get("client_assertion"))
             client_id = jwt.decode(assertion, options={"verify_signature": False}).get("sub")
             client = self.clients.get(str(client_id))

@@ -18,6 +18,7 @@ import httpx2
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from mcp_oauth_servers import Client
 
 from fevex import (
     FevexConfigurationError,
@@ -30,7 +31,6 @@ from fevex import (
 from fevex.observability import ContentPolicy, InMemoryTraceExporter, Observability
 from fevex.testing import FakeModel, places_holding
 from fevex_mcp import FileTokenStore, InMemoryTokenStore, MCPOAuth, create_mcp_tool_provider
-from mcp_oauth_servers import Client
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +58,9 @@ def oauth(server: Any, **options: Any) -> MCPOAuth:
     return MCPOAuth(allow_hosts=[urlsplit(server.authorization.issuer).netloc], **options)
 
 
-def make_app(server: Any, model: FakeModel, auth: MCPOAuth, remote: str = "search", **app: Any) -> Any:
+def make_app(
+    server: Any, model: FakeModel, auth: MCPOAuth, remote: str = "search", **app: Any
+) -> Any:
     provider = create_mcp_tool_provider(server.url, oauth=auth)
     return create_fevex(
         models={"default": model},
@@ -119,16 +121,16 @@ async def test_a_pre_registered_client_authenticates_as_configured(
     protected_server: Any, method: str
 ) -> None:
     secret = None if method == "none" else "pre-registered-secret-3f9a"
-    protected_server.authorization.register(
-        Client("fevex-docs", secret, method, [REDIRECT_URI])
-    )
+    protected_server.authorization.register(Client("fevex-docs", secret, method, [REDIRECT_URI]))
     auth = oauth(
         protected_server,
         client_id="fevex-docs",
         client_secret=secret,
         token_endpoint_auth_method=method,
     )
-    app = make_app(protected_server, FakeModel(tool_call("docs__search", query="q"), {"output": "ok"}), auth)
+    app = make_app(
+        protected_server, FakeModel(tool_call("docs__search", query="q"), {"output": "ok"}), auth
+    )
     result = await app.run_agent("assistant", "Search.")
 
     assert result.output == "ok"
@@ -153,7 +155,9 @@ async def test_a_service_authenticates_with_a_client_secret(protected_server: An
         issuer=protected_server.authorization.issuer,
         redirect=None,
     )
-    app = make_app(protected_server, FakeModel(tool_call("docs__search", query="q"), {"output": "ok"}), auth)
+    app = make_app(
+        protected_server, FakeModel(tool_call("docs__search", query="q"), {"output": "ok"}), auth
+    )
     result = await app.run_agent("assistant", "Search.")
 
     assert result.output == "ok"
@@ -177,7 +181,9 @@ async def test_a_service_authenticates_with_a_private_key_jwt(protected_server: 
         issuer=protected_server.authorization.issuer,
         redirect=None,
     )
-    app = make_app(protected_server, FakeModel(tool_call("docs__search", query="q"), {"output": "ok"}), auth)
+    app = make_app(
+        protected_server, FakeModel(tool_call("docs__search", query="q"), {"output": "ok"}), auth
+    )
     result = await app.run_agent("assistant", "Search.")
 
     assert result.output == "ok"
@@ -220,7 +226,11 @@ async def test_a_file_store_carries_the_tokens_to_a_new_provider(
     path = tmp_path / "tokens.json"
     for _ in range(2):
         auth = oauth(protected_server, token_store=FileTokenStore(path))
-        app = make_app(protected_server, FakeModel(tool_call("docs__search", query="q"), {"output": "ok"}), auth)
+        app = make_app(
+            protected_server,
+            FakeModel(tool_call("docs__search", query="q"), {"output": "ok"}),
+            auth,
+        )
         assert (await app.run_agent("assistant", "Search.")).output == "ok"
     assert len(protected_server.authorization.authorizations) == 1
     assert len(protected_server.authorization.registrations) == 1
@@ -321,7 +331,9 @@ async def test_a_denied_authorization_ends_in_a_stable_code(protected_server: An
         state = parse_qs(urlsplit(authorization_url).query)["state"][0]
         return f"{REDIRECT_URI}?error=access_denied&state={state}"
 
-    app = make_app(protected_server, FakeModel({"output": "never"}), oauth(protected_server, redirect=deny))
+    app = make_app(
+        protected_server, FakeModel({"output": "never"}), oauth(protected_server, redirect=deny)
+    )
     with pytest.raises(FevexRunError) as caught:
         await app.run_agent("assistant", "Search.")
 
@@ -334,7 +346,9 @@ async def test_a_failing_redirect_callback_is_reported_by_its_type(protected_ser
     async def broken(authorization_url: str) -> str:
         raise RuntimeError(f"could not open {authorization_url}")
 
-    app = make_app(protected_server, FakeModel({"output": "never"}), oauth(protected_server, redirect=broken))
+    app = make_app(
+        protected_server, FakeModel({"output": "never"}), oauth(protected_server, redirect=broken)
+    )
     with pytest.raises(FevexRunError) as caught:
         await app.run_agent("assistant", "Search.")
 
@@ -396,9 +410,7 @@ async def test_tokens_and_client_credentials_reach_no_record(
         assert "[redacted]" in error.message
         await app.flush_observability()
         runs = [run.to_json() for run in await app.list_runs()]
-        stored = [
-            event.to_json() for run in runs for event in await app.list_events(run["id"])
-        ]
+        stored = [event.to_json() for run in runs for event in await app.list_events(run["id"])]
     finally:
         await app.close()
 
@@ -415,11 +427,7 @@ async def test_tokens_and_client_credentials_reach_no_record(
             if not record.name.startswith(("mcp.server", "uvicorn", "starlette"))
         ),
     }
-    files = {
-        path.name: path.read_bytes()
-        for path in tmp_path.iterdir()
-        if path.name.startswith(database.name)
-    }
+    files = store_files(database)
     for value in (*issued, secret):
         assert places_holding(value, error) == [], value
         for where, text in texts.items():
@@ -491,6 +499,15 @@ def test_secrets_are_left_out_of_the_options_repr() -> None:
     assert "hidden-secret-42" not in repr(auth)
 
 
+def store_files(database: Path) -> dict[str, bytes]:
+    """The run store's database and its journal files, as bytes."""
+    return {
+        path.name: path.read_bytes()
+        for path in database.parent.iterdir()
+        if path.name.startswith(database.name)
+    }
+
+
 def key_pair() -> tuple[str, str]:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     private = key.private_bytes(
@@ -498,7 +515,9 @@ def key_pair() -> tuple[str, str]:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     ).decode()
-    public = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
     return private, public

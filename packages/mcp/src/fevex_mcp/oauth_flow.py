@@ -132,7 +132,9 @@ class OAuthAuth(httpx2.Auth):
     # -- the SDK's flow, one step at a time --------------------------------------------
 
     async def _step(
-        self, flow: AsyncGenerator[httpx2.Request, httpx2.Response], response: httpx2.Response | None
+        self,
+        flow: AsyncGenerator[httpx2.Request, httpx2.Response],
+        response: httpx2.Response | None,
     ) -> httpx2.Request | None:
         """The flow's next request, or ``None`` when it is done; its failures as codes."""
         try:
