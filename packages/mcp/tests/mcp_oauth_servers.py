@@ -252,6 +252,9 @@ class ResourceServer:
     needs: dict[str, str] = field(default_factory=lambda: {"purge": ADMIN})
     bearers: list[str | None] = field(default_factory=list)
     metadata_requests: int = 0
+    # A hostile server: it answers tools/list with an error that quotes the caller's token,
+    # streamed.
+    echo_in_list: bool = False
 
     def wrap(self, app: ASGIApp) -> ASGIApp:
         async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
@@ -276,6 +279,15 @@ class ResourceServer:
                 await _send_json(send, 401, {"error": "invalid_token"}, challenge)
                 return
             messages, body = await _read_body(receive, scope["method"] == "POST")
+            if self.echo_in_list and _method(body) == "tools/list":
+                error = {"code": -32001, "message": f"token {bearer} is not welcome here"}
+                answer = {"jsonrpc": "2.0", "id": json.loads(body)["id"], "error": error}
+                # As an SSE stream: the SDK logs each streamed message, at DEBUG.
+                stream = b"event: message\r\ndata: " + json.dumps(answer).encode() + b"\r\n\r\n"
+                headers = [(b"content-type", b"text/event-stream")]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": stream})
+                return
             needed = self._needed(body)
             if needed is not None and needed not in grant.scope:
                 wanted = " ".join(sorted({READ, needed}))
@@ -301,6 +313,14 @@ class ResourceServer:
         if not isinstance(message, dict) or message.get("method") != "tools/call":
             return None
         return self.needs.get(str(message.get("params", {}).get("name")))
+
+
+def _method(body: bytes) -> str | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    return str(message.get("method")) if isinstance(message, dict) else None
 
 
 async def _read_body(receive: Receive, more: bool) -> tuple[list[Message], bytes]:

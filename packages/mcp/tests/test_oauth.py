@@ -436,6 +436,28 @@ async def test_tokens_and_client_credentials_reach_no_record(
             assert value.encode() not in data, name
 
 
+async def test_a_token_echoed_in_the_session_that_obtained_it_is_redacted(
+    protected_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    protected_server.resource.echo_in_list = True
+    app = make_app(protected_server, FakeModel({"output": "never"}), oauth(protected_server))
+    with pytest.raises(FevexRunError) as caught:
+        await app.run_agent("assistant", "Search.")
+
+    error = caught.value
+    assert error.code == "MCP_PROTOCOL_ERROR"
+    assert "[redacted]" in error.message
+    token = protected_server.authorization.issued[0]
+    assert places_holding(token, error) == []
+    logs = [
+        f"{record.name} {record.getMessage()} {record.exc_text or ''}"
+        for record in caplog.records
+        if not record.name.startswith(("mcp.server", "uvicorn", "starlette"))
+    ]
+    assert [text for text in logs if token in text] == []
+
+
 async def test_a_private_key_is_in_no_message_of_a_failed_flow(protected_server: Any) -> None:
     private_pem, _ = key_pair()
     # The authorization server knows no such client: the token request is refused.

@@ -136,7 +136,9 @@ class OAuthAuth(httpx2.Auth):
         flow: AsyncGenerator[httpx2.Request, httpx2.Response],
         response: httpx2.Response | None,
     ) -> httpx2.Request | None:
-        """The flow's next request, or ``None`` when it is done; its failures as codes."""
+        """The flow's next request, or ``None`` when it is done; its failures as codes,
+        raised outside the handler so that the SDK's exception (whose message may quote
+        what a server sent) is not their context."""
         try:
             with secrets_kept_out_of_logs(KnownSecrets((), self.secrets)):
                 if response is None:
@@ -148,28 +150,27 @@ class OAuthAuth(httpx2.Auth):
             raise
         except OAuthTokenError:
             status = "" if self._last_status is None else f" (HTTP {self._last_status})"
-            raise run_error(
+            failure = run_error(
                 AUTH_DENIED,
                 f"The authorization server of the MCP server {self.where} refused the token "
                 f"request{status}. Check the client's credentials and the grant.",
-            ) from None
+            )
         except OAuthRegistrationError:
-            raise run_error(
+            failure = run_error(
                 AUTH_FAILED,
                 f"The authorization server of the MCP server {self.where} did not register "
                 "a usable client. Give a pre-registered client_id= instead.",
-            ) from None
+            )
         except Exception as error:
             # OAuthFlowError, a metadata document that does not validate, a key that does
-            # not sign: the SDK's message may quote what a server sent, so only the kind
-            # is kept.
-            kind = type(error).__name__
-            del error
-            raise run_error(
+            # not sign: only the kind is kept.
+            failure = run_error(
                 AUTH_FAILED,
-                f"The OAuth flow with the MCP server {self.where} failed ({kind}): its "
-                "metadata, issuer, resource or state did not hold.",
-            ) from None
+                f"The OAuth flow with the MCP server {self.where} failed "
+                f"({type(error).__name__}): its metadata, issuer, resource or state did not "
+                "hold.",
+            )
+        raise failure
 
     def _check_challenge(self, response: httpx2.Response) -> None:
         """Refuse a challenge that names its resource metadata on another origin than the
@@ -199,6 +200,7 @@ class OAuthAuth(httpx2.Auth):
     async def _fetch(self, request: httpx2.Request) -> httpx2.Response:
         """Send one of the flow's requests through the guarded client, bounded in time
         and size."""
+        kind = "no answer in time"
         try:
             with anyio.fail_after(self._config.request_timeout):
                 guarded = GuardedTransport(self._policy)
@@ -210,15 +212,23 @@ class OAuthAuth(httpx2.Auth):
                         await sent.aclose()
         except FevexError:
             raise
-        except (TimeoutError, httpx2.TransportError) as error:
-            kind = "no answer in time" if isinstance(error, TimeoutError) else type(error).__name__
-            del error
-            raise run_error(
-                AUTH_UNREACHABLE,
-                f"The OAuth flow of the MCP server {self.where} could not reach "
-                f"{_shown(request.url)} ({kind}).",
-                recoverable=True,
-            ) from None
+        except httpx2.TransportError as error:
+            kind = type(error).__name__
+        except TimeoutError:
+            pass
+        else:
+            return self._answer(sent, body, request)
+        raise run_error(
+            AUTH_UNREACHABLE,
+            f"The OAuth flow of the MCP server {self.where} could not reach "
+            f"{_shown(request.url)} ({kind}).",
+            recoverable=True,
+        )
+
+    def _answer(
+        self, sent: httpx2.Response, body: bytes, request: httpx2.Request
+    ) -> httpx2.Response:
+        """``sent``, read, as the response the SDK's flow is given."""
         self._last_status = sent.status_code
         response = httpx2.Response(
             sent.status_code, headers=sent.headers, content=body, request=request
@@ -237,26 +247,28 @@ class OAuthAuth(httpx2.Auth):
         if url is None or redirect is None:  # pragma: no cover - the SDK calls both in turn
             raise run_error(AUTH_FAILED, "The OAuth flow asked for a redirect it never made.")
         timeout = self._config.redirect_timeout
+        # Failures are raised outside the handlers: the callback's own exception may
+        # quote the URL, and would otherwise travel as their context.
         try:
             with anyio.fail_after(timeout):
                 landed = await redirect(url)
         except TimeoutError:
-            raise run_error(
+            failure = run_error(
                 AUTH_TIMEOUT,
                 f"The authorization for the MCP server {self.where} did not come back from "
                 f"the redirect callback within {timeout:g} seconds.",
                 recoverable=True,
-            ) from None
+            )
         except FevexError:
             raise
         except Exception as error:
-            kind = type(error).__name__
-            del error
-            raise run_error(
+            failure = run_error(
                 AUTH_REDIRECT_FAILED,
-                f"The OAuth redirect callback failed ({kind}).",
-            ) from None
-        return _authorization_result(landed, self.where)
+                f"The OAuth redirect callback failed ({type(error).__name__}).",
+            )
+        else:
+            return _authorization_result(landed, self.where)
+        raise failure
 
 
 class _Storage:

@@ -65,4 +65,7 @@ async def with_http_session(
     except Exception as error:
         # A challenge the OAuth flow answered is no failure of the session.
         statuses = [sent.status_code for sent in failed if not sent.extensions.get(ANSWERED)]
-        raise translate(error, f"at {endpoint.display}", secrets, statuses) from None
+        failure = translate(error, f"at {endpoint.display}", secrets, statuses)
+    # Raised outside the handler, so that the SDK's failure (which may quote what the
+    # server sent) does not travel with it as its context.
+    raise failure
