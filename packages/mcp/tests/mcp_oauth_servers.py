@@ -70,6 +70,11 @@ class AuthorizationServer:
     # Scopes it grants; anything else asked for is left out of the grant.
     grantable: set[str] = field(default_factory=lambda: {READ, ADMIN})
     lifetime: int = 3600
+    # Whether its metadata lists the scopes it grants.
+    advertise_scopes: bool = True
+    # Client ID metadata documents: an https client_id is the URL of the client's document.
+    # A real server fetches it; this one, which may not leave loopback, trusts it.
+    client_id_documents: bool = False
     registrations: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[dict[str, str]] = field(default_factory=list)
     token_requests: list[dict[str, Any]] = field(default_factory=list)
@@ -93,8 +98,8 @@ class AuthorizationServer:
                 "none",
                 "private_key_jwt",
             ],
-            "scopes_supported": sorted(self.grantable),
-        }
+            "client_id_metadata_document_supported": self.client_id_documents,
+        } | ({"scopes_supported": sorted(self.grantable)} if self.advertise_scopes else {})
 
     def issue(
         self, client_id: str, scope: set[str], resource: str | None, refresh: bool
@@ -149,7 +154,12 @@ class AuthorizationServer:
     async def _authorize(self, request: Request) -> Response:
         query = dict(request.query_params)
         self.authorizations.append(query)
-        client = self.clients.get(query.get("client_id", ""))
+        client_id = query.get("client_id", "")
+        if self.client_id_documents and client_id.startswith("https://"):
+            self.clients.setdefault(
+                client_id, Client(client_id, None, "none", [query.get("redirect_uri", "")])
+            )
+        client = self.clients.get(client_id)
         if client is None or query.get("redirect_uri") not in client.redirect_uris:
             return JSONResponse({"error": "invalid_request"}, status_code=400)
         if query.get("response_type") != "code" or query.get("code_challenge_method") != "S256":
@@ -248,6 +258,9 @@ class ResourceServer:
     metadata_url: str = ""
     # The authorization servers its metadata lists (the test's, unless a test changes it).
     authorization_servers: list[str] = field(default_factory=list)
+    # The scope its 401 challenge names, and the scopes its metadata lists (None: none).
+    challenge_scope: str | None = READ
+    scopes_supported: list[str] | None = field(default_factory=lambda: [READ, ADMIN])
     # Tools that need more than docs.read, and the scope they need.
     needs: dict[str, str] = field(default_factory=lambda: {"purge": ADMIN})
     bearers: list[str | None] = field(default_factory=list)
@@ -263,11 +276,12 @@ class ResourceServer:
                 return
             if scope["path"].startswith("/.well-known/oauth-protected-resource"):
                 self.metadata_requests += 1
-                document = {
+                document: dict[str, Any] = {
                     "resource": self.url,
                     "authorization_servers": self.authorization_servers,
-                    "scopes_supported": [READ, ADMIN],
                 }
+                if self.scopes_supported is not None:
+                    document["scopes_supported"] = self.scopes_supported
                 await _send_json(send, 200, document)
                 return
             headers = {key.decode().lower(): value.decode() for key, value in scope["headers"]}
@@ -275,7 +289,9 @@ class ResourceServer:
             self.bearers.append(bearer)
             grant = self.authorization.tokens.get(bearer or "")
             if grant is None or grant.expires_at < time.time() or grant.resource != self.url:
-                challenge = f'Bearer resource_metadata="{self.metadata_url}", scope="{READ}"'
+                challenge = f'Bearer resource_metadata="{self.metadata_url}"'
+                if self.challenge_scope is not None:
+                    challenge += f', scope="{self.challenge_scope}"'
                 await _send_json(send, 401, {"error": "invalid_token"}, challenge)
                 return
             messages, body = await _read_body(receive, scope["method"] == "POST")

@@ -143,6 +143,47 @@ async def test_a_pre_registered_client_authenticates_as_configured(
     assert ("client_secret" in exchange) == (method == "client_secret_post")
 
 
+@pytest.mark.parametrize(
+    ("challenge", "listed", "expected"),
+    [
+        ("docs.read", ["docs.read", "docs.admin"], "docs.read"),  # the challenge's
+        (None, ["docs.read", "docs.admin"], "docs.read docs.admin"),  # the metadata's
+        (None, None, None),  # none named anywhere: no scope parameter
+    ],
+)
+async def test_the_scope_comes_from_the_challenge_then_the_metadata(
+    protected_server: Any, challenge: str | None, listed: list[str] | None, expected: str | None
+) -> None:
+    protected_server.resource.challenge_scope = challenge
+    protected_server.resource.scopes_supported = listed
+    protected_server.authorization.advertise_scopes = False
+    model = FakeModel(tool_call("docs__search", query="q"), {"output": "ok"})
+    app = make_app(protected_server, model, oauth(protected_server))
+    await app.run_agent("assistant", "Search.")
+
+    (asked,) = protected_server.authorization.authorizations
+    assert asked.get("scope") == expected
+
+
+async def test_a_client_id_metadata_document_stands_for_registration(
+    protected_server: Any,
+) -> None:
+    protected_server.authorization.client_id_documents = True
+    document = "https://app.example/oauth/client.json"
+    auth = oauth(protected_server, client_metadata_url=document)
+    model = FakeModel(tool_call("docs__search", query="q"), {"output": "ok"})
+    app = make_app(protected_server, model, auth)
+    result = await app.run_agent("assistant", "Search.")
+
+    assert result.output == "ok"
+    authorization = protected_server.authorization
+    assert authorization.registrations == []
+    (asked,) = authorization.authorizations
+    assert asked["client_id"] == document
+    (exchange,) = authorization.token_requests
+    assert exchange["client_id"] == document
+
+
 async def test_a_service_authenticates_with_a_client_secret(protected_server: Any) -> None:
     protected_server.authorization.register(
         Client("batch-job", "service-secret-8d21", "client_secret_basic", [])
