@@ -170,6 +170,17 @@ ADDED: dict[str, set[str]] = {
         "SourceReference",
         "define_knowledge_publication",
     },
+    # OAuth 2.1 for MCP servers over Streamable HTTP (issue 43): the options a provider
+    # takes as oauth=, the redirect a CLI can use, and the token stores an app gives it.
+    "fevex_mcp": {
+        "FileTokenStore",
+        "InMemoryTokenStore",
+        "MCPOAuth",
+        "OAuthRedirect",
+        "TokenEndpointAuthMethod",
+        "TokenStore",
+        "terminal_redirect",
+    },
 }
 
 

@@ -28,6 +28,10 @@ from pydantic import BaseModel, Field
 
 from fevex.plugins import reset_plugins
 
+# The OAuth servers live beside the tests; the suite imports test files with importlib, so
+# this folder is put on the path, and the helper carries a name no other package uses.
+sys.path.insert(0, str(Path(__file__).parent))
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -314,6 +318,15 @@ async def mcp_server() -> AsyncIterator[RunningServer]:
         recorder.release.set()
         server.should_exit = True
         await task
+
+
+@pytest.fixture
+async def protected_server() -> AsyncIterator[Any]:
+    """An OAuth-protected MCP server and its authorization server (``mcp_oauth_servers``)."""
+    from mcp_oauth_servers import protected_server
+
+    async with protected_server(serve) as running:
+        yield running
 
 
 @pytest.fixture

@@ -81,11 +81,18 @@ def test_the_entry_point_registers_the_mcp_tool_provider() -> None:
 
 def test_the_public_names() -> None:
     assert sorted(fevex_mcp.__all__) == [
+        "FileTokenStore",
         "Headers",
         "HeadersSource",
+        "InMemoryTokenStore",
+        "MCPOAuth",
         "MCPToolProvider",
+        "OAuthRedirect",
+        "TokenEndpointAuthMethod",
+        "TokenStore",
         "__version__",
         "create_mcp_tool_provider",
+        "terminal_redirect",
     ]
 
 

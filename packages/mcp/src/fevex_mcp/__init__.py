@@ -6,6 +6,21 @@ Importing this package imports neither the MCP SDK nor httpx2; creating a provid
 
 from fevex_mcp.__about__ import __version__
 from fevex_mcp.headers import Headers, HeadersSource
+from fevex_mcp.oauth import MCPOAuth, OAuthRedirect, TokenEndpointAuthMethod, terminal_redirect
 from fevex_mcp.provider import MCPToolProvider, create_mcp_tool_provider
+from fevex_mcp.token_stores import FileTokenStore, InMemoryTokenStore, TokenStore
 
-__all__ = ["Headers", "HeadersSource", "MCPToolProvider", "__version__", "create_mcp_tool_provider"]
+__all__ = [
+    "FileTokenStore",
+    "Headers",
+    "HeadersSource",
+    "InMemoryTokenStore",
+    "MCPOAuth",
+    "MCPToolProvider",
+    "OAuthRedirect",
+    "TokenEndpointAuthMethod",
+    "TokenStore",
+    "__version__",
+    "create_mcp_tool_provider",
+    "terminal_redirect",
+]

@@ -14,10 +14,12 @@ from fevex.tools import ConnectionContext, ToolContext
 from fevex_mcp.command import StdioCommand
 from fevex_mcp.endpoint import Endpoint
 from fevex_mcp.headers import HeaderIdentity, HeadersSource, resolve_headers
+from fevex_mcp.oauth import KnownSecrets
 
 if TYPE_CHECKING:
     from mcp import Client
 
+    from fevex_mcp.oauth_flow import OAuthAuth
     from fevex_mcp.operations import Kind
     from fevex_mcp.session import HttpSession
     from fevex_mcp.stdio_session import StdioServer
@@ -44,8 +46,9 @@ class Channel(Protocol):
 
 
 class HttpChannel:
-    """One session per run, opened with the headers resolved for its first operation and
-    held until the core releases the run (:meth:`release_run`) or the provider closes.
+    """One session per run, opened with the headers resolved for its first operation (and
+    the provider's OAuth flow, when it has one) and held until the core releases the run
+    (:meth:`release_run`) or the provider closes.
 
     An operation outside a connection (a prompt read where the app is composed, whose
     context names no connection) has a session of its own, closed before it returns:
@@ -53,11 +56,14 @@ class HttpChannel:
     again once per operation; at most ``MAX_HELD`` are held, the oldest closed first.
     """
 
-    def __init__(self, endpoint: Endpoint, headers: HeadersSource) -> None:
+    def __init__(
+        self, endpoint: Endpoint, headers: HeadersSource, auth: OAuthAuth | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.where = f"at {endpoint.display}"
         self._headers = headers
         self._identity = HeaderIdentity()
+        self._auth = auth
         self._held: dict[str, HttpSession] = {}
 
     async def run(self, context: Caller, operation: Operation[T]) -> T:
@@ -65,19 +71,22 @@ class HttpChannel:
 
         headers = await resolve_headers(self._headers, context)
         self._identity.bind(headers)
-        secrets = tuple(headers.values())
+        auth = self._auth
+        secrets = KnownSecrets(headers.values(), None if auth is None else auth.secrets)
 
         async def operate(client: Client) -> T:
             return await operation(client, secrets)
 
         if isinstance(context, ConnectionContext) and not context.connection:
-            once = HttpSession.open(self.endpoint, headers)
+            once = HttpSession.open(self.endpoint, headers, auth)
             try:
                 return await once.run(operate)
             except SessionExpired as expired:
-                raise expired.error from None
+                failure = expired.error
             finally:
                 await once.close()
+            # Raised outside the handler: no failure of the session is its context.
+            raise failure
         run_id = context.run_id
         held = self._session(run_id, headers)
         try:
@@ -91,7 +100,8 @@ class HttpChannel:
             return await again.run(operate)
         except SessionExpired as expired:
             await self._drop(run_id, again)
-            raise expired.error from None
+            failure = expired.error
+        raise failure
 
     async def listing(self, context: Caller, kind: Kind) -> list[Any]:
         from fevex_mcp.operations import list_all
@@ -122,7 +132,7 @@ class HttpChannel:
         while len(self._held) >= MAX_HELD:
             oldest = next(iter(self._held))
             self._held.pop(oldest).close_soon()
-        session = self._held[run_id] = HttpSession.open(self.endpoint, headers)
+        session = self._held[run_id] = HttpSession.open(self.endpoint, headers, self._auth)
         return session
 
     async def _drop(self, run_id: str, session: HttpSession) -> None:

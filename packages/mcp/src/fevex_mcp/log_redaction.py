@@ -23,7 +23,7 @@ from fevex.tools import redact_secrets, secret_spellings
 
 __all__ = ["secrets_kept_out_of_logs"]
 
-_SECRETS: ContextVar[tuple[str, ...]] = ContextVar("fevex_mcp_log_secrets", default=())
+_SECRETS: ContextVar[tuple[Iterable[str], ...]] = ContextVar("fevex_mcp_log_secrets", default=())
 _INSTALL = threading.Lock()
 _installed = False
 
@@ -31,15 +31,11 @@ _installed = False
 @contextmanager
 def secrets_kept_out_of_logs(secrets: Iterable[str]) -> Iterator[None]:
     """Redact ``secrets`` from every log record created in this context (and in the
-    tasks started from it) until the block ends."""
+    tasks started from it) until the block ends. ``secrets`` is read again for each
+    record, so a source that grows (the tokens an OAuth flow obtains during the session)
+    is redacted from the moment it holds a value."""
     _install()
-    known: set[str] = set()
-    for secret in secrets:
-        if secret:
-            # A record often holds a repr of what the server sent (``SSE message:
-            # ...``), so a server's own spelling of a secret is escaped once more there.
-            known |= {secret, *secret_spellings(secret)}
-    token = _SECRETS.set(tuple(known))
+    token = _SECRETS.set((*_SECRETS.get(), secrets))
     try:
         yield
     finally:
@@ -55,13 +51,26 @@ def _install() -> None:
 
         def record_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
             record = previous(*args, **kwargs)
-            secrets = _SECRETS.get()
-            if secrets:
-                _redact(record, secrets)
+            sources = _SECRETS.get()
+            if sources:
+                secrets = _spellings(sources)
+                if secrets:
+                    _redact(record, secrets)
             return record
 
         logging.setLogRecordFactory(record_factory)
         _installed = True
+
+
+def _spellings(sources: tuple[Iterable[str], ...]) -> tuple[str, ...]:
+    known: set[str] = set()
+    for source in sources:
+        for secret in source:
+            if secret:
+                # A record often holds a repr of what the server sent (``SSE message:
+                # ...``), so a server's own spelling of a secret is escaped once more there.
+                known |= {secret, *secret_spellings(secret)}
+    return tuple(known)
 
 
 def _redact(record: logging.LogRecord, secrets: tuple[str, ...]) -> None:

@@ -27,6 +27,7 @@ from fevex_mcp.command import parse_command
 from fevex_mcp.endpoint import parse_endpoint
 from fevex_mcp.errors import (
     ARGUMENTS_INVALID,
+    AUTH_INVALID,
     COMMAND_INVALID,
     FEATURE_UNSUPPORTED,
     HEADERS_FAILED,
@@ -41,6 +42,7 @@ from fevex_mcp.errors import (
     run_error,
 )
 from fevex_mcp.headers import HeadersSource, check_header_map
+from fevex_mcp.oauth import MCPOAuth
 from fevex_mcp.pins import Pins
 from fevex_mcp.results import block_text
 
@@ -149,8 +151,10 @@ class MCPToolProvider:
         arguments = dict(input)
 
         async def call(client: Client, secrets: Sequence[str]) -> Any:
-            result = await call_tool(client, name, arguments)
-            return result_value(result, context.tool_name, secrets)
+            # No local holds the result: a failed one's text may hold an echoed secret.
+            return result_value(
+                await call_tool(client, name, arguments), context.tool_name, secrets
+            )
 
         return await self._channel.run(context, call)
 
@@ -337,6 +341,7 @@ def create_mcp_tool_provider(
     url: str | None = None,
     *,
     headers: HeadersSource = None,
+    oauth: MCPOAuth | None = None,
     command: str | None = None,
     args: Iterable[str] = (),
     env: Mapping[str, str] | None = None,
@@ -355,6 +360,8 @@ def create_mcp_tool_provider(
     caller's context, a :class:`~fevex.tools.ConnectionContext` during discovery or a
     :class:`~fevex.ToolContext` during a call, and returns the headers for that
     operation. The provider binds to the first set it resolves; use one per identity.
+    ``oauth`` (an :class:`~fevex_mcp.MCPOAuth`) authorizes the provider with OAuth 2.1
+    when the server asks for it.
 
     stdio: ``command`` is the program (never run by a shell; a bare name is looked up in
     the child's ``PATH``), ``args`` its arguments, ``cwd`` its working directory. Its
@@ -385,6 +392,10 @@ def create_mcp_tool_provider(
                 HEADERS_INVALID,
                 "MCP provider: a stdio server takes no headers; pass what it needs in env=.",
             )
+        if oauth is not None:
+            raise configuration_error(
+                AUTH_INVALID, "MCP provider: OAuth is for Streamable HTTP servers (url=)."
+            )
         if sys.platform == "win32":  # pragma: no cover - process groups are POSIX
             raise configuration_error(
                 TRANSPORT_UNSUPPORTED, "MCP stdio servers are supported on POSIX systems only."
@@ -392,7 +403,7 @@ def create_mcp_tool_provider(
         parsed = parse_command(command, args, env, inherit_env, cwd, startup_timeout, call_timeout)
         channel = StdioChannel(parsed)
     else:
-        channel = _http_channel(url, headers)
+        channel = _http_channel(url, headers, oauth)
     return MCPToolProvider(channel, features=wanted, max_resource_chars=max_resource_chars)
 
 
@@ -413,7 +424,7 @@ def _check_options(max_resource_chars: int, transport: str | None) -> None:
         )
 
 
-def _http_channel(url: str | None, headers: HeadersSource) -> HttpChannel:
+def _http_channel(url: str | None, headers: HeadersSource, oauth: MCPOAuth | None) -> HttpChannel:
     endpoint = parse_endpoint(url)
     if isinstance(headers, Mapping):
         headers = check_header_map(headers)
@@ -423,7 +434,15 @@ def _http_channel(url: str | None, headers: HeadersSource) -> HttpChannel:
             "MCP provider: headers must be a mapping, or a callable that receives the "
             f"caller's context and returns one (got {type(headers).__name__}).",
         )
-    return HttpChannel(endpoint, headers)
+    if oauth is None:
+        return HttpChannel(endpoint, headers)
+    if not isinstance(oauth, MCPOAuth):
+        raise configuration_error(
+            AUTH_INVALID, f"MCP provider: oauth must be an MCPOAuth, not {type(oauth).__name__}."
+        )
+    from fevex_mcp.oauth_flow import OAuthAuth
+
+    return HttpChannel(endpoint, headers, OAuthAuth(oauth, endpoint))
 
 
 def _features(features: Iterable[str]) -> frozenset[str]:

@@ -22,19 +22,24 @@ __all__ = ["block_text", "result_value"]
 
 def result_value(result: CallToolResult, tool_name: str, secrets: Iterable[str]) -> Any:
     """The JSON value of ``result`` for the tool fevex calls ``tool_name``."""
-    texts = [block_text(block) for block in result.content]
     if result.is_error:
-        said = next((text for text in texts if text.strip()), "")
-        raise run_error(
-            TOOL_ERROR,
-            f"Tool {tool_name} reported an error. {remote_excerpt(said, secrets)}",
-            tool_name=tool_name,
-        )
+        message = _error_message(result, tool_name, secrets)
+        # What the server said may hold a secret it echoed, and error reporters read the
+        # locals of the frames an error passed through.
+        del result
+        raise run_error(TOOL_ERROR, message, tool_name=tool_name)
+    texts = [block_text(block) for block in result.content]
     if result.structured_content is not None:
         return result.structured_content
     if len(texts) == 1:
         return texts[0]
     return texts
+
+
+def _error_message(result: CallToolResult, tool_name: str, secrets: Iterable[str]) -> str:
+    texts = (block_text(block) for block in result.content)
+    said = next((text for text in texts if text.strip()), "")
+    return f"Tool {tool_name} reported an error. {remote_excerpt(said, secrets)}"
 
 
 def block_text(block: Any) -> str:
