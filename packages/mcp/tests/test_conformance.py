@@ -24,7 +24,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -137,17 +137,22 @@ def node_package() -> str:
     machines = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
     system, machine = systems.get(sys.platform), machines.get(platform.machine().lower())
     if system is None or machine is None:
-        pytest.skip(f"npm has no Node.js package for {sys.platform} on {platform.machine()}")
+        unavailable(f"npm has no Node.js package for {sys.platform} on {platform.machine()}")
     return f"node-{system}-{machine}"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip, except under CI, which must run these tests."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI must run the conformance suite.")
+    pytest.skip(reason)
 
 
 def installed(name: str, version: str) -> Path:
     try:
         return npm_package(name, version)
     except NpmUnavailableError as error:
-        if os.environ.get("CI"):
-            pytest.fail(f"{error}; CI must run the conformance suite.")
-        pytest.skip(str(error))
+        unavailable(str(error))
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
         pytest.fail(f"npm could not install {name}@{version} from its registry: {error}")
 
