@@ -20,11 +20,14 @@ import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
 
 from fevex import FevexError, create_fevex, define_agent, define_connection
 from fevex.models import ModelInput, ModelResult, ToolCall
 from fevex.testing import FunctionModel, ModelFunction
-from fevex_mcp import create_mcp_tool_provider
+from fevex_mcp import MCPOAuth, create_mcp_tool_provider
 
 CONNECTION = "conformance"
 
@@ -58,11 +61,11 @@ def task_for(scenario: str) -> Task | None:
     return TASKS.get(scenario)
 
 
-def provider_options(scenario: str, context: dict[str, Any]) -> dict[str, Any]:
-    """What ``create_mcp_tool_provider`` is given besides the URL for ``scenario``.
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
 
-    Nothing yet. These scenarios need options fevex-mcp does not have (issue 43), and are
-    configured here once it does, from ``context`` where the suite gives one:
+
+async def provider_options(scenario: str, context: dict[str, Any], url: str) -> dict[str, Any]:
+    """What ``create_mcp_tool_provider`` is given besides the URL for ``scenario``.
 
     - ``auth/*``, but the two below: OAuth with the authorization code flow, the
       authorization URL followed headlessly (a GET without following redirects, ``code``
@@ -72,11 +75,61 @@ def provider_options(scenario: str, context: dict[str, Any]) -> dict[str, Any]:
       ``auth/pre-registration`` the context's ``client_id`` and ``client_secret``.
     - ``auth/client-credentials-basic`` and ``auth/client-credentials-jwt``: client
       credentials, with the context's ``client_id`` and ``client_secret``, or
-      ``private_key_pem`` and ``signing_algorithm``.
-    - ``elicitation-sep1034-client-defaults``: an elicitation handler that accepts with
-      empty content, so that fevex fills in the requested schema's defaults.
+      ``private_key_pem`` and ``signing_algorithm``, for the issuer the app is
+      configured with (here read from the server's protected-resource metadata, which
+      the suite's context does not name).
+
+    The suite's authorization servers listen on other loopback ports than its MCP
+    servers: the app allows that host, as an app allows a private address it trusts.
+    Not configured: elicitation (``elicitation-sep1034-client-defaults``), which
+    fevex-mcp does not offer.
     """
-    return {}
+    if not scenario.startswith("auth/"):
+        return {}
+    allowed = {"allow_hosts": [urlsplit(url).hostname or ""]}
+    if scenario.startswith("auth/client-credentials-"):
+        issuer = await issuer_of(url)
+        if "private_key_pem" in context:
+            credential = {
+                "private_key": context["private_key_pem"],
+                "signing_algorithm": context["signing_algorithm"],
+            }
+        else:
+            credential = {"client_secret": context["client_secret"]}
+        return {
+            "oauth": MCPOAuth(
+                grant="client_credentials",
+                client_id=context["client_id"],
+                issuer=issuer,
+                **credential,
+                **allowed,
+            )
+        }
+    client: dict[str, Any] = {}
+    if scenario == "auth/basic-cimd":
+        client = {"client_metadata_url": CIMD_URL}
+    elif scenario == "auth/pre-registration":
+        client = {"client_id": context["client_id"], "client_secret": context["client_secret"]}
+    return {"oauth": MCPOAuth(redirect=follow_headlessly, **client, **allowed)}
+
+
+async def follow_headlessly(authorization_url: str) -> str:
+    """The user agent's part: the suite's authorization server redirects at once."""
+    async with httpx2.AsyncClient(follow_redirects=False) as http:
+        response = await http.get(authorization_url)
+    return response.headers["location"]
+
+
+async def issuer_of(url: str) -> str:
+    """The first authorization server the MCP server's protected-resource metadata names
+    (RFC 9728: at the well-known path before the server's own)."""
+    parts = urlsplit(url)
+    metadata = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}"
+    async with httpx2.AsyncClient() as http:
+        response = await http.get(metadata)
+        response.raise_for_status()
+    servers: list[str] = response.json()["authorization_servers"]
+    return servers[0]
 
 
 def calling(task: Task) -> ModelFunction:
@@ -96,7 +149,7 @@ async def run(url: str, scenario: str, context: dict[str, Any]) -> int:
     if task is None:
         print(f"conformance_client.py knows no scenario {scenario!r}", file=sys.stderr)
         return 2
-    provider = create_mcp_tool_provider(url, **provider_options(scenario, context))
+    provider = create_mcp_tool_provider(url, **await provider_options(scenario, context, url))
     app = create_fevex(
         models={"default": FunctionModel(calling(task))},
         agents=[
