@@ -30,11 +30,14 @@ from fevex import (
 from fevex.kits.children import ChildTask, run_children
 from fevex.models import ModelInput, ModelResult, ToolCall
 from fevex.observability import InMemoryTraceExporter, Observability
-from fevex.testing import FunctionModel
+from fevex.runtime import InMemoryRunStore
+from fevex.testing import FunctionModel, ManualClock
 
 pytestmark = pytest.mark.anyio
 
-LEASE = 1.0
+# Long enough that no run of a loaded worker loses it; the crash test expires it on the
+# store's clock instead of waiting.
+LEASE = 30.0
 
 
 def tree_limits(**values: int | None) -> Limits:
@@ -542,11 +545,12 @@ async def test_a_commit_found_started_on_replay_is_never_repeated() -> None:
         )
 
     group = Group(agents("a"))
-    app = make_app(None, group, Model(), crashing)
+    clock = ManualClock()
+    app = make_app(InMemoryRunStore(clock=clock), group, Model(), crashing)
     with pytest.raises(Crash):
         await app.run_workflow("crashing")
     (run,) = await app.list_runs(kind="workflow", name="crashing")
-    await asyncio.sleep(LEASE + 0.3)
+    clock.advance(LEASE + 1)  # the dead process's lease expires
     recoverer = make_app(app.run_store, group, Model(), crashing)
 
     with pytest.raises(FevexRunError) as failed:

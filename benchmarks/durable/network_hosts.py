@@ -242,11 +242,12 @@ def _setting(connection: object, name: str) -> str:
 
 
 def worker_command(
-    host: Host, python: str, app: str, url: str, concurrency: int, interval: float
+    host: Host, python: str, app: str, concurrency: int, interval: float
 ) -> Sequence[str]:
-    """``fevex worker`` for ``app`` on the store ``url``, run inside ``host``."""
+    """``fevex worker`` for ``app``, run inside ``host``, on the store the app opens (no
+    ``--store``: an app that builds its own store is refused one)."""
     return host.command(
-        python, "-m", "fevex.cli", "worker", "--app", app, "--store", url,
+        python, "-m", "fevex.cli", "worker", "--app", app,
         "--concurrency", str(concurrency), "--interval", str(interval), "--json",
         "--actor", host.name,
     )  # fmt: skip

@@ -128,13 +128,14 @@ class Workers:
         concurrency, url = self.concurrency, self.url
         directory = self.directory
         for host in hosts:
-            env = {**self.environment, "FEVEX_HOSTS_NAME": host.name}
+            # The app builds its store (one that logs its statements) from this URL.
+            env = {**self.environment, "FEVEX_HOSTS_NAME": host.name, "FEVEX_RUN_STORE": url}
             with (
                 open(directory / f"{host.name}.out", "wb") as out,
                 open(directory / f"{host.name}.err", "wb") as err,
             ):
                 self.processes[host.name] = subprocess.Popen(
-                    worker_command(host, sys.executable, APP, url, concurrency, INTERVAL),
+                    worker_command(host, sys.executable, APP, concurrency, INTERVAL),
                     cwd=ROOT,
                     env=env,
                     stdout=out,
