@@ -1,7 +1,7 @@
 """One MCP session per connection per run, against a real stateful server: shared by the
 run's discovery and calls, opened again when the server expires it, ended when the run
-ends or pauses; and a cancelled run cancels its request at the server, over Streamable
-HTTP and stdio."""
+ends or pauses, over Streamable HTTP and over stdio (a process per run); and a cancelled
+run cancels its request at the server, over both."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from test_stdio import process_alive
 
 from fevex import (
     FevexRunError,
@@ -236,6 +237,90 @@ async def test_cancelling_a_run_cancels_its_request_at_an_http_server(
     notified = [seen.session for seen in log.requests if seen.rpc == "notifications/cancelled"]
     assert notified == [session]
     assert await eventually(lambda: log.ended) == [session]
+
+
+# -- sessions over stdio: a process per run ---------------------------------------------
+
+
+def started_pids(python_server: Any) -> list[int]:
+    return [int(line) for line in (python_server.observed("pids") or "").split()]
+
+
+async def test_the_calls_of_one_run_share_a_stdio_process_and_two_runs_have_two(
+    python_server: Any,
+) -> None:
+    model = FakeModel(
+        tool_call("mem__remember", word="lease"),
+        tool_call("mem__remember", "call-2", word="heartbeat"),
+        {"output": "Noted."},
+        tool_call("mem__remember", word="renewal"),
+        {"output": "Noted again."},
+    )
+    provider = create_mcp_tool_provider(command=python_server.command, args=python_server.args)
+    async with provider:
+        app = agent_app(model, provider, ["remember"])
+        first = await app.run_agent("assistant", "Remember two words.")
+        one = started_pids(python_server)
+        second = await app.run_agent("assistant", "Remember one more.")
+        both = started_pids(python_server)
+        assert await outputs(app, first.run_id) == ["lease", "lease,heartbeat"]
+        assert await outputs(app, second.run_id) == ["renewal"]
+        # The first run's discovery and both its calls went to one process; the second
+        # run had another; each was stopped when its run ended.
+        assert len(one) == 1
+        assert len(both) == 2
+        assert both[0] == one[0]
+        assert not any(process_alive(pid) for pid in both)
+
+
+async def test_a_paused_run_stops_its_stdio_process_and_continues_in_a_new_one(
+    python_server: Any,
+) -> None:
+    model = FakeModel(
+        tool_call("mem__remember", word="lease"),
+        tool_call("mem__remember", "call-2", word="heartbeat"),
+        {"output": "Noted."},
+    )
+    provider = create_mcp_tool_provider(command=python_server.command, args=python_server.args)
+    async with provider:
+        app = agent_app(model, provider, ["remember"], tools={"remember": {"approval": "required"}})
+        with pytest.raises(RunPausedError) as caught:
+            await app.run_agent("assistant", "Remember two words.")
+        (discovered,) = started_pids(python_server)
+        assert not process_alive(discovered)
+        paused = caught.value
+        approve = paused.approvals[0].approve(actor="reviewer")
+        with pytest.raises(RunPausedError) as again:
+            await app.resume_run(paused.run_id, approve)
+        second = again.value.approvals[0].approve(actor="reviewer")
+        result = await app.resume_run(paused.run_id, second)
+        assert result.output == "Noted."
+        # Each continuation of the run is a new process: the server's memory of the
+        # first word went with the process the run paused in.
+        assert await outputs(app, paused.run_id) == ["lease", "heartbeat"]
+        assert len(started_pids(python_server)) == 3
+
+
+async def test_a_provider_called_by_hand_holds_a_stdio_process_per_run_until_released(
+    python_server: Any,
+) -> None:
+    def context(run_id: str) -> ToolContext:
+        return ToolContext(run_id, "session-1", "assistant", "call-1", "mem__remember")
+
+    provider = create_mcp_tool_provider(command=python_server.command, args=python_server.args)
+    async with provider:
+        assert await provider.call_tool("remember", {"word": "a"}, context("run-1")) == "a"
+        assert await provider.call_tool("remember", {"word": "b"}, context("run-2")) == "b"
+        assert await provider.call_tool("remember", {"word": "c"}, context("run-1")) == "a,c"
+        one, two = started_pids(python_server)
+        await provider.release_run("run-1")
+        assert not process_alive(one)
+        assert process_alive(two)
+        assert await provider.call_tool("remember", {"word": "d"}, context("run-1")) == "d"
+        three = started_pids(python_server)[2]
+    # Closing the provider stops the processes it still held.
+    assert not process_alive(two)
+    assert not process_alive(three)
 
 
 async def test_cancelling_a_run_cancels_its_request_at_a_stdio_server(python_server: Any) -> None:

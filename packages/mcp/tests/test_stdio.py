@@ -259,9 +259,9 @@ async def test_a_run_that_gives_up_abandons_only_its_own_request(python_server: 
         {"output": "done"},
     )
     async with provider:
-        # Started first, so that the run's timeout falls on the call, not the start.
-        await provider.list_tools(DISCOVERY)
-        app = agent_app(model, provider, ["slow", "echo"], timeout=2.0)
+        # The run's process starts during its discovery, which has a timeout of its own;
+        # the call's timeout falls on the call.
+        app = agent_app(model, provider, ["slow", "echo"], timeout=4.0)
         with pytest.raises(FevexRunError) as caught:
             await app.run_agent("assistant", "Wait.")
         assert caught.value.code == "CONNECTION_TIMEOUT"
@@ -270,11 +270,13 @@ async def test_a_run_that_gives_up_abandons_only_its_own_request(python_server: 
             return python_server.observed("cancelled")
 
         assert await eventually(cancelled) == "slow"
-        pid = server_pid(python_server)
+        gave_up = server_pid(python_server)
         result = await app.run_agent("assistant", "Echo.")
         assert result.output == "done"
         assert await completed_outputs(app, result.run_id) == ["echo: next"]
-        assert server_pid(python_server) == pid
+        # The next run has a process of its own; the one that gave up was stopped with it.
+        assert server_pid(python_server) != gave_up
+        assert not process_alive(gave_up)
 
 
 async def test_a_server_crashing_mid_call_fails_the_run_with_a_stable_code(

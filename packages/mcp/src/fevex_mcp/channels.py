@@ -1,5 +1,5 @@
-"""How a provider reaches its server: a Streamable HTTP session per run, or one
-long-lived stdio process. Both run an operation on a connected SDK ``Client`` and hand
+"""How a provider reaches its server: a Streamable HTTP session per run, or a stdio
+process per run. Both run an operation on a connected SDK ``Client`` and hand
 it the secrets to keep out of anything the operation reports (header values for HTTP,
 environment values for stdio), and let go of a run's session when the core releases it.
 """
@@ -142,14 +142,17 @@ class HttpChannel:
 
 
 class StdioChannel:
-    """The provider's one stdio server, started on first use."""
+    """One server process per run: a stdio process carries exactly one MCP session, so a
+    run's discovery and calls share a process that no other run sees. It starts on the
+    run's first operation and stops (with its process group) when the core releases the
+    run or the provider closes; an operation outside a connection has a process of its
+    own, stopped before it returns. At most ``MAX_HELD`` are held, the oldest stopped
+    first."""
 
     def __init__(self, command: StdioCommand) -> None:
-        from fevex_mcp.stdio_session import StdioServer
-
         self.command = command
-        self.server: StdioServer = StdioServer(command)
-        self.where = self.server.where
+        self.where = f"{command.display!r} (stdio)"
+        self._held: dict[str, StdioServer] = {}
 
     async def run(self, context: Caller, operation: Operation[T]) -> T:
         secrets = self.command.secrets
@@ -157,13 +160,33 @@ class StdioChannel:
         async def operate(client: Client) -> T:
             return await operation(client, secrets)
 
-        return await self.server.run(operate)
+        return await self._use(context, lambda server: server.run(operate))
 
     async def listing(self, context: Caller, kind: Kind) -> list[Any]:
-        return await self.server.listing(kind)
+        return await self._use(context, lambda server: server.listing(kind))
 
     async def release_run(self, run_id: str) -> None:
-        return None  # the process and its one session serve every run
+        server = self._held.pop(run_id, None)
+        if server is not None:
+            await server.aclose()
 
     async def aclose(self) -> None:
-        await self.server.aclose()
+        held, self._held = self._held, {}
+        for server in held.values():
+            await server.aclose()
+
+    async def _use(self, context: Caller, use: Callable[[StdioServer], Awaitable[T]]) -> T:
+        from fevex_mcp.stdio_session import StdioServer
+
+        if isinstance(context, ConnectionContext) and not context.connection:
+            once = StdioServer(self.command)
+            try:
+                return await use(once)
+            finally:
+                await once.aclose()
+        server = self._held.get(context.run_id)
+        if server is None:
+            while len(self._held) >= MAX_HELD:
+                await self._held.pop(next(iter(self._held))).aclose()
+            server = self._held[context.run_id] = StdioServer(self.command)
+        return await use(server)

@@ -2,8 +2,8 @@
 (tools, resources, prompts), a tool call, a resource read and a prompt.
 
 Each function takes a connected SDK ``Client``; :mod:`fevex_mcp.session` (Streamable
-HTTP, a session per run) and :mod:`fevex_mcp.stdio_session` (one long-lived process)
-supply it. Importing this module imports the MCP SDK.
+HTTP, a session per run) and :mod:`fevex_mcp.stdio_session` (a process per run) supply
+it. Importing this module imports the MCP SDK.
 """
 
 from __future__ import annotations

@@ -59,13 +59,13 @@ DEFAULT_STARTUP_TIMEOUT = 30.0
 class MCPToolProvider:
     """The tools (and, when asked for, the resources and prompts) of one MCP server.
 
-    Over Streamable HTTP a run's discovery and calls share one MCP session, opened with
-    the headers resolved for its first operation and ended when the core releases the
-    run (:meth:`release_run`: it completed, failed, was cancelled or paused) or by
-    :meth:`aclose`; the provider binds to the first header set it resolves
-    (``MCP_IDENTITY_CHANGED`` for another). Over stdio the provider owns one server
-    process, started on first use and stopped, with its whole process group, by
-    :meth:`aclose` (or ``async with provider:``).
+    A run's discovery and calls share one MCP session, opened on its first operation and
+    ended when the core releases the run (:meth:`release_run`: it completed, failed, was
+    cancelled or paused) or by :meth:`aclose` (or ``async with provider:``). Over
+    Streamable HTTP the session is opened with the headers resolved for its first
+    operation; the provider binds to the first header set it resolves
+    (``MCP_IDENTITY_CHANGED`` for another). Over stdio the session is a server process
+    of the run's own, stopped with its whole process group.
     """
 
     def __init__(

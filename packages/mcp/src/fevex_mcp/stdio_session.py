@@ -1,11 +1,10 @@
-"""One long-lived stdio server for a provider: started on first use, shared by every
-discovery and call, restarted after a crash, stopped (with its process group) on close.
+"""One stdio server process and its MCP session: started on first use, shared by every
+discovery and call of the run it serves (:mod:`fevex_mcp.channels` holds one per run),
+restarted after a crash, stopped (with its process group) on close.
 
-A stdio server is a process the app starts; starting it for every operation, as the
-HTTP transport opens a session, would cost a process start per tool call and lose the
-server's state between calls. So the process and its session live in one task of their
-own (anyio cancel scopes must be left by the task that entered them); operations from
-any task send their requests over that session.
+The process and its session live in one task of their own (anyio cancel scopes must be
+left by the task that entered them); operations from any task send their requests over
+that session.
 
 Failures get stable codes: the process cannot be started or exits before the handshake
 (``MCP_STARTUP_FAILED``), the handshake takes longer than ``startup_timeout``
@@ -113,7 +112,7 @@ class _Live:
 
 
 class StdioServer:
-    """The process behind one stdio provider."""
+    """The process behind one run of a stdio provider."""
 
     def __init__(self, command: StdioCommand) -> None:
         self.command = command
