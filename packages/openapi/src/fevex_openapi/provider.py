@@ -3,8 +3,9 @@ document as a fevex :class:`~fevex.tools.ToolProvider`.
 
 Everything is decided at definition time: the document is read (once per process), the
 allowlisted operations are named and turned into tools, and every server they use is
-checked against the core's SSRF guard (:mod:`fevex.net`). Discovery is therefore local and cannot fail; only a call touches the network, and it imports httpx2
-then, so that discovering the plugin never does.
+checked against the core's SSRF guard (:mod:`fevex.net`). Discovery is therefore local and
+cannot fail; only a call touches the network, and it imports httpx2 then, so that
+discovering the plugin never does.
 """
 
 from __future__ import annotations

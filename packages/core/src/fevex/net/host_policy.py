@@ -30,9 +30,8 @@ import re
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
-
 from typing import Any
+from urllib.parse import urlsplit
 
 from fevex.errors import FevexConfigurationError, FevexRunError
 

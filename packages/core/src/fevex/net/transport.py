@@ -118,9 +118,7 @@ class GuardedNetworkBackend(httpcore2.AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        raise FevexRunError(
-            "SSRF_BLOCKED", "Refused to connect to a Unix socket.", category="tool"
-        )
+        raise FevexRunError("SSRF_BLOCKED", "Refused to connect to a Unix socket.", category="tool")
 
     async def sleep(self, seconds: float) -> None:
         await self._backend.sleep(seconds)
