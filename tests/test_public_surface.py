@@ -170,6 +170,23 @@ ADDED: dict[str, set[str]] = {
         "SourceReference",
         "define_knowledge_publication",
     },
+    # The one SSRF guard (issue 43), moved from fevex-openapi so that fevex-mcp's OAuth flow
+    # need not depend on another plugin: the host policy and its address tables (standard
+    # library only), and the httpx2 transport that checks resolved addresses, read lazily.
+    "fevex.net": {
+        "IPV4_SPECIAL_PURPOSE",
+        "IPV6_SPECIAL_PURPOSE",
+        "OTHER_RANGES",
+        "AddressRange",
+        "GuardedNetworkBackend",
+        "GuardedTransport",
+        "HostPolicy",
+        "IPAddress",
+        "address_refusal",
+        "host_refusal",
+        "is_public_address",
+        "literal_address",
+    },
     # OAuth 2.1 for MCP servers over Streamable HTTP (issue 43): the options a provider
     # takes as oauth=, the redirect a CLI can use, and the token stores an app gives it.
     "fevex_mcp": {

@@ -19,7 +19,7 @@ CORE = ROOT / "packages" / "core" / "src" / "fevex"
 LAYERS: list[set[str]] = [
     {"_ground", "__about__"},
     {"errors"},
-    {"messages", "schemas", "policies"},
+    {"messages", "schemas", "policies", "net"},
     {"tools", "models"},
     {"events", "sandbox"},
     {"runtime", "observability"},

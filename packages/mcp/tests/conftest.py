@@ -330,6 +330,16 @@ async def protected_server() -> AsyncIterator[Any]:
 
 
 @pytest.fixture
+async def legacy_protected_server() -> AsyncIterator[Any]:
+    """The same, laid out as a 2025-03-26 server: one origin, no protected-resource
+    metadata (``mcp_oauth_servers``)."""
+    from mcp_oauth_servers import legacy_protected_server
+
+    async with legacy_protected_server(serve) as running:
+        yield running
+
+
+@pytest.fixture
 async def legacy_sse_server() -> AsyncIterator[str]:
     """The same SDK's legacy HTTP+SSE app: what fevex-mcp must refuse to speak to."""
     server, task, port = await serve(build_server(Recorder()).sse_app())

@@ -6,6 +6,11 @@ over Streamable HTTP behind a bearer check that answers 401 with its protected-r
 metadata, and 403 ``insufficient_scope`` for a tool that needs more scope).
 
 Both record what they saw, so that tests can assert the flow the client ran.
+
+``legacy_protected_server`` lays the same two out as a 2025-03-26 server does: one origin,
+no protected-resource metadata (404), a plain ``Bearer`` challenge, and the authorization
+server's metadata at the origin's ``/.well-known/oauth-authorization-server``, its
+endpoints under ``/oauth/``.
 """
 
 from __future__ import annotations
@@ -63,6 +68,8 @@ class AuthorizationServer:
     """What the authorization server knows and saw."""
 
     issuer: str = ""
+    # Where its endpoints are, when not at the issuer (a prefix on the issuer's origin).
+    endpoint_base: str = ""
     clients: dict[str, Client] = field(default_factory=dict)
     codes: dict[str, dict[str, Any]] = field(default_factory=dict)
     tokens: dict[str, Grant] = field(default_factory=dict)
@@ -84,11 +91,12 @@ class AuthorizationServer:
         self.clients[client.client_id] = client
 
     def metadata(self) -> dict[str, Any]:
+        endpoints = self.endpoint_base or self.issuer
         return {
             "issuer": self.issuer,
-            "authorization_endpoint": f"{self.issuer}/authorize",
-            "token_endpoint": f"{self.issuer}/token",
-            "registration_endpoint": f"{self.issuer}/register",
+            "authorization_endpoint": f"{endpoints}/authorize",
+            "token_endpoint": f"{endpoints}/token",
+            "registration_endpoint": f"{endpoints}/register",
             "response_types_supported": ["code"],
             "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
             "code_challenge_methods_supported": ["S256"],
@@ -268,6 +276,9 @@ class ResourceServer:
     # A hostile server: it answers tools/list with an error that quotes the caller's token,
     # streamed.
     echo_in_list: bool = False
+    # False for a 2025-03-26 server: no protected-resource metadata, a plain challenge, and
+    # tokens without a resource (a client sends none when it found no such metadata).
+    publishes_metadata: bool = True
 
     def wrap(self, app: ASGIApp) -> ASGIApp:
         async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
@@ -276,6 +287,9 @@ class ResourceServer:
                 return
             if scope["path"].startswith("/.well-known/oauth-protected-resource"):
                 self.metadata_requests += 1
+                if not self.publishes_metadata:
+                    await _send_json(send, 404, {"error": "not_found"})
+                    return
                 document: dict[str, Any] = {
                     "resource": self.url,
                     "authorization_servers": self.authorization_servers,
@@ -288,11 +302,9 @@ class ResourceServer:
             bearer = headers.get("authorization", "").removeprefix("Bearer ") or None
             self.bearers.append(bearer)
             grant = self.authorization.tokens.get(bearer or "")
-            if grant is None or grant.expires_at < time.time() or grant.resource != self.url:
-                challenge = f'Bearer resource_metadata="{self.metadata_url}"'
-                if self.challenge_scope is not None:
-                    challenge += f', scope="{self.challenge_scope}"'
-                await _send_json(send, 401, {"error": "invalid_token"}, challenge)
+            resources = {self.url} if self.publishes_metadata else {self.url, None}
+            if grant is None or grant.expires_at < time.time() or grant.resource not in resources:
+                await _send_json(send, 401, {"error": "invalid_token"}, self._challenge())
                 return
             messages, body = await _read_body(receive, scope["method"] == "POST")
             if self.echo_in_list and _method(body) == "tools/list":
@@ -320,6 +332,14 @@ class ResourceServer:
             await app(scope, replay, send)
 
         return wrapped
+
+    def _challenge(self) -> str:
+        if not self.publishes_metadata:
+            return "Bearer"
+        challenge = f'Bearer resource_metadata="{self.metadata_url}"'
+        if self.challenge_scope is not None:
+            challenge += f', scope="{self.challenge_scope}"'
+        return challenge
 
     def _needed(self, body: bytes) -> str | None:
         try:
@@ -406,3 +426,43 @@ async def protected_server(serve: Serve) -> AsyncIterator[ProtectedServer]:
         auth_running.should_exit = True
         await task
         await auth_task
+
+
+def _one_origin(authorization: AuthorizationServer, resource: ASGIApp) -> ASGIApp:
+    """The authorization server's metadata at the origin's well-known path and its
+    endpoints under ``/oauth/``, beside the MCP server (which has the rest)."""
+    served = authorization.app()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and path == "/.well-known/oauth-authorization-server":
+            await served(scope, receive, send)
+        elif scope["type"] == "http" and path.startswith("/oauth/"):
+            inner = {**scope, "path": path.removeprefix("/oauth")}
+            inner.pop("raw_path", None)
+            await served(inner, receive, send)
+        else:
+            await resource(scope, receive, send)
+
+    return app
+
+
+@asynccontextmanager
+async def legacy_protected_server(serve: Serve) -> AsyncIterator[ProtectedServer]:
+    """A 2025-03-26 server: the MCP server and its authorization server on one origin, no
+    protected-resource metadata; the authorization server's issuer is the origin."""
+    authorization = AuthorizationServer(advertise_scopes=False)
+    resource = ResourceServer(
+        authorization=authorization, publishes_metadata=False, challenge_scope=None
+    )
+    app = _one_origin(authorization, resource.wrap(build_docs_server().streamable_http_app()))
+    running, task, port = await serve(app)
+    resource.base = f"http://127.0.0.1:{port}"
+    resource.url = f"{resource.base}/mcp"
+    authorization.issuer = resource.base
+    authorization.endpoint_base = f"{resource.base}/oauth"
+    try:
+        yield ProtectedServer(resource.url, resource, authorization)
+    finally:
+        running.should_exit = True
+        await task

@@ -43,8 +43,10 @@ EXPECTED_FAILURES = {
         "no elicitation: fevex-mcp declares no client capabilities and refuses the request"
     ),
     "auth/2025-03-26-oauth-metadata-backcompat": (
-        "the MCP SDK's OAuth client refuses the server's authorization server metadata: its "
-        "issuer is not the URL it was discovered for (RFC 8414 issuer check, kept by fevex-mcp)"
+        "the suite's 0.1.16 mock breaks RFC 8414 §3.3: it serves its authorization server "
+        "metadata at the origin's well-known URL naming the issuer `<origin>/oauth`, which the "
+        "SDK's issuer check (SEP-2468, kept by fevex-mcp) must refuse; fixed in the suite after "
+        "0.1.16 (modelcontextprotocol/conformance#359), and fevex-mcp passes the fixed scenario"
     ),
     "auth/cross-app-access-complete-flow": (
         "no Cross-App Access (SEP-990: an ID-JAG from the identity provider, exchanged for a "

@@ -562,6 +562,78 @@ def test_secrets_are_left_out_of_the_options_repr() -> None:
     assert "hidden-secret-42" not in repr(auth)
 
 
+# -- a server of the 2025-03-26 specification ---------------------------------------------
+# No protected-resource metadata; the authorization server's metadata at the MCP server's
+# origin. The flow reaches it as that specification says, and keeps the checks the current
+# one requires: the metadata names the issuer its URL was built from (RFC 8414 §3.3), and
+# every URL it names passes the SSRF guard.
+
+
+def same_origin_oauth() -> MCPOAuth:
+    # No allow_hosts: the authorization server is on the MCP server's own origin, which
+    # the app chose.
+    return MCPOAuth(redirect=follow, redirect_uri=REDIRECT_URI)
+
+
+async def test_the_metadata_at_the_servers_origin_is_followed(legacy_protected_server: Any) -> None:
+    model = FakeModel(tool_call("docs__search", query="leases"), {"output": "Found it."})
+    app = make_app(legacy_protected_server, model, same_origin_oauth())
+
+    result = await app.run_agent("assistant", "How are leases kept?")
+
+    assert result.output == "Found it."
+    assert await output_of(app, result.run_id) == (
+        "leases: a lease is renewed by its holder's heartbeat"
+    )
+    authorization = legacy_protected_server.authorization
+    # The protected-resource metadata was looked for (404), then the endpoints the
+    # authorization server's metadata names, under /oauth/, were used: registration,
+    # authorization with PKCE, the token exchange.
+    assert legacy_protected_server.resource.metadata_requests >= 1
+    (registration,) = authorization.registrations
+    assert registration["redirect_uris"] == [REDIRECT_URI]
+    (asked,) = authorization.authorizations
+    assert asked["code_challenge_method"] == "S256"
+    (exchange,) = authorization.token_requests
+    assert exchange["grant_type"] == "authorization_code"
+    assert set(legacy_protected_server.resource.bearers[1:]) == {authorization.issued[0]}
+
+
+async def test_metadata_naming_another_issuer_than_the_origin_is_refused(
+    legacy_protected_server: Any,
+) -> None:
+    # What @modelcontextprotocol/conformance 0.1.16's auth/2025-03-26-oauth-metadata-
+    # backcompat serves: the metadata at the origin's well-known path, naming the issuer
+    # <origin>/oauth, whose metadata would be at /.well-known/oauth-authorization-server/oauth.
+    authorization = legacy_protected_server.authorization
+    authorization.issuer = f"{legacy_protected_server.resource.base}/oauth"
+    app = make_app(legacy_protected_server, FakeModel({"output": "never"}), same_origin_oauth())
+
+    with pytest.raises(FevexRunError) as caught:
+        await app.run_agent("assistant", "Search.")
+
+    assert caught.value.code == "MCP_AUTH_FAILED"
+    assert "issuer" in caught.value.message
+    assert authorization.registrations == []
+    assert authorization.authorizations == []
+
+
+@pytest.mark.parametrize("endpoints", ["http://10.0.0.7", "http://169.254.169.254/oauth"])
+async def test_endpoints_the_metadata_names_on_a_private_address_are_refused(
+    legacy_protected_server: Any, endpoints: str
+) -> None:
+    authorization = legacy_protected_server.authorization
+    authorization.endpoint_base = endpoints
+    app = make_app(legacy_protected_server, FakeModel({"output": "never"}), same_origin_oauth())
+
+    with pytest.raises(FevexRunError) as caught:
+        await app.run_agent("assistant", "Search.")
+
+    assert caught.value.code == "SSRF_BLOCKED"
+    assert authorization.registrations == []
+    assert authorization.authorizations == []
+
+
 def store_files(database: Path) -> dict[str, bytes]:
     """The run store's database and its journal files, as bytes."""
     return {

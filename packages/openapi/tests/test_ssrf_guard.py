@@ -1,16 +1,18 @@
-"""The SSRF guard: servers checked at registration and before each call, every redirect hop
-checked, resolved addresses checked where the connection is opened."""
+"""The SSRF guard as this plugin uses it: servers checked at registration and before each
+call, every redirect hop checked, resolved addresses checked where the connection is opened.
+
+The guard itself (``fevex.net``: its rules, address ranges and transport) is tested with the
+core, in ``packages/core/tests/test_net_*.py``.
+"""
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 import pytest
 
 from fevex import FevexConfigurationError, FevexRunError, ToolContext
 from fevex_openapi import create_openapi_tool_provider
-from fevex_openapi.host_policy import HostPolicy, is_public_address, literal_address
 
 pytestmark = pytest.mark.anyio
 
@@ -85,42 +87,31 @@ def test_base_url_is_checked_like_a_server(billing: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "entry", ["http://127.0.0.1", "127.0.0.1:0", "127.0.0.1:http", "", "user@host", 8080]
+    "allow_hosts",
+    [["http://127.0.0.1"], ["127.0.0.1:0"], ["127.0.0.1:http"], [""], ["user@host"], [8080]],
 )
-def test_malformed_allow_hosts_entries_are_refused(entry: Any) -> None:
+def test_malformed_allow_hosts_keep_this_plugins_code(billing: Any, allow_hosts: Any) -> None:
     with pytest.raises(FevexConfigurationError) as caught:
-        HostPolicy([entry])
+        provider(billing.document(), ["getInvoice"], allow_hosts=allow_hosts)
+    assert caught.value.code == "OPENAPI_ALLOW_HOSTS_INVALID"
+    assert "allow_hosts" in caught.value.message
+    # Raised in place of the core's ALLOW_HOSTS_INVALID, not chained to it.
+    assert caught.value.__cause__ is None
+    assert caught.value.__context__ is None
+
+
+def test_allow_hosts_as_one_string_is_refused(billing: Any) -> None:
+    with pytest.raises(FevexConfigurationError) as caught:
+        provider(billing.document(), ["getInvoice"], allow_hosts="127.0.0.1")
     assert caught.value.code == "OPENAPI_ALLOW_HOSTS_INVALID"
 
 
-def test_allow_hosts_spellings() -> None:
-    policy = HostPolicy(["[::1]:8080", "Billing.Internal.", "127.0.0.1:9000"])
-    assert policy.allows("::1", 8080)
-    assert not policy.allows("::1", 8081)
-    assert policy.allows("billing.internal", 443)
-    assert policy.allows("127.0.0.1", 9000)
-    assert not policy.allows("127.0.0.2", 9000)
+def test_allow_hosts_spellings_reach_the_service(billing: Any) -> None:
+    # The same host, with its port, with a trailing dot or alone: each names it.
+    for entry in (f"127.0.0.1:{billing.port}", "127.0.0.1.", "127.0.0.1"):
+        provider(billing.document(), ["getInvoice"], allow_hosts=[entry])
     with pytest.raises(FevexConfigurationError):
-        HostPolicy("127.0.0.1")
-
-
-@pytest.mark.parametrize(
-    "address",
-    ["127.0.0.1", "::1", "169.254.169.254", "fd00:ec2::254", "64:ff9b::a9fe:a9fe", "2002:7f00:1::"],
-)
-def test_addresses_that_are_not_public(address: str) -> None:
-    assert not is_public_address(ipaddress.ip_address(address))
-
-
-@pytest.mark.parametrize("address", ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"])
-def test_public_addresses(address: str) -> None:
-    assert is_public_address(ipaddress.ip_address(address))
-
-
-def test_legacy_ipv4_spellings_are_read_as_addresses() -> None:
-    assert literal_address("127.1") == ipaddress.ip_address("127.0.0.1")
-    assert literal_address("017700000001") == ipaddress.ip_address("127.0.0.1")
-    assert literal_address("cafe.example") is None
+        provider(billing.document(), ["getInvoice"], allow_hosts=["127.0.0.2"])
 
 
 async def test_a_redirect_to_an_ipv4_compatible_loopback_address_is_refused_before_connecting(
@@ -300,18 +291,3 @@ async def test_a_redirect_to_a_trailing_dot_loopback_host_is_blocked_before_any_
     assert caught.value.code == "SSRF_BLOCKED"
     assert network.attempts == []
     assert internal.seen == []
-
-
-@pytest.mark.parametrize("host", ["localhost.", "127.0.0.1.", "0x7f.1.", "api.localhost."])
-async def test_the_connection_layer_refuses_a_trailing_dot_loopback_name_itself(
-    internal: Any, network: Any, host: str
-) -> None:
-    # Whatever reaches the socket layer (a URL check skipped or changed later) is refused
-    # there by name, before the resolver is asked: no OPENAPI_REQUEST_FAILED for a lookup.
-    from fevex_openapi.transport import GuardedNetworkBackend
-
-    backend = GuardedNetworkBackend(HostPolicy())
-    with pytest.raises(FevexRunError) as caught:
-        await backend.connect_tcp(host, internal.port, timeout=5)
-    assert caught.value.code == "SSRF_BLOCKED"
-    assert network.attempts == []

@@ -62,8 +62,8 @@ class MCPOAuth:
     those the server's challenge or metadata select. A server that asks for more scope
     (``insufficient_scope``) gets at most ``max_step_ups`` new authorizations per request.
     Every URL the flow fetches that is not on the MCP server's own origin must be a public
-    address unless ``allow_hosts`` names it (``"host"`` or ``"host:port"``, as fevex-openapi's
-    guard reads them).
+    address unless ``allow_hosts`` names it (``"host"`` or ``"host:port"``, as the core's
+    SSRF guard, :class:`fevex.net.HostPolicy`, reads them).
     """
 
     redirect: OAuthRedirect | None = None

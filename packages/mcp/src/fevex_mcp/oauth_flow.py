@@ -11,10 +11,11 @@ refresh, and the token endpoint's client authentication.
 what fevex promises around it:
 
 - every request of the flow itself (metadata, registration, token) is sent by a client of
-  its own whose connections pass fevex-openapi's SSRF guard (``SSRF_BLOCKED``): the MCP
-  server's own origin is allowed, since the app chose it; anything else must be a public
-  address unless ``allow_hosts`` names it; and a challenge naming its resource metadata on
-  another origin than the server's is refused before anything is fetched;
+  its own whose connections pass the core's SSRF guard (:mod:`fevex.net`,
+  ``SSRF_BLOCKED``): the MCP server's own origin is allowed, since the app chose it;
+  anything else must be a public address unless ``allow_hosts`` names it; and a challenge
+  naming its resource metadata on another origin than the server's is refused before
+  anything is fetched;
 - each of those requests is bounded in time (``request_timeout``) and size;
 - the app's redirect callback has ``redirect_timeout`` seconds, step-up is bounded by
   ``max_step_ups``, and every failure ends in an ``MCP_AUTH_*`` code whose message quotes
@@ -50,6 +51,7 @@ from mcp.shared.auth import (
 from pydantic import AnyUrl, ValidationError
 
 from fevex.errors import FevexConfigurationError, FevexError
+from fevex.net import GuardedTransport, HostPolicy
 from fevex_mcp.endpoint import Endpoint
 from fevex_mcp.errors import (
     AUTH_DENIED,
@@ -65,8 +67,6 @@ from fevex_mcp.errors import (
 from fevex_mcp.log_redaction import secrets_kept_out_of_logs
 from fevex_mcp.oauth import ANSWERED, KnownSecrets, MCPOAuth
 from fevex_mcp.token_stores import TokenStore
-from fevex_openapi.host_policy import HostPolicy
-from fevex_openapi.transport import GuardedTransport
 
 __all__ = ["OAuthAuth"]
 

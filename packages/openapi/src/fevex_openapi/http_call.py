@@ -27,12 +27,11 @@ from typing import Any
 import httpx2
 
 from fevex.errors import FevexRunError
+from fevex.net import GuardedTransport, HostPolicy
 from fevex.tools import REDACTED, redact_secrets, secret_spellings
 from fevex_openapi.errors import run_error
-from fevex_openapi.host_policy import HostPolicy
 from fevex_openapi.operations import Operation, is_json_media_type
 from fevex_openapi.request_parts import RequestParts
-from fevex_openapi.transport import GuardedTransport
 
 __all__ = ["CallLimits", "send_operation"]
 

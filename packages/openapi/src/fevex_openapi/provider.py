@@ -3,9 +3,9 @@ document as a fevex :class:`~fevex.tools.ToolProvider`.
 
 Everything is decided at definition time: the document is read (once per process), the
 allowlisted operations are named and turned into tools, and every server they use is
-checked against the SSRF guard. Discovery
-is therefore local and cannot fail; only a call touches the network, and it imports httpx2
-then, so that discovering the plugin never does.
+checked against the core's SSRF guard (:mod:`fevex.net`). Discovery is therefore local and
+cannot fail; only a call touches the network, and it imports httpx2 then, so that
+discovering the plugin never does.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
+from fevex.errors import FevexConfigurationError
+from fevex.net import HostPolicy
 from fevex.tools import ConnectionContext, RemoteTool, ToolContext
 from fevex_openapi.document import load_document
 from fevex_openapi.errors import configuration_error, run_error
-from fevex_openapi.host_policy import HostPolicy
 from fevex_openapi.operation_names import OperationNames, tool_names
 from fevex_openapi.operations import Operation, is_header_name, read_operations
 from fevex_openapi.request_parts import request_parts
@@ -158,7 +159,7 @@ def create_openapi_tool_provider(
         problem = _header_problem(headers)
         if problem:
             raise configuration_error("OPENAPI_HEADERS_INVALID", f"headers holds {problem}.")
-    policy = HostPolicy(allow_hosts)
+    policy = _host_policy(allow_hosts)
     names = tool_names(allow, operation_names)
     loaded = load_document(document)
     read = read_operations(loaded, allow, base_url)
@@ -173,6 +174,16 @@ def create_openapi_tool_provider(
         max_redirects=max_redirects,
         max_response_bytes=max_response_bytes,
     )
+
+
+def _host_policy(allow_hosts: Iterable[str]) -> HostPolicy:
+    """The guard's rules for this provider; an unreadable ``allow_hosts`` keeps this
+    plugin's code, ``OPENAPI_ALLOW_HOSTS_INVALID``."""
+    try:
+        return HostPolicy(allow_hosts)
+    except FevexConfigurationError as error:
+        message = error.message
+    raise configuration_error("OPENAPI_ALLOW_HOSTS_INVALID", message)
 
 
 def _allowlist(operations: Any) -> list[str]:

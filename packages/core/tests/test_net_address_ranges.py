@@ -1,5 +1,5 @@
-"""Which addresses the SSRF guard lets through, range by range of the IANA Special-Purpose
-Address Registries, transcribed here independently of the module's own tables.
+"""Which addresses the SSRF guard (``fevex.net``) lets through, range by range of the IANA
+Special-Purpose Address Registries, transcribed here independently of the module's own tables.
 
 Every range of both registries has one address inside it; an address is public only when
 its range is globally reachable (the longest matching prefix decides) and every IPv4
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fevex_openapi.host_policy import is_public_address
+from fevex.net import is_public_address
 
 # (range, registry name, an address inside it, globally reachable). "N/A" and deprecated
 # entries are refused: they are not marked globally reachable.

@@ -8,7 +8,10 @@ and TLS still verifies the certificate against the host name. Every connection g
 through here, redirects included. No proxy is ever used: the transport takes none and
 ignores the environment's.
 
-Importing this module imports httpx2; only a call does.
+Importing this module imports httpx2 and httpcore2, which the core does not depend on: a
+plugin that uses the transport names them among its own dependencies (fevex-openapi and
+fevex-mcp do). ``import fevex`` and ``import fevex.net`` never load this module; reading
+``fevex.net.GuardedTransport`` (or ``from fevex.net import GuardedTransport``) does.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ import anyio
 import httpcore2
 import httpx2
 
-from fevex_openapi.errors import run_error
-from fevex_openapi.host_policy import HostPolicy, IPAddress
+from fevex.errors import FevexRunError
+from fevex.net.host_policy import HostPolicy, IPAddress
 
 __all__ = ["GuardedNetworkBackend", "GuardedTransport"]
 
@@ -115,7 +118,7 @@ class GuardedNetworkBackend(httpcore2.AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        raise run_error("SSRF_BLOCKED", "Refused to connect to a Unix socket.")
+        raise FevexRunError("SSRF_BLOCKED", "Refused to connect to a Unix socket.", category="tool")
 
     async def sleep(self, seconds: float) -> None:
         await self._backend.sleep(seconds)

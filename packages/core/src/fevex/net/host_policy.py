@@ -1,4 +1,4 @@
-"""The SSRF guard's rules: which hosts and addresses a provider may reach.
+"""The SSRF guard's rules: which hosts and addresses a plugin may reach.
 
 A request may go to a public address, unless the request's host is named in
 ``allow_hosts`` exactly, alone (``"billing.internal"``) or with the port
@@ -10,10 +10,16 @@ embedded in an IPv6 one (IPv4-compatible, IPv4-mapped, IPv4-translated, NAT64, 6
 Teredo server and client) would be refused. Multicast, the deprecated site-local range and
 IPv6 space the IETF has not allocated for global unicast are refused as well.
 
-The rules are applied twice: to a URL before it is used (the server at registration and
-before each call, every redirect target), which catches literal addresses and ``localhost``
-early; and to the addresses a host name actually resolves to, when the connection is opened
-(:mod:`fevex_openapi.transport`), so that DNS cannot send an allowed name somewhere else.
+The rules are applied twice: to a URL before it is used (:meth:`HostPolicy.check_url`: a
+server at registration and before each call, every redirect target), which catches literal
+addresses and ``localhost`` early; and to the addresses a host name actually resolves to,
+when the connection is opened (:mod:`fevex.net.transport`), so that DNS cannot send an
+allowed name somewhere else.
+
+Refusals are ``SSRF_BLOCKED`` (a :class:`~fevex.FevexConfigurationError` from
+``check_url(..., at_definition=True)``, otherwise a :class:`~fevex.FevexRunError`); an
+``allow_hosts`` entry that is not ``host`` or ``host:port`` is ``ALLOW_HOSTS_INVALID``.
+Messages name the host and port, never a URL's path or query (which may carry a key).
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ import re
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
-from fevex_openapi.errors import configuration_error, run_error
+from fevex.errors import FevexConfigurationError, FevexRunError
 
 __all__ = [
     "IPV4_SPECIAL_PURPOSE",
@@ -246,9 +253,8 @@ class _Entry:
 
 def _parse_entry(entry: object) -> _Entry:
     if not isinstance(entry, str) or not entry.strip() or "/" in entry or "@" in entry:
-        raise configuration_error(
-            "OPENAPI_ALLOW_HOSTS_INVALID",
-            f"allow_hosts entries are 'host' or 'host:port' (no scheme or path), not {entry!r}.",
+        raise _invalid(
+            f"allow_hosts entries are 'host' or 'host:port' (no scheme or path), not {entry!r}."
         )
     text = entry.strip()
     host, port = text, ""
@@ -258,13 +264,9 @@ def _parse_entry(entry: object) -> _Entry:
     elif text.count(":") == 1:
         host, _, port = text.partition(":")
     if port and not (port.isdigit() and 0 < int(port) < 65536):
-        raise configuration_error(
-            "OPENAPI_ALLOW_HOSTS_INVALID", f"allow_hosts entry {entry!r} has an invalid port."
-        )
+        raise _invalid(f"allow_hosts entry {entry!r} has an invalid port.")
     if not host:
-        raise configuration_error(
-            "OPENAPI_ALLOW_HOSTS_INVALID", f"allow_hosts entry {entry!r} names no host."
-        )
+        raise _invalid(f"allow_hosts entry {entry!r} names no host.")
     return _Entry(_normal_host(host), int(port) if port else None)
 
 
@@ -273,9 +275,7 @@ class HostPolicy:
 
     def __init__(self, allow_hosts: Iterable[str] = ()) -> None:
         if isinstance(allow_hosts, str):
-            raise configuration_error(
-                "OPENAPI_ALLOW_HOSTS_INVALID", "allow_hosts is a list of hosts, not one string."
-            )
+            raise _invalid("allow_hosts is a list of hosts, not one string.")
         self._allowed = frozenset(_parse_entry(entry) for entry in allow_hosts)
 
     def allows(self, host: str, port: int) -> bool:
@@ -315,8 +315,7 @@ class HostPolicy:
             return
         reason = host_refusal(host)
         if reason is not None:
-            raise run_error(
-                "SSRF_BLOCKED",
+            raise _blocked(
                 f"Refused to connect to {_shown(host, port)}: {reason}. "
                 "Add the host to allow_hosts if this service is meant to reach it.",
                 details={"host": host, "port": port},
@@ -329,8 +328,7 @@ class HostPolicy:
         for address in addresses:
             reason = address_refusal(address)
             if reason is not None:
-                raise run_error(
-                    "SSRF_BLOCKED",
+                raise _blocked(
                     f"Refused to connect to {_shown(host, port)}: it resolves to {reason}. "
                     "Add the host to allow_hosts if this service is meant to reach it.",
                     details={"host": host, "port": port},
@@ -347,7 +345,16 @@ def _refuser(at_definition: bool) -> Callable[[str, str, bool], Exception]:
         if allowable:
             message += " Add the host to allow_hosts if this service is meant to reach it."
         if at_definition:
-            return configuration_error("SSRF_BLOCKED", message, {"host": host})
-        return run_error("SSRF_BLOCKED", message, details={"host": host})
+            return FevexConfigurationError("SSRF_BLOCKED", message, details={"host": host})
+        return _blocked(message, details={"host": host})
 
     return refuse
+
+
+def _blocked(message: str, *, details: dict[str, Any] | None = None) -> FevexRunError:
+    # The tool category: the guard stands between a tool and what it reaches.
+    return FevexRunError("SSRF_BLOCKED", message, details=details, category="tool")
+
+
+def _invalid(message: str) -> FevexConfigurationError:
+    return FevexConfigurationError("ALLOW_HOSTS_INVALID", message)
