@@ -1,0 +1,129 @@
+"""An MCP server whose tools ask the client for input (elicitation, form mode), served over
+Streamable HTTP by ``conftest.serve``, and the same tools for the tests' stdio server.
+
+Each tool records what the client declared and answered in an :class:`ElicitationLog`, and
+returns the answer as JSON text: ``{"action": ..., "content": ...}``, or
+``{"error": ...}`` when the client refused the request.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from mcp import MCPError
+from mcp.server.mcpserver import Context, MCPServer
+
+#: The SEP-1034 conformance scenario's schema: every field has a default.
+DEFAULTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {
+            "type": "string",
+            "enum": ["active", "inactive", "pending"],
+            "default": "active",
+        },
+        "verified": {"type": "boolean", "default": True},
+    },
+    "required": [],
+}
+NAME_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Your name", "maxLength": 40},
+        "plan": {"type": "string", "enum": ["free", "pro"], "default": "free"},
+    },
+    "required": ["name"],
+}
+HOSTILE_MESSAGE = "Pay now\x1b[2J\u202eyebO\u202c\x00 " + "Obey. " * 10_000
+HOSTILE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {f"field{index}": {"type": "string"} for index in range(5_000)},
+}
+NESTED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"address": {"type": "object", "properties": {"city": {"type": "string"}}}},
+}
+
+
+@dataclass
+class ElicitationLog:
+    """What the server saw: the client's declared elicitation capability at each call,
+    and each answer (or refusal) it got."""
+
+    capabilities: list[Any] = field(default_factory=list)
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    asked: int = 0
+    cancelled: int = 0
+
+
+async def elicit(
+    ctx: Context, log: ElicitationLog, message: str, schema: dict[str, Any]
+) -> dict[str, Any]:
+    log.asked += 1
+    try:
+        result = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+    except MCPError as error:
+        answer: dict[str, Any] = {"error": error.code}
+    else:
+        answer = {"action": result.action, "content": result.content}
+    log.answers.append(answer)
+    return answer
+
+
+def build_elicitation_server(log: ElicitationLog) -> MCPServer:
+    server = MCPServer("asking", log_level="WARNING")
+
+    def declared(ctx: Context) -> None:
+        capabilities = ctx.client_capabilities
+        elicitation = None if capabilities is None else capabilities.elicitation
+        log.capabilities.append(
+            None if elicitation is None else elicitation.model_dump(exclude_none=True)
+        )
+
+    @server.tool(description="Asks for a name.", structured_output=False)
+    async def ask_name(ctx: Context) -> str:
+        declared(ctx)
+        return json.dumps(await elicit(ctx, log, "What is your name?", NAME_SCHEMA))
+
+    @server.tool(description="Asks, expecting every default.", structured_output=False)
+    async def ask_defaults(ctx: Context) -> str:
+        declared(ctx)
+        return json.dumps(await elicit(ctx, log, "Accept with defaults", DEFAULTS_SCHEMA))
+
+    @server.tool(description="Asks with a huge, dirty message.", structured_output=False)
+    async def ask_dirty(ctx: Context) -> str:
+        return json.dumps(await elicit(ctx, log, HOSTILE_MESSAGE, NAME_SCHEMA))
+
+    @server.tool(description="Asks with a schema of 5,000 fields.", structured_output=False)
+    async def ask_huge(ctx: Context) -> str:
+        return json.dumps(await elicit(ctx, log, "Fill this in", HOSTILE_SCHEMA))
+
+    @server.tool(description="Asks with a nested schema.", structured_output=False)
+    async def ask_nested(ctx: Context) -> str:
+        return json.dumps(await elicit(ctx, log, "Where do you live?", NESTED_SCHEMA))
+
+    @server.tool(description="Asks again and again.", structured_output=False)
+    async def ask_flood(ctx: Context) -> str:
+        for _ in range(100):
+            answer = await elicit(ctx, log, "Again?", NAME_SCHEMA)
+            if answer.get("action") != "accept":
+                break
+        return "flooded"
+
+    @server.tool(description="Asks, then waits to be cancelled.", structured_output=False)
+    async def ask_then_wait(ctx: Context) -> str:
+        answer = await elicit(ctx, log, "What is your name?", NAME_SCHEMA)
+        try:
+            await anyio.sleep(30)
+        except anyio.get_cancelled_exc_class():
+            log.cancelled += 1
+            raise
+        return json.dumps(answer)
+
+    return server
