@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
 #: The SEP-1034 conformance scenario's schema: every field has a default.
 DEFAULTS_SCHEMA: dict[str, Any] = {
@@ -115,6 +116,19 @@ def build_elicitation_server(log: ElicitationLog) -> MCPServer:
             if answer.get("action") != "accept":
                 break
         return "flooded"
+
+    @server.tool(description="Asks the 2026-07-28 way.", structured_output=False)
+    async def ask_modern(ctx: Context) -> str | InputRequiredResult:
+        responses = ctx.input_responses
+        if not responses:
+            log.asked += 1
+            params = ElicitRequestFormParams(message="What is your name?", requested_schema=NAME_SCHEMA)
+            return InputRequiredResult(input_requests={"name": ElicitRequest(params=params)})
+        given = responses["name"]
+        assert isinstance(given, ElicitResult)
+        answer = {"action": given.action, "content": given.content}
+        log.answers.append(answer)
+        return json.dumps(answer)
 
     @server.tool(description="Asks, then waits to be cancelled.", structured_output=False)
     async def ask_then_wait(ctx: Context) -> str:
