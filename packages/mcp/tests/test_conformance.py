@@ -39,9 +39,6 @@ README = Path(__file__).parents[1] / "README.md"
 
 #: The scenarios that cannot pass yet, and why.
 EXPECTED_FAILURES = {
-    "elicitation-sep1034-client-defaults": (
-        "no elicitation: fevex-mcp declares no client capabilities and refuses the request"
-    ),
     "auth/2025-03-26-oauth-metadata-backcompat": (
         "the MCP SDK's OAuth client refuses the server's authorization server metadata: its "
         "issuer is not the URL it was discovered for (RFC 8414 issuer check, kept by fevex-mcp)"
@@ -56,6 +53,7 @@ PASSING = (
     "initialize",
     "tools_call",
     "sse-retry",
+    "elicitation-sep1034-client-defaults",
     "auth/metadata-default",
     "auth/metadata-var1",
     "auth/metadata-var2",
