@@ -122,7 +122,9 @@ def build_elicitation_server(log: ElicitationLog) -> MCPServer:
         responses = ctx.input_responses
         if not responses:
             log.asked += 1
-            params = ElicitRequestFormParams(message="What is your name?", requested_schema=NAME_SCHEMA)
+            params = ElicitRequestFormParams(
+                message="What is your name?", requested_schema=NAME_SCHEMA
+            )
             return InputRequiredResult(input_requests={"name": ElicitRequest(params=params)})
         given = responses["name"]
         assert isinstance(given, ElicitResult)

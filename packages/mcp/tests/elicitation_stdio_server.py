@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from elicitation_servers import ElicitationLog, build_elicitation_server  # noqa: E402
+from elicitation_servers import ElicitationLog, build_elicitation_server
 
 if __name__ == "__main__":
     build_elicitation_server(ElicitationLog()).run("stdio")

@@ -56,9 +56,7 @@ def make_app(tmp_path: Path, tool: str, provider: Any, timeout: float = 30.0) ->
         models={"default": model},
         agents=[define_agent(name="asker", instructions="Ask.", tools=[f"asking__{tool}"])],
         connections=[
-            define_connection(
-                name="asking", provider=provider, allowlist=[tool], timeout=timeout
-            )
+            define_connection(name="asking", provider=provider, allowlist=[tool], timeout=timeout)
         ],
         run_store=f"sqlite:///{tmp_path / 'runs.db'}",
     )
@@ -106,7 +104,8 @@ async def test_a_handler_accepts_with_content_and_sees_who_asks(
     assert request.run_id == result.run_id
     assert request.server == f"at {asking_server.url}"
     (declared,) = asking_server.log.capabilities
-    assert declared is not None and "form" in declared
+    assert declared is not None
+    assert "form" in declared
 
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])
@@ -159,7 +158,8 @@ async def test_content_that_breaks_the_schema_ends_the_call(
         assert raised.value.code == "MCP_ELICITATION_CONTENT_INVALID"
         run = await app.get_run(raised.value.run_id)
         assert run.status == "failed"
-        assert run.error is not None and run.error["code"] == "MCP_ELICITATION_CONTENT_INVALID"
+        assert run.error is not None
+        assert run.error["code"] == "MCP_ELICITATION_CONTENT_INVALID"
     # The server was told the request was cancelled; no value reached it.
     assert asking_server.log.answers == [{"action": "cancel", "content": None}]
     assert "gold" not in raised.value.message
@@ -296,4 +296,6 @@ def test_elicitation_is_a_handler_or_person() -> None:
         create_mcp_tool_provider("http://127.0.0.1:9/mcp", elicitation="robot")  # type: ignore[arg-type]
     assert raised.value.code == "MCP_FEATURE_UNSUPPORTED"
     with pytest.raises(FevexConfigurationError):
-        create_mcp_tool_provider("http://127.0.0.1:9/mcp", elicitation="person", elicitation_timeout=0)
+        create_mcp_tool_provider(
+            "http://127.0.0.1:9/mcp", elicitation="person", elicitation_timeout=0
+        )

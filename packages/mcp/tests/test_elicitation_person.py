@@ -105,11 +105,13 @@ async def test_a_person_answers_from_another_app_through_the_python_api(
         "asking__ask_name",
         "call-1",
     )
-    assert request.expires_at is not None and request.run_id == started.id
+    assert request.expires_at is not None
+    assert request.run_id == started.id
     await asyncio.sleep(1.5)  # longer than the connection's timeout
     async with make_app(store) as other:
         seen = await other.get_run(started.id)
-        assert seen.status == "running" and seen.inputs == (request,)
+        assert seen.status == "running"
+        assert seen.inputs == (request,)
         with pytest.raises(FevexRunError) as refused:
             await other.resume_run(started.id, request.answer(content={"name": 7}, actor="ops"))
         assert refused.value.code == "INPUT_INVALID"
@@ -121,7 +123,8 @@ async def test_a_person_answers_from_another_app_through_the_python_api(
             await other.resume_run(started.id, request.decline(actor="ops"))
         assert again.value.code == "INPUT_NOT_PENDING"
     run = await ended(asking_app, started.id)
-    assert run.status == "completed" and run.pause is None
+    assert run.status == "completed"
+    assert run.pause is None
     output = await tool_output(asking_app, started.id)
     assert output == {"action": "accept", "content": {"name": "Ada", "plan": "free"}}
     events = await asking_app.list_events(started.id)
@@ -179,7 +182,8 @@ async def test_an_unanswered_request_ends_the_call_with_a_code(
             await app.run_agent("asker", "Ask me.")
         assert raised.value.code == "MCP_ELICITATION_TIMEOUT"
         run = await app.get_run(raised.value.run_id)
-        assert run.status == "failed" and run.inputs == ()
+        assert run.status == "failed"
+        assert run.inputs == ()
         types = [event.type for event in await app.list_events(run.id)]
         assert "input.expired" in types
         requested = [event for event in await app.list_events(run.id)]
@@ -198,7 +202,8 @@ async def test_a_cancelled_run_stops_waiting_and_refuses_the_answer(
     started = await asking_app.start_agent("asker", "Ask me.")
     request = await pending(asking_app, started.id)
     cancelled = await asking_app.cancel_run(started.id)
-    assert cancelled.status == "cancelled" and cancelled.inputs == ()
+    assert cancelled.status == "cancelled"
+    assert cancelled.inputs == ()
     with pytest.raises(FevexRunError) as refused:
         await asking_app.resume_run(started.id, request.answer(content={"name": "A"}, actor="o"))
     assert refused.value.code == "INPUT_NOT_PENDING"

@@ -19,7 +19,7 @@ code (the server is told ``cancel``, or gets an error for a malformed request).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -203,9 +203,7 @@ class Elicitor:
                 if _is_async(answer):
                     given = await answer(request)  # type: ignore[misc]
                 else:
-                    given = await anyio.to_thread.run_sync(
-                        answer, request, abandon_on_cancel=True
-                    )
+                    given = await anyio.to_thread.run_sync(answer, request, abandon_on_cancel=True)
                     if inspect.isawaitable(given):
                         given = await given
         except TimeoutError:
@@ -222,8 +220,9 @@ class Elicitor:
 
 
 def _is_async(handler: Any) -> bool:
+    # A callable object whose __call__ is async is awaited too.
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        getattr(handler, "__call__", None)
+        type(handler).__call__
     )
 
 

@@ -145,7 +145,10 @@ def _string_options(
         if not isinstance(listed, list) or not listed or len(listed) > _MAX_OPTIONS:
             raise _invalid(where, f"field {name!r} has no usable options")
         field[key] = [
-            {"const": _option(item.get("const"), name, where), "title": clean_text(item.get("title"))}
+            {
+                "const": _option(item.get("const"), name, where),
+                "title": clean_text(item.get("title")),
+            }
             if isinstance(item, Mapping)
             else _option(None, name, where)
             for item in listed

@@ -195,9 +195,7 @@ def _bounded_json(content: Any) -> dict[str, Any]:
     if not isinstance(content, Mapping):
         raise _invalid("An input answer's content is a mapping of JSON values.")
     try:
-        text = json.dumps(
-            dict(content), ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        )
+        text = json.dumps(dict(content), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError):
         raise _invalid("An input answer's content is a mapping of JSON values.") from None
     if len(text) > MAX_ANSWER_CHARS or UNSTORABLE_TEXT.search(text):
