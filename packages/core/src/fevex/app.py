@@ -392,6 +392,7 @@ class Fevex(RunMethods, TaskMethods, CheckpointMethods, AppMemoryStore, Blocking
         answer = input_answer(decision)
         if answer is not None:
             return await launcher.answer_input(run_id, answer, definition)
+        assert not isinstance(decision, InputAnswer)  # always an answer, above
         return await launcher.continued(
             wait, launcher.resume, run_id, decision, definition, timeout
         )

@@ -184,7 +184,7 @@ class Elicitor:
         answer = self.answer
         if answer == "person":
             try:
-                given = await context.request_input(
+                person = await context.request_input(
                     request.message,
                     schema=request.schema,
                     timeout=self.timeout,
@@ -197,7 +197,8 @@ class Elicitor:
                 if error.code == "INPUT_UNAVAILABLE":
                     raise run_error(ELICITATION_FAILED, error.message) from None
                 raise
-            return ElicitationResponse(given.action, given.content)
+            return ElicitationResponse(person.action, person.content)
+        given: Any
         try:
             with anyio.fail_after(self.timeout):
                 if _is_async(answer):

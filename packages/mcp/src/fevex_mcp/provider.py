@@ -417,19 +417,7 @@ def create_mcp_tool_provider(
                 COMMAND_INVALID,
                 "MCP provider: give either url= (Streamable HTTP) or command= (stdio), not both.",
             )
-        if headers is not None:
-            raise configuration_error(
-                HEADERS_INVALID,
-                "MCP provider: a stdio server takes no headers; pass what it needs in env=.",
-            )
-        if oauth is not None:
-            raise configuration_error(
-                AUTH_INVALID, "MCP provider: OAuth is for Streamable HTTP servers (url=)."
-            )
-        if sys.platform == "win32":  # pragma: no cover - process groups are POSIX
-            raise configuration_error(
-                TRANSPORT_UNSUPPORTED, "MCP stdio servers are supported on POSIX systems only."
-            )
+        _check_stdio(headers, oauth)
         parsed = parse_command(command, args, env, inherit_env, cwd, startup_timeout, call_timeout)
         channel = StdioChannel(parsed, options)
     else:
@@ -439,6 +427,22 @@ def create_mcp_tool_provider(
     return MCPToolProvider(
         channel, features=wanted, max_resource_chars=max_resource_chars, elicitor=elicitor
     )
+
+
+def _check_stdio(headers: HeadersSource, oauth: MCPOAuth | None) -> None:
+    if headers is not None:
+        raise configuration_error(
+            HEADERS_INVALID,
+            "MCP provider: a stdio server takes no headers; pass what it needs in env=.",
+        )
+    if oauth is not None:
+        raise configuration_error(
+            AUTH_INVALID, "MCP provider: OAuth is for Streamable HTTP servers (url=)."
+        )
+    if sys.platform == "win32":  # pragma: no cover - process groups are POSIX
+        raise configuration_error(
+            TRANSPORT_UNSUPPORTED, "MCP stdio servers are supported on POSIX systems only."
+        )
 
 
 def _elicitor(

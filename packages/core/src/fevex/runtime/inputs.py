@@ -19,11 +19,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from fevex._ground.storable_text import UNSTORABLE_TEXT
-from fevex.errors import Actor, FevexRunError, check_actor
+from fevex.errors import (
+    FevexRunError,
+    InputAction,
+    InputAnswer,
+    PendingInput,
+    check_actor,
+)
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -36,80 +41,8 @@ __all__ = [
     "with_defaults",
 ]
 
-InputAction = Literal["accept", "decline", "cancel"]
 #: The largest accepted answer, in characters of its compact JSON.
 MAX_ANSWER_CHARS = 100_000
-
-
-@dataclass(frozen=True, slots=True)
-class InputAnswer:
-    """A person's answer to a pending input: ``accept`` with ``content`` (a mapping of
-    the requested values), ``decline`` or ``cancel``; ``actor`` must carry an ``id``."""
-
-    input_id: str
-    action: InputAction
-    actor: Mapping[str, Any]
-    content: Mapping[str, Any] | None = None
-    type: Literal["input"] = "input"
-
-
-@dataclass(frozen=True, slots=True)
-class PendingInput:
-    """A request a running tool call waits on: ``id`` is the request's, which the answer
-    names; ``kind`` what asks (``"elicitation"``: an MCP server), ``message`` what it asks
-    (remote text, cleaned and bounded), ``schema`` the JSON Schema of the values it wants,
-    ``connection`` and ``tool_call_id`` where it comes from, ``expires_at`` (ISO 8601,
-    UTC) when the call stops waiting, ``run_id`` the run to answer.
-
-    ``answer(content=..., actor=...)``, ``decline(actor=...)`` and ``cancel(actor=...)``
-    build the :class:`InputAnswer` to pass to ``resume_run``.
-    """
-
-    id: str
-    kind: str
-    message: str
-    schema: Mapping[str, Any] = field(default_factory=dict)
-    connection: str | None = None
-    tool_name: str | None = None
-    tool_call_id: str | None = None
-    expires_at: str | None = None
-    run_id: str | None = None
-
-    def answer(self, *, content: Mapping[str, Any], actor: Actor) -> InputAnswer:
-        return InputAnswer(self.id, "accept", _actor(actor), dict(content))
-
-    def decline(self, *, actor: Actor) -> InputAnswer:
-        return InputAnswer(self.id, "decline", _actor(actor))
-
-    def cancel(self, *, actor: Actor) -> InputAnswer:
-        return InputAnswer(self.id, "cancel", _actor(actor))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "message": self.message,
-            "schema": dict(self.schema),
-            "connection": self.connection,
-            "tool_name": self.tool_name,
-            "tool_call_id": self.tool_call_id,
-            "expires_at": self.expires_at,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], run_id: str | None = None) -> PendingInput:
-        schema = data.get("schema")
-        return cls(
-            id=str(data.get("id", "")),
-            kind=str(data.get("kind", "")),
-            message=str(data.get("message", "")),
-            schema=dict(schema) if isinstance(schema, Mapping) else {},
-            connection=_text(data.get("connection")),
-            tool_name=_text(data.get("tool_name")),
-            tool_call_id=_text(data.get("tool_call_id")),
-            expires_at=_text(data.get("expires_at")),
-            run_id=run_id,
-        )
 
 
 def pending_inputs(pause: Any, run_id: str | None = None) -> tuple[PendingInput, ...]:
@@ -205,16 +138,6 @@ def _bounded_json(content: Any) -> dict[str, Any]:
         )
     loaded: dict[str, Any] = json.loads(text)
     return loaded
-
-
-def _actor(actor: Actor) -> Mapping[str, Any]:
-    described: Mapping[str, Any] = {"id": actor} if isinstance(actor, str) else dict(actor)
-    check_actor(described)
-    return described
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _invalid(message: str) -> FevexRunError:

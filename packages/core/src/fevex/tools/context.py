@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fevex.runtime.inputs import InputAnswer, PendingInput
+    from fevex.errors import InputAnswer, PendingInput
 
 __all__ = ["ToolContext"]
 
@@ -102,8 +102,7 @@ class ToolContext:
         ``INPUT_TIMEOUT`` after ``timeout`` seconds without an answer; the wait does not
         count against a connection's timeout. ``message`` and ``schema`` are stored on the
         run and shown to the person: nothing secret may be in them."""
-        from fevex.errors import FevexRunError
-        from fevex.runtime.inputs import PendingInput
+        from fevex.errors import FevexRunError, PendingInput
 
         if self._ask_input is None:
             raise FevexRunError(
