@@ -8,11 +8,16 @@ returns the answer as JSON text: ``{"action": ..., "content": ...}``, or
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import pytest
+import uvicorn
 from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
@@ -143,3 +148,93 @@ def build_elicitation_server(log: ElicitationLog) -> MCPServer:
         return json.dumps(answer)
 
     return server
+
+
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+
+
+def handshake_era(app: ASGIApp) -> ASGIApp:
+    """Refuse ``server/discover``, as the handshake-era servers people run today do: the
+    client then opens its session with ``initialize``, and the server's requests go on the
+    tool call's stream (a 2026-07-28 session would embed them in its result instead)."""
+
+    async def wrapped(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        messages = []
+        body = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"")
+            more = message["type"] == "http.request" and message.get("more_body", False)
+        try:
+            rpc = json.loads(body)
+        except ValueError:
+            rpc = {}
+        if isinstance(rpc, dict) and rpc.get("method") == "server/discover":
+            refusal = {
+                "jsonrpc": "2.0",
+                "id": rpc.get("id"),
+                "error": {"code": -32601, "message": "Method not found"},
+            }
+            answer = json.dumps(refusal).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer})
+            return
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else await receive()
+
+        await app(scope, replay, send)
+
+    return wrapped
+
+
+async def serve(app: Any) -> tuple[uvicorn.Server, asyncio.Task[None], int]:
+    """``app`` served by uvicorn on a free loopback port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, lifespan="on", log_config=None,
+        log_level="warning", access_log=False, timeout_graceful_shutdown=2,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    with anyio.fail_after(10):
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)
+    return server, task, port
+
+
+@dataclass
+class AskingServer:
+    url: str
+    log: ElicitationLog
+
+
+@pytest.fixture(name="asking_server")
+async def asking_server_fixture() -> AsyncIterator[AskingServer]:
+    """The elicitation server over Streamable HTTP, handshake-era."""
+    log = ElicitationLog()
+    server, task, port = await serve(
+        handshake_era(build_elicitation_server(log).streamable_http_app())
+    )
+    try:
+        yield AskingServer(f"http://127.0.0.1:{port}/mcp", log)
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def tool_output(app: Any, run_id: str) -> Any:
+    """The JSON the run's one tool call returned."""
+    events = await app.list_events(run_id)
+    (completed,) = [event for event in events if event.type == "tool.completed"]
+    return json.loads(completed.payload["output"])

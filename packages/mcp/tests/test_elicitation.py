@@ -9,41 +9,24 @@ bounded. The person path (a pending input on the run) is in ``test_elicitation_p
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SessionLog, handshake_era, serve
-from elicitation_servers import ElicitationLog, build_elicitation_server
+from elicitation_servers import (
+    AskingServer,
+    ElicitationLog,
+    asking_server_fixture,  # noqa: F401 (the asking_server fixture)
+    build_elicitation_server,
+    serve,
+    tool_output,
+)
 
 from fevex import FevexRunError, create_fevex, define_agent, define_connection
 from fevex.testing import FakeModel
 from fevex_mcp import ElicitationRequest, ElicitationResponse, create_mcp_tool_provider
 
 pytestmark = pytest.mark.anyio
-
-
-@dataclass
-class AskingServer:
-    url: str
-    log: ElicitationLog
-
-
-@pytest.fixture
-async def asking_server() -> AsyncIterator[AskingServer]:
-    log = ElicitationLog()
-    # Handshake-era, as the servers people run today: requests to the client go on the
-    # tool call's stream (a 2026-07-28 session would embed them in its result instead).
-    app = handshake_era(build_elicitation_server(log).streamable_http_app(), SessionLog())
-    server, task, port = await serve(app)
-    try:
-        yield AskingServer(f"http://127.0.0.1:{port}/mcp", log)
-    finally:
-        server.should_exit = True
-        await task
 
 
 def tool_call(name: str) -> dict[str, Any]:
@@ -60,12 +43,6 @@ def make_app(tmp_path: Path, tool: str, provider: Any, timeout: float = 30.0) ->
         ],
         run_store=f"sqlite:///{tmp_path / 'runs.db'}",
     )
-
-
-async def tool_output(app: Any, run_id: str) -> Any:
-    events = await app.list_events(run_id)
-    (completed,) = [event for event in events if event.type == "tool.completed"]
-    return json.loads(completed.payload["output"])
 
 
 async def test_unconfigured_declares_nothing_and_the_request_is_refused(

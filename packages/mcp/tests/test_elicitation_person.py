@@ -13,8 +13,12 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import serve
-from test_elicitation import AskingServer, asking_server, tool_output  # noqa: F401
+from elicitation_servers import (
+    AskingServer,
+    asking_server_fixture,  # noqa: F401 (the asking_server fixture)
+    serve,
+    tool_output,
+)
 
 from fevex import (
     AgentRun,
@@ -84,7 +88,7 @@ async def ended(app: Any, run_id: str) -> AgentRun:
 
 
 @pytest.fixture
-async def asking_app(asking_server: AskingServer, store: str) -> AsyncIterator[Any]:  # noqa: F811
+async def asking_app(asking_server: AskingServer, store: str) -> AsyncIterator[Any]:
     provider = create_mcp_tool_provider(asking_server.url, elicitation="person")
     # A connection timeout shorter than the person takes: the wait does not count.
     async with make_app(store, provider, timeout=1.0) as app:
@@ -92,7 +96,7 @@ async def asking_app(asking_server: AskingServer, store: str) -> AsyncIterator[A
 
 
 async def test_a_person_answers_from_another_app_through_the_python_api(
-    asking_server: AskingServer,  # noqa: F811
+    asking_server: AskingServer,
     asking_app: Any,
     store: str,
 ) -> None:
@@ -136,7 +140,7 @@ async def test_a_person_answers_from_another_app_through_the_python_api(
 
 
 async def test_a_person_answers_through_the_http_protocol(
-    asking_server: AskingServer,  # noqa: F811
+    asking_server: AskingServer,
     asking_app: Any,
     store: str,
 ) -> None:
@@ -171,7 +175,7 @@ async def test_a_person_answers_through_the_http_protocol(
 
 
 async def test_an_unanswered_request_ends_the_call_with_a_code(
-    asking_server: AskingServer,  # noqa: F811
+    asking_server: AskingServer,
     store: str,
 ) -> None:
     provider = create_mcp_tool_provider(
@@ -196,7 +200,7 @@ async def test_an_unanswered_request_ends_the_call_with_a_code(
 
 
 async def test_a_cancelled_run_stops_waiting_and_refuses_the_answer(
-    asking_server: AskingServer,  # noqa: F811
+    asking_server: AskingServer,
     asking_app: Any,
 ) -> None:
     started = await asking_app.start_agent("asker", "Ask me.")
