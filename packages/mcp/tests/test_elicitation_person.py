@@ -91,7 +91,7 @@ async def ended(app: Any, run_id: str) -> AgentRun:
 async def asking_app(asking_server: AskingServer, store: str) -> AsyncIterator[Any]:
     provider = create_mcp_tool_provider(asking_server.url, elicitation="person")
     # A connection timeout shorter than the person takes: the wait does not count.
-    async with make_app(store, provider, timeout=1.0) as app:
+    async with make_app(store, provider, timeout=3.0) as app:
         yield app
 
 
@@ -111,7 +111,7 @@ async def test_a_person_answers_from_another_app_through_the_python_api(
     )
     assert request.expires_at is not None
     assert request.run_id == started.id
-    await asyncio.sleep(1.5)  # longer than the connection's timeout
+    await asyncio.sleep(3.5)  # longer than the connection's timeout
     async with make_app(store) as other:
         seen = await other.get_run(started.id)
         assert seen.status == "running"
