@@ -4,12 +4,12 @@
 ``recoverable`` whether retrying the same operation later can succeed. An error raised
 from a run carries that run's ``run_id``.
 
-The pending inputs a running run lists (:class:`PendingInput`, and the
-:class:`InputAnswer` each one builds) live here too, for the same reason; their public home
-is ``fevex.runtime`` (and ``fevex``). The approvals a :class:`RunPausedError` carries (:class:`PendingApproval`, and the
+The approvals a :class:`RunPausedError` carries (:class:`PendingApproval`, and the
 :class:`ApprovalDecision` each one builds) live here, beside the error that carries them:
-the taxonomy sits below every other package and needs nothing above it. Their public home
-is ``fevex.runtime`` (and ``fevex``), which re-exports them.
+the taxonomy sits below every other package and needs nothing above it. So do the inputs a
+running run lists (:class:`PendingInput`, and the :class:`InputAnswer` each one builds),
+which a tool's context returns. Their public home is ``fevex.runtime`` (and ``fevex``),
+which re-exports them.
 """
 
 from __future__ import annotations
