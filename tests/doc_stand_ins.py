@@ -95,6 +95,48 @@ class DocsServer:
             yield f"{url}/mcp"
 
 
+class ShopServer:
+    """An MCP server whose one tool, ``order``, asks the client for an email address
+    (elicitation, in its result, as 2026-07-28 servers ask) and records what it got."""
+
+    def __init__(self) -> None:
+        from mcp.server.mcpserver import Context, MCPServer
+        from mcp.types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+
+        self.answers: list[Any] = []
+        server = MCPServer("shop", log_level="WARNING")
+        schema = {
+            "type": "object",
+            "properties": {
+                "email": {"type": "string", "format": "email"},
+                "gift": {"type": "boolean", "default": False},
+            },
+            "required": ["email"],
+        }
+
+        async def order(item: str, ctx: Context) -> str | InputRequiredResult:
+            responses = ctx.input_responses
+            if not responses:
+                params = ElicitRequestFormParams(
+                    message="Where should the receipt go?", requested_schema=schema
+                )
+                return InputRequiredResult(input_requests={"email": ElicitRequest(params=params)})
+            answer = responses["email"]
+            self.answers.append(answer.model_dump(exclude_none=True))
+            return f"ordered {item}"
+
+        # Resolved here: the names are local, which string annotations cannot reach.
+        order.__annotations__ = {"item": str, "ctx": Context, "return": str | InputRequiredResult}
+        server.tool(description="Order an item.", structured_output=False)(order)
+        self._app = server.streamable_http_app()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[str]:
+        """Serves it; yields its endpoint's URL."""
+        with served(self._app, lifespan="on") as url:
+            yield f"{url}/mcp"
+
+
 _NOTES_SERVER = """
 from mcp.server.mcpserver import MCPServer
 

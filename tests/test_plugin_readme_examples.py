@@ -21,6 +21,7 @@ from tests.doc_stand_ins import (
     LoopbackServer,
     OtlpReceiver,
     ResponseEvents,
+    ShopServer,
     files_command,
     notes_command,
 )
@@ -128,6 +129,25 @@ async def test_an_mcp_connection_sends_the_credential_the_headers_resolve(exampl
     assert result.output == "See the Leases page."
     assert docs.queries == ["lease"]
     assert set(docs.authorizations) == {"Bearer ..."}
+
+
+@DOCUMENTS.example("mcp-elicitation")
+async def test_a_server_s_question_goes_to_the_app_s_handler(example: Example) -> None:
+    model = FakeModel(
+        {"tool_calls": [{"id": "c1", "name": "shop__order", "input": {"item": "tea"}}]},
+        {"output": "Ordered."},
+    )
+    shop = ShopServer()
+    with shop.running() as url:
+        names = await example.run_async(
+            model=model, addresses={"https://shop.example.com/mcp": url}
+        )
+        result = await names["app"].run_agent("buyer", "Order tea.")
+        await names["app"].close()
+    assert result.output == "Ordered."
+    assert shop.answers == [
+        {"action": "accept", "content": {"email": "orders@example.com", "gift": False}}
+    ]
 
 
 @DOCUMENTS.example("mcp-stdio")

@@ -29,6 +29,10 @@ DISTRIBUTION_ROOTS = [
 ADDED: dict[str, set[str]] = {
     # The store-author surface: what a run or memory store outside the core imports.
     "fevex.runtime": {
+        # A running tool call's request for a person's input, and the answer resume_run
+        # takes (issue 43: MCP elicitation answered by a person).
+        "InputAnswer",
+        "PendingInput",
         # The record contract (DESIGN §12) that the family and publication kits keep their
         # records in, with the rules every record store applies.
         "MAX_RECORD_CHARS",
@@ -187,9 +191,18 @@ ADDED: dict[str, set[str]] = {
         "is_public_address",
         "literal_address",
     },
+    # A running tool call's request for a person's input, and its answer (issue 43).
+    "fevex": {"InputAnswer", "PendingInput"},
     # OAuth 2.1 for MCP servers over Streamable HTTP (issue 43): the options a provider
     # takes as oauth=, the redirect a CLI can use, and the token stores an app gives it.
     "fevex_mcp": {
+        # Elicitation (issue 43): what a handler receives and returns, and the default
+        # time an answer may take.
+        "DEFAULT_ELICITATION_TIMEOUT",
+        "ElicitationAction",
+        "ElicitationHandler",
+        "ElicitationRequest",
+        "ElicitationResponse",
         "FileTokenStore",
         "InMemoryTokenStore",
         "MCPOAuth",

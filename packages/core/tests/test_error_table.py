@@ -17,6 +17,7 @@ NOT_CODES |= {"FEVEX_SERVE_HOSTS", "LOOPBACK_HOSTS", "REQUEST_HEADER", "MAX_ID_L
 NOT_CODES |= {"MAX_RECORD_CHARS", "FEVEX_CHECKPOINT_KEY"}
 # fevex.net: a table's name, and a range's name in the IANA registry.
 NOT_CODES |= {"OTHER_RANGES", "TEREDO"}
+NOT_CODES |= {"MAX_ANSWER_CHARS", "NAMESPACE", "POLL_INTERVAL", "CLAIM_TIMEOUT"}
 
 
 def raised_codes() -> set[str]:

@@ -27,7 +27,12 @@ import httpx2
 from fevex import FevexError, create_fevex, define_agent, define_connection
 from fevex.models import ModelInput, ModelResult, ToolCall
 from fevex.testing import FunctionModel, ModelFunction
-from fevex_mcp import MCPOAuth, create_mcp_tool_provider
+from fevex_mcp import (
+    ElicitationRequest,
+    ElicitationResponse,
+    MCPOAuth,
+    create_mcp_tool_provider,
+)
 
 CONNECTION = "conformance"
 
@@ -81,9 +86,12 @@ async def provider_options(scenario: str, context: dict[str, Any], url: str) -> 
 
     The suite's authorization servers listen on other loopback ports than its MCP
     servers: the app allows that host, as an app allows a private address it trusts.
-    Not configured: elicitation (``elicitation-sep1034-client-defaults``), which
-    fevex-mcp does not offer.
+
+    - ``elicitation-sep1034-client-defaults``: an elicitation handler that accepts with
+      no values, so that every field takes the server's schema default.
     """
+    if scenario == "elicitation-sep1034-client-defaults":
+        return {"elicitation": accept_with_defaults}
     if not scenario.startswith("auth/"):
         return {}
     allowed = {"allow_hosts": [urlsplit(url).hostname or ""]}
@@ -111,6 +119,11 @@ async def provider_options(scenario: str, context: dict[str, Any], url: str) -> 
     elif scenario == "auth/pre-registration":
         client = {"client_id": context["client_id"], "client_secret": context["client_secret"]}
     return {"oauth": MCPOAuth(redirect=follow_headlessly, **client, **allowed)}
+
+
+async def accept_with_defaults(request: ElicitationRequest) -> ElicitationResponse:
+    """The user accepts the form as the server filled it in."""
+    return ElicitationResponse.accept()
 
 
 async def follow_headlessly(authorization_url: str) -> str:

@@ -39,9 +39,6 @@ README = Path(__file__).parents[1] / "README.md"
 
 #: The scenarios that cannot pass yet, and why.
 EXPECTED_FAILURES = {
-    "elicitation-sep1034-client-defaults": (
-        "no elicitation: fevex-mcp declares no client capabilities and refuses the request"
-    ),
     "auth/2025-03-26-oauth-metadata-backcompat": (
         "the suite's 0.1.16 mock breaks RFC 8414 §3.3: it serves its authorization server "
         "metadata at the origin's well-known URL naming the issuer `<origin>/oauth`, which the "
@@ -58,6 +55,7 @@ PASSING = (
     "initialize",
     "tools_call",
     "sse-retry",
+    "elicitation-sep1034-client-defaults",
     "auth/metadata-default",
     "auth/metadata-var1",
     "auth/metadata-var2",

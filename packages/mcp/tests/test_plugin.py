@@ -81,6 +81,11 @@ def test_the_entry_point_registers_the_mcp_tool_provider() -> None:
 
 def test_the_public_names() -> None:
     assert sorted(fevex_mcp.__all__) == [
+        "DEFAULT_ELICITATION_TIMEOUT",
+        "ElicitationAction",
+        "ElicitationHandler",
+        "ElicitationRequest",
+        "ElicitationResponse",
         "FileTokenStore",
         "Headers",
         "HeadersSource",

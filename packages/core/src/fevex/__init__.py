@@ -16,7 +16,15 @@ from fevex.errors import (
 from fevex.events import RunEvent
 from fevex.messages import Message
 from fevex.models import ModelGateway
-from fevex.runtime import AgentRun, ApprovalDecision, InMemoryRunStore, PendingApproval, Session
+from fevex.runtime import (
+    AgentRun,
+    ApprovalDecision,
+    InMemoryRunStore,
+    InputAnswer,
+    PendingApproval,
+    PendingInput,
+    Session,
+)
 from fevex.schemas import Schema
 from fevex.tools import ToolContext, ToolDefinition, ToolRetry, define_connection, define_tool
 
@@ -70,11 +78,13 @@ __all__ = [
     "FevexError",
     "FevexRunError",
     "InMemoryRunStore",
+    "InputAnswer",
     "Limits",
     "EventDelivery",
     "Message",
     "ModelGateway",
     "PendingApproval",
+    "PendingInput",
     "RunCancelledError",
     "RunEvent",
     "RunPausedError",

@@ -57,6 +57,7 @@ from fevex.events import RunEvent
 from fevex.models import ModelGateway
 from fevex.policies.policy import Policy
 from fevex.runtime.approval import ApprovalDecision, check_actor
+from fevex.runtime.inputs import InputAnswer, input_answer
 from fevex.runtime.record_store import RecordStore
 from fevex.runtime.records import AgentRun, RunStatus, Session
 from fevex.runtime.recovery import RecoverySweep, WakeSweep
@@ -231,6 +232,7 @@ def _create_fevex(
         app._checkpoint_signer = checkpoint_signer
     app._run_store_url = run_store_url(run_store)
     app.record_store = open_app_record_store(record_store, run_store, opened_run_store)
+    app._kernel.inputs.records = lambda: app.record_store
     if knowledge is not None:
         knowledge.app_memory_store = lambda: app.memory_store
         knowledge.app_record_store = lambda: app.record_store
@@ -318,6 +320,17 @@ class Fevex(RunMethods, TaskMethods, CheckpointMethods, AppMemoryStore, Blocking
     async def resume_run(
         self,
         run_id: str,
+        decision: InputAnswer,
+        *,
+        definition: TypedDefinition[Any] | None = None,
+        timeout: float | None = None,
+        wait: bool = True,
+    ) -> AgentRun: ...
+
+    @overload
+    async def resume_run(
+        self,
+        run_id: str,
         decision: ApprovalDecision | Mapping[str, Any] | None = None,
         *,
         definition: TypedDefinition[OutputT],
@@ -350,7 +363,7 @@ class Fevex(RunMethods, TaskMethods, CheckpointMethods, AppMemoryStore, Blocking
     async def resume_run(
         self,
         run_id: str,
-        decision: ApprovalDecision | Mapping[str, Any] | None = None,
+        decision: ApprovalDecision | InputAnswer | Mapping[str, Any] | None = None,
         *,
         definition: TypedDefinition[Any] | None = None,
         timeout: float | None = None,
@@ -367,8 +380,19 @@ class Fevex(RunMethods, TaskMethods, CheckpointMethods, AppMemoryStore, Blocking
 
         ``definition`` (the run's agent, workflow or team definition) types the result by
         its output; a run of another definition is refused with ``RUN_DEFINITION_MISMATCH``
-        before anything changes."""
+        before anything changes.
+
+        An answer to a pending input (an :class:`~fevex.runtime.InputAnswer`, or a mapping
+        with ``"type": "input"``) goes to the tool call of the running run that waits for
+        it, in whichever process executes the run, and this returns the run's snapshot
+        once that call has taken it (whatever ``wait`` says): the run goes on where it
+        runs. ``INPUT_NOT_PENDING`` when nobody waits for it any more, ``INPUT_INVALID``
+        when the content does not match the request's schema; nothing changes then."""
         launcher = self._launcher
+        answer = input_answer(decision)
+        if answer is not None:
+            return await launcher.answer_input(run_id, answer, definition)
+        assert not isinstance(decision, InputAnswer)  # always an answer, above
         return await launcher.continued(
             wait, launcher.resume, run_id, decision, definition, timeout
         )

@@ -6,14 +6,16 @@ from a run carries that run's ``run_id``.
 
 The approvals a :class:`RunPausedError` carries (:class:`PendingApproval`, and the
 :class:`ApprovalDecision` each one builds) live here, beside the error that carries them:
-the taxonomy sits below every other package and needs nothing above it. Their public home
-is ``fevex.runtime`` (and ``fevex``), which re-exports them.
+the taxonomy sits below every other package and needs nothing above it. So do the inputs a
+running run lists (:class:`PendingInput`, and the :class:`InputAnswer` each one builds),
+which a tool's context returns. Their public home is ``fevex.runtime`` (and ``fevex``),
+which re-exports them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fevex._ground.storable_text import UNSTORABLE_TEXT
@@ -27,6 +29,9 @@ __all__ = [
     "FevexConfigurationError",
     "FevexError",
     "FevexRunError",
+    "InputAction",
+    "InputAnswer",
+    "PendingInput",
     "RunCancelledError",
     "RunPausedError",
 ]
@@ -216,6 +221,84 @@ def check_actor(actor: Any) -> None:
     """``INVALID_ARGUMENT`` unless ``actor`` is a mapping with a non-empty ``id``."""
     if not isinstance(actor, Mapping) or not isinstance(actor.get("id"), str) or not actor["id"]:
         raise FevexRunError("INVALID_ARGUMENT", "actor must be a mapping with a non-empty 'id'.")
+
+
+InputAction = Literal["accept", "decline", "cancel"]
+
+
+@dataclass(frozen=True, slots=True)
+class InputAnswer:
+    """A person's answer to a pending input: ``accept`` with ``content`` (a mapping of
+    the requested values), ``decline`` or ``cancel``; ``actor`` must carry an ``id``."""
+
+    input_id: str
+    action: InputAction
+    actor: Mapping[str, Any]
+    content: Mapping[str, Any] | None = None
+    type: Literal["input"] = "input"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInput:
+    """A request a running tool call waits on: ``id`` is the request's, which the answer
+    names; ``kind`` what asks (``"elicitation"``: an MCP server), ``message`` what it asks
+    (remote text, cleaned and bounded), ``schema`` the JSON Schema of the values it wants,
+    ``connection`` and ``tool_call_id`` where it comes from, ``expires_at`` (ISO 8601,
+    UTC) when the call stops waiting, ``run_id`` the run to answer.
+
+    ``answer(content=..., actor=...)``, ``decline(actor=...)`` and ``cancel(actor=...)``
+    build the :class:`InputAnswer` to pass to ``resume_run``.
+    """
+
+    id: str
+    kind: str
+    message: str
+    schema: Mapping[str, Any] = field(default_factory=dict)
+    connection: str | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    expires_at: str | None = None
+    run_id: str | None = None
+
+    def answer(self, *, content: Mapping[str, Any], actor: Actor) -> InputAnswer:
+        return InputAnswer(self.id, "accept", _actor(actor), dict(content))
+
+    def decline(self, *, actor: Actor) -> InputAnswer:
+        return InputAnswer(self.id, "decline", _actor(actor))
+
+    def cancel(self, *, actor: Actor) -> InputAnswer:
+        return InputAnswer(self.id, "cancel", _actor(actor))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "message": self.message,
+            "schema": dict(self.schema),
+            "connection": self.connection,
+            "tool_name": self.tool_name,
+            "tool_call_id": self.tool_call_id,
+            "expires_at": self.expires_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], run_id: str | None = None) -> PendingInput:
+        schema = data.get("schema")
+        return cls(
+            id=str(data.get("id", "")),
+            kind=str(data.get("kind", "")),
+            message=str(data.get("message", "")),
+            schema=dict(schema) if isinstance(schema, Mapping) else {},
+            connection=_text(data.get("connection")),
+            tool_name=_text(data.get("tool_name")),
+            tool_call_id=_text(data.get("tool_call_id")),
+            expires_at=_text(data.get("expires_at")),
+            run_id=run_id,
+        )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 class RunPausedError(FevexRunError):

@@ -5,12 +5,24 @@ Importing this package imports neither the MCP SDK nor httpx2; creating a provid
 """
 
 from fevex_mcp.__about__ import __version__
+from fevex_mcp.elicitation_types import (
+    DEFAULT_ELICITATION_TIMEOUT,
+    ElicitationAction,
+    ElicitationHandler,
+    ElicitationRequest,
+    ElicitationResponse,
+)
 from fevex_mcp.headers import Headers, HeadersSource
 from fevex_mcp.oauth import MCPOAuth, OAuthRedirect, TokenEndpointAuthMethod, terminal_redirect
 from fevex_mcp.provider import MCPToolProvider, create_mcp_tool_provider
 from fevex_mcp.token_stores import FileTokenStore, InMemoryTokenStore, TokenStore
 
 __all__ = [
+    "DEFAULT_ELICITATION_TIMEOUT",
+    "ElicitationAction",
+    "ElicitationHandler",
+    "ElicitationRequest",
+    "ElicitationResponse",
     "FileTokenStore",
     "Headers",
     "HeadersSource",

@@ -57,9 +57,14 @@ class HttpChannel:
     """
 
     def __init__(
-        self, endpoint: Endpoint, headers: HeadersSource, auth: OAuthAuth | None = None
+        self,
+        endpoint: Endpoint,
+        headers: HeadersSource,
+        auth: OAuthAuth | None = None,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.client_options = dict(client_options or {})
         self.where = f"at {endpoint.display}"
         self._headers = headers
         self._identity = HeaderIdentity()
@@ -78,7 +83,7 @@ class HttpChannel:
             return await operation(client, secrets)
 
         if isinstance(context, ConnectionContext) and not context.connection:
-            once = HttpSession.open(self.endpoint, headers, auth)
+            once = HttpSession.open(self.endpoint, headers, auth, self.client_options)
             try:
                 return await once.run(operate)
             except SessionExpired as expired:
@@ -132,7 +137,9 @@ class HttpChannel:
         while len(self._held) >= MAX_HELD:
             oldest = next(iter(self._held))
             self._held.pop(oldest).close_soon()
-        session = self._held[run_id] = HttpSession.open(self.endpoint, headers, self._auth)
+        session = self._held[run_id] = HttpSession.open(
+            self.endpoint, headers, self._auth, self.client_options
+        )
         return session
 
     async def _drop(self, run_id: str, session: HttpSession) -> None:
@@ -149,9 +156,12 @@ class StdioChannel:
     own, stopped before it returns. At most ``MAX_HELD`` are held, the oldest stopped
     first."""
 
-    def __init__(self, command: StdioCommand) -> None:
+    def __init__(
+        self, command: StdioCommand, client_options: Mapping[str, Any] | None = None
+    ) -> None:
         self.command = command
         self.where = f"{command.display!r} (stdio)"
+        self._client_options = client_options
         self._held: dict[str, StdioServer] = {}
 
     async def run(self, context: Caller, operation: Operation[T]) -> T:
@@ -179,7 +189,7 @@ class StdioChannel:
         from fevex_mcp.stdio_session import StdioServer
 
         if isinstance(context, ConnectionContext) and not context.connection:
-            once = StdioServer(self.command)
+            once = StdioServer(self.command, self._client_options)
             try:
                 return await use(once)
             finally:
@@ -188,5 +198,5 @@ class StdioChannel:
         if server is None:
             while len(self._held) >= MAX_HELD:
                 await self._held.pop(next(iter(self._held))).aclose()
-            server = self._held[context.run_id] = StdioServer(self.command)
+            server = self._held[context.run_id] = StdioServer(self.command, self._client_options)
         return await use(server)

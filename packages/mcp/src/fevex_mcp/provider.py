@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from fevex.knowledge import (
     ContextItem,
@@ -24,6 +24,10 @@ from fevex.knowledge import (
 from fevex.tools import ConnectionContext, RemoteTool, ToolContext
 from fevex_mcp.channels import Channel, HttpChannel, StdioChannel
 from fevex_mcp.command import parse_command
+from fevex_mcp.elicitation_types import (
+    DEFAULT_ELICITATION_TIMEOUT,
+    ElicitationHandler,
+)
 from fevex_mcp.endpoint import parse_endpoint
 from fevex_mcp.errors import (
     ARGUMENTS_INVALID,
@@ -48,6 +52,8 @@ from fevex_mcp.results import block_text
 
 if TYPE_CHECKING:
     from mcp import Client
+
+    from fevex_mcp.elicitation import Elicitor
 
 __all__ = ["MCPToolProvider", "create_mcp_tool_provider"]
 
@@ -74,8 +80,10 @@ class MCPToolProvider:
         *,
         features: frozenset[str] = frozenset({"tools"}),
         max_resource_chars: int = DEFAULT_MAX_RESOURCE_CHARS,
+        elicitor: Elicitor | None = None,
     ) -> None:
         self._channel = channel
+        self._elicitor = elicitor
         self._features = features
         self._max_resource_chars = max_resource_chars
         self._resource_pins = Pins()
@@ -150,8 +158,18 @@ class MCPToolProvider:
             return await self._resource_tool(name, dict(input), context)
         arguments = dict(input)
 
+        elicitor = self._elicitor
+
         async def call(client: Client, secrets: Sequence[str]) -> Any:
             # No local holds the result: a failed one's text may hold an echoed secret.
+            if elicitor is not None:
+                return result_value(
+                    await elicitor.during(
+                        client, context, lambda: call_tool(client, name, arguments)
+                    ),
+                    context.tool_name,
+                    secrets,
+                )
             return result_value(
                 await call_tool(client, name, arguments), context.tool_name, secrets
             )
@@ -352,6 +370,8 @@ def create_mcp_tool_provider(
     transport: str | None = None,
     features: Iterable[str] = ("tools",),
     max_resource_chars: int = DEFAULT_MAX_RESOURCE_CHARS,
+    elicitation: ElicitationHandler | Literal["person"] | None = None,
+    elicitation_timeout: float = DEFAULT_ELICITATION_TIMEOUT,
 ) -> MCPToolProvider:
     """A tool provider for one MCP server: at ``url`` (Streamable HTTP), or started from
     ``command`` with ``args`` (stdio).
@@ -376,10 +396,20 @@ def create_mcp_tool_provider(
     ``"prompts"`` (:meth:`MCPToolProvider.prompt_skill`,
     :meth:`MCPToolProvider.prompt_context`) to ``"tools"``. ``transport`` may name the
     transport (``"streamable-http"`` or ``"stdio"``); legacy ``"sse"`` is refused.
+
+    ``elicitation`` lets the server ask for input during a tool call (form mode): a
+    handler (sync or async) that receives an :class:`~fevex_mcp.ElicitationRequest` and
+    returns an :class:`~fevex_mcp.ElicitationResponse`, or ``"person"``: the run lists
+    the request as a pending input until someone answers it with ``resume_run``. Each
+    request must be answered within ``elicitation_timeout`` seconds (default 300), or the
+    call ends with ``MCP_ELICITATION_TIMEOUT``. ``None`` (the default) declares no
+    elicitation capability, and the server's requests are refused.
     """
     _require_sdk()
     wanted = _features(features)
     _check_options(max_resource_chars, transport)
+    elicitor = _elicitor(elicitation, elicitation_timeout, url or command or "")
+    options = {} if elicitor is None else elicitor.client_options()
     channel: Channel
     if command is not None or transport == "stdio":
         if url is not None or transport == "streamable-http":
@@ -387,24 +417,52 @@ def create_mcp_tool_provider(
                 COMMAND_INVALID,
                 "MCP provider: give either url= (Streamable HTTP) or command= (stdio), not both.",
             )
-        if headers is not None:
-            raise configuration_error(
-                HEADERS_INVALID,
-                "MCP provider: a stdio server takes no headers; pass what it needs in env=.",
-            )
-        if oauth is not None:
-            raise configuration_error(
-                AUTH_INVALID, "MCP provider: OAuth is for Streamable HTTP servers (url=)."
-            )
-        if sys.platform == "win32":  # pragma: no cover - process groups are POSIX
-            raise configuration_error(
-                TRANSPORT_UNSUPPORTED, "MCP stdio servers are supported on POSIX systems only."
-            )
+        _check_stdio(headers, oauth)
         parsed = parse_command(command, args, env, inherit_env, cwd, startup_timeout, call_timeout)
-        channel = StdioChannel(parsed)
+        channel = StdioChannel(parsed, options)
     else:
-        channel = _http_channel(url, headers, oauth)
-    return MCPToolProvider(channel, features=wanted, max_resource_chars=max_resource_chars)
+        channel = _http_channel(url, headers, oauth, options)
+    if elicitor is not None:
+        elicitor.where = channel.where
+    return MCPToolProvider(
+        channel, features=wanted, max_resource_chars=max_resource_chars, elicitor=elicitor
+    )
+
+
+def _check_stdio(headers: HeadersSource, oauth: MCPOAuth | None) -> None:
+    if headers is not None:
+        raise configuration_error(
+            HEADERS_INVALID,
+            "MCP provider: a stdio server takes no headers; pass what it needs in env=.",
+        )
+    if oauth is not None:
+        raise configuration_error(
+            AUTH_INVALID, "MCP provider: OAuth is for Streamable HTTP servers (url=)."
+        )
+    if sys.platform == "win32":  # pragma: no cover - process groups are POSIX
+        raise configuration_error(
+            TRANSPORT_UNSUPPORTED, "MCP stdio servers are supported on POSIX systems only."
+        )
+
+
+def _elicitor(
+    elicitation: ElicitationHandler | Literal["person"] | None, timeout: float, where: str
+) -> Elicitor | None:
+    if elicitation is None:
+        return None
+    if elicitation != "person" and not callable(elicitation):
+        raise configuration_error(
+            FEATURE_UNSUPPORTED,
+            "MCP provider: elicitation is a handler (a function that receives an "
+            "ElicitationRequest), 'person', or None.",
+        )
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise configuration_error(
+            FEATURE_UNSUPPORTED, "MCP provider: elicitation_timeout must be positive seconds."
+        )
+    from fevex_mcp.elicitation import Elicitor
+
+    return Elicitor(elicitation, float(timeout), where)
 
 
 def _check_options(max_resource_chars: int, transport: str | None) -> None:
@@ -424,7 +482,12 @@ def _check_options(max_resource_chars: int, transport: str | None) -> None:
         )
 
 
-def _http_channel(url: str | None, headers: HeadersSource, oauth: MCPOAuth | None) -> HttpChannel:
+def _http_channel(
+    url: str | None,
+    headers: HeadersSource,
+    oauth: MCPOAuth | None,
+    client_options: Mapping[str, Any] | None = None,
+) -> HttpChannel:
     endpoint = parse_endpoint(url)
     if isinstance(headers, Mapping):
         headers = check_header_map(headers)
@@ -435,14 +498,14 @@ def _http_channel(url: str | None, headers: HeadersSource, oauth: MCPOAuth | Non
             f"caller's context and returns one (got {type(headers).__name__}).",
         )
     if oauth is None:
-        return HttpChannel(endpoint, headers)
+        return HttpChannel(endpoint, headers, client_options=client_options)
     if not isinstance(oauth, MCPOAuth):
         raise configuration_error(
             AUTH_INVALID, f"MCP provider: oauth must be an MCPOAuth, not {type(oauth).__name__}."
         )
     from fevex_mcp.oauth_flow import OAuthAuth
 
-    return HttpChannel(endpoint, headers, OAuthAuth(oauth, endpoint))
+    return HttpChannel(endpoint, headers, OAuthAuth(oauth, endpoint), client_options)
 
 
 def _features(features: Iterable[str]) -> frozenset[str]:

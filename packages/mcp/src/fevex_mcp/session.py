@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import httpx2
@@ -78,9 +78,15 @@ class HttpSession:
     provider's OAuth flow); :meth:`open` starts it."""
 
     def __init__(
-        self, endpoint: Endpoint, headers: Mapping[str, str], auth: OAuthAuth | None = None
+        self,
+        endpoint: Endpoint,
+        headers: Mapping[str, str],
+        auth: OAuthAuth | None = None,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.endpoint = endpoint
+        # What the SDK's Client is given besides the transport (the client's callbacks).
+        self._client_options = dict(client_options or {})
         self.where = f"at {endpoint.display}"
         self._headers = dict(headers)
         self._auth = auth
@@ -102,10 +108,14 @@ class HttpSession:
 
     @classmethod
     def open(
-        cls, endpoint: Endpoint, headers: Mapping[str, str], auth: OAuthAuth | None = None
+        cls,
+        endpoint: Endpoint,
+        headers: Mapping[str, str],
+        auth: OAuthAuth | None = None,
+        client_options: Mapping[str, Any] | None = None,
     ) -> HttpSession:
         """A session whose handshake starts now, in its owner task."""
-        session = cls(endpoint, headers, auth)
+        session = cls(endpoint, headers, auth, client_options)
         session._task = session.loop.create_task(session._hold())
         return session
 
@@ -186,7 +196,9 @@ class HttpSession:
             with self._scope, secrets_kept_out_of_logs(self.secrets):
                 async with http_client(self._headers, self._record, self._auth) as http:
                     transport = streamable_http_client(self.endpoint.url, http_client=http)
-                    async with Client(transport, cache=None, client_info=CLIENT_INFO) as client:
+                    async with Client(
+                        transport, cache=None, client_info=CLIENT_INFO, **self._client_options
+                    ) as client:
                         self._client = client
                         self._ready.set()
                         await self._closing.wait()

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import math
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -114,8 +114,12 @@ class _Live:
 class StdioServer:
     """The process behind one run of a stdio provider."""
 
-    def __init__(self, command: StdioCommand) -> None:
+    def __init__(
+        self, command: StdioCommand, client_options: Mapping[str, Any] | None = None
+    ) -> None:
         self.command = command
+        # What the SDK's Client is given besides the transport (the client's callbacks).
+        self._client_options = dict(client_options or {})
         self.where = f"{command.display!r} (stdio)"
         self._live: _Live | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -237,6 +241,7 @@ class StdioServer:
                                 cache=None,
                                 client_info=CLIENT_INFO,
                                 message_handler=notice,
+                                **self._client_options,
                             ) as client:
                                 await self._serve(live, client)
                         except Exception as error:

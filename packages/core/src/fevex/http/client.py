@@ -208,16 +208,24 @@ class FevexClient:
         approval_id: str | None = None,
         decision: str | None = None,
         reason: str | None = None,
+        input_id: str | None = None,
+        action: str | None = None,
+        content: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> AgentRun:
         """Decide the approval ``approval_id`` (``"approve"`` or ``"reject"``, a rejection
         with the ``reason`` the model reads; the actor is this client's), or, without one,
         continue a run whose wait is over. Returns once the run is taken over; it goes on
-        in the server."""
+        in the server. Or answer the pending input ``input_id`` of a running run:
+        ``action`` ``"accept"`` with ``content``, ``"decline"`` or ``"cancel"`` (see
+        ``Fevex.resume_run``); it returns once the waiting tool call took the answer."""
         body = {
             "approval_id": approval_id,
             "decision": decision,
             "reason": reason,
+            "input_id": input_id,
+            "action": action,
+            "content": None if content is None else dict(content),
             "timeout": timeout,
         }
         run: AgentRun = self._send(call("resume_run", {"run_id": run_id}, body=body))
@@ -413,12 +421,18 @@ class AsyncFevexClient:
         approval_id: str | None = None,
         decision: str | None = None,
         reason: str | None = None,
+        input_id: str | None = None,
+        action: str | None = None,
+        content: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> AgentRun:
         body = {
             "approval_id": approval_id,
             "decision": decision,
             "reason": reason,
+            "input_id": input_id,
+            "action": action,
+            "content": None if content is None else dict(content),
             "timeout": timeout,
         }
         run: AgentRun = await self._send(call("resume_run", {"run_id": run_id}, body=body))

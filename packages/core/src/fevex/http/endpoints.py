@@ -208,6 +208,10 @@ class Endpoints:
     async def resume_run(self, call: Incoming) -> Response:
         body = call.body
         run = await self._run(call)
+        if body.get("input_id") is not None or body.get("action") is not None:
+            return await self._answer_input(call, run.id)
+        if body.get("content") is not None:
+            raise invalid("content goes with input_id and the action 'accept'.")
         approval_id, verdict = body.get("approval_id"), body.get("decision")
         if (approval_id is None) != (verdict is None):
             raise invalid("approval_id and decision go together.")
@@ -226,6 +230,22 @@ class Endpoints:
             run.id, decision, timeout=body.get("timeout"), wait=False
         )
         return _run_response(resumed, 202)
+
+    async def _answer_input(self, call: Incoming, run_id: str) -> Response:
+        body = call.body
+        if body.get("approval_id") is not None or body.get("decision") is not None:
+            raise invalid("An input's answer and an approval's decision go in two requests.")
+        if body.get("input_id") is None or body.get("action") is None:
+            raise invalid("input_id and action go together.")
+        answer = {
+            "type": "input",
+            "input_id": body["input_id"],
+            "action": body["action"],
+            "content": body.get("content"),
+            "actor": _actor(call.caller, "answering an input"),
+        }
+        answered = await self.fevex.resume_run(run_id, answer, wait=False)
+        return _run_response(answered, 202)
 
     async def recover_run(self, call: Incoming) -> Response:
         run = await self._run(call)

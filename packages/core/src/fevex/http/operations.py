@@ -292,13 +292,25 @@ OPERATIONS: tuple[Operation, ...] = (
         "resume_run",
         "/v1/runs/{run_id}/resume",
         "Decide a pending approval (the actor is the caller; a rejection may give the model a "
-        "reason), or continue a run whose wait is over.",
+        "reason), answer a pending input of a running run (input_id with action 'accept' and "
+        "its content, 'decline' or 'cancel'), or continue a run whose wait is over.",
         Answer("202", TAKEN_OVER, "Run"),
         BodyField("approval_id", optional(identifier), {**NULLABLE_TEXT, "minLength": 1}),
         BodyField(
             "decision", optional(choice("approve", "reject")), {"enum": ["approve", "reject", None]}
         ),
         BodyField("reason", optional(text), NULLABLE_TEXT),
+        BodyField("input_id", optional(identifier), {**NULLABLE_TEXT, "minLength": 1}),
+        BodyField(
+            "action",
+            optional(choice("accept", "decline", "cancel")),
+            {"enum": ["accept", "decline", "cancel", None]},
+        ),
+        BodyField(
+            "content",
+            any_json,
+            {"type": ["object", "null"], "description": "The values, with 'accept'."},
+        ),
         TIMEOUT,
     ),
     _command(

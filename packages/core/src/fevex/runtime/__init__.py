@@ -21,6 +21,7 @@ from fevex.runtime.executions import (
     RunTakeover,
 )
 from fevex.runtime.in_memory_run_store import InMemoryRunStore
+from fevex.runtime.inputs import InputAnswer, PendingInput
 from fevex.runtime.memory_rules import (
     FORMER_DEFAULT_NAMESPACE,
     check_memory_content,
@@ -97,10 +98,12 @@ __all__ = [
     "ExecutionContext",
     "ExecutionCreate",
     "InMemoryRecordStore",
+    "InputAnswer",
     "InMemoryRunStore",
     "JsonValue",
     "NotifyingRunStore",
     "PendingApproval",
+    "PendingInput",
     "RecordStore",
     "RecoverySweep",
     "RunLease",

@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeAlias
 from fevex.messages import Message, message_from_json
 from fevex.models import Usage
 from fevex.runtime.approval import PendingApproval, pending_approvals
+from fevex.runtime.inputs import PendingInput, pending_inputs
 
 __all__ = ["AgentRun", "JsonValue", "RunStatus", "Session", "changed_session"]
 
@@ -79,6 +80,14 @@ class AgentRun:
         """The approvals this paused run waits for itself (see :class:`PendingApproval`);
         a workflow or team waiting for a child lists the child's on ``RunPausedError``."""
         return pending_approvals(self.pause, self.id)
+
+    @property
+    def inputs(self) -> tuple[PendingInput, ...]:
+        """The requests a tool call of this running run waits on a person for (see
+        :class:`PendingInput`): the run stays ``running`` while they are pending."""
+        if self.status != "running":
+            return ()
+        return pending_inputs(self.pause, self.id)
 
     @property
     def usage_totals(self) -> Usage:

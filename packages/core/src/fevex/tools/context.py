@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fevex.errors import InputAnswer, PendingInput
 
 __all__ = ["ToolContext"]
+
+AskInput = Callable[["PendingInput", float], Awaitable["InputAnswer"]]
 
 
 @dataclass(slots=True)
@@ -23,6 +30,8 @@ class ToolContext:
     """
 
     __slots__ = (
+        "_ask_input",
+        "_call_limit",
         "_cancellation",
         "_credentials",
         "agent_name",
@@ -55,6 +64,10 @@ class ToolContext:
         self.attempt = attempt
         self._cancellation = cancellation or _Cancellation()
         self._credentials = credentials
+        # Set by the runner of an agent's tool call: how it asks a person for input.
+        self._ask_input: AskInput | None = None
+        # A connection call's timeout, which a person's time does not count against.
+        self._call_limit: asyncio.Timeout | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -72,6 +85,46 @@ class ToolContext:
                 category="tool",
             )
         return await self._credentials(name)
+
+    async def request_input(
+        self,
+        message: str,
+        *,
+        schema: Mapping[str, Any],
+        timeout: float,
+        kind: str = "input",
+        connection: str | None = None,
+    ) -> InputAnswer:
+        """Ask a person for the values ``schema`` describes, and wait for the answer: the
+        run lists the request on ``AgentRun.inputs`` (a
+        :class:`~fevex.runtime.PendingInput`) while it stays ``running``, and whoever
+        answers it with ``resume_run`` (from any process sharing the store) ends the wait.
+        ``INPUT_TIMEOUT`` after ``timeout`` seconds without an answer; the wait does not
+        count against a connection's timeout. ``message`` and ``schema`` are stored on the
+        run and shown to the person: nothing secret may be in them."""
+        from fevex.errors import FevexRunError, PendingInput
+
+        if self._ask_input is None:
+            raise FevexRunError(
+                "INPUT_UNAVAILABLE",
+                f"Tool {self.tool_name} cannot ask a person for input here: only a tool call "
+                "of an agent run can.",
+                category="tool",
+            )
+        request = PendingInput(
+            "", kind, message, dict(schema), connection, self.tool_name, self.tool_call_id
+        )
+        limit = self._call_limit
+        left = None if limit is None or limit.when() is None else limit.when()
+        loop = asyncio.get_running_loop()
+        if limit is not None:
+            left = None if left is None else left - loop.time()
+            limit.reschedule(None)
+        try:
+            return await self._ask_input(request, timeout)
+        finally:
+            if limit is not None and left is not None:
+                limit.reschedule(loop.time() + max(left, 0.0))
 
     def __repr__(self) -> str:
         return (

@@ -605,6 +605,7 @@ class AgentLoop:
             cancellation=self.execution.cancellation,
             guard=self.execution.guard,
             on_tool_exception=self.on_tool_exception,
+            ask_input=self.execution.ask_input,
         )
 
     async def _pause_for_approval(

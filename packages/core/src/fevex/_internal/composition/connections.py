@@ -199,7 +199,9 @@ class ConnectionResolver:
 
         async def call(input: Any, context: ToolContext) -> Any:
             try:
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout(timeout) as limit:
+                    # A person's answer (ToolContext.request_input) does not count.
+                    context._call_limit = limit
                     return await provider.call_tool(remote_name, input, context)
             except FevexError:
                 raise

@@ -38,7 +38,7 @@ from fevex.errors import FevexError, FevexRunError
 from fevex.models import ToolCall
 from fevex.policies.policy import Policy, PolicyRequest, enforce_policies
 from fevex.schemas.schema import ensure_json
-from fevex.tools.context import ToolContext, _Cancellation
+from fevex.tools.context import AskInput, ToolContext, _Cancellation
 from fevex.tools.redaction import redact_secrets, secret_spellings
 from fevex.tools.retry import ToolRetry
 
@@ -54,6 +54,7 @@ class ToolCallRun:
 
     __slots__ = (
         "agent_name",
+        "ask_input",
         "asked_retry",
         "call",
         "cancellation",
@@ -82,8 +83,10 @@ class ToolCallRun:
         cancellation: _Cancellation,
         guard: Callable[[Awaitable[Any]], Awaitable[Any]],
         on_tool_exception: ToolExceptionHook | None = None,
+        ask_input: AskInput | None = None,
     ) -> None:
         self.tool = tool
+        self.ask_input = ask_input
         self.call = call
         self.run_id = run_id
         self.session_id = session_id
@@ -312,6 +315,7 @@ class ToolCallRun:
             return await self.resolve_credential(name, context)
 
         context._credentials = resolve
+        context._ask_input = self.ask_input
         return context
 
     async def resolve_credential(self, name: str, context: ToolContext) -> str:

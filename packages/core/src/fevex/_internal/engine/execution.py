@@ -31,10 +31,12 @@ from fevex._internal.engine.deadline import DeadlineReached
 from fevex._internal.engine.event_sink import EventSink
 from fevex._internal.engine.lease_keeper import LeaseKeeper
 from fevex._internal.engine.model_calls import ModelCallGate
+from fevex._internal.engine.person_inputs import InputDesk
 from fevex._internal.engine.waits import paused_until
 from fevex.errors import FevexError, FevexRunError, RunCancelledError
 from fevex.events import RunEvent
 from fevex.events.cost import Cost
+from fevex.runtime.inputs import InputAnswer, PendingInput
 from fevex.runtime.records import AgentRun
 from fevex.tools.context import _Cancellation
 
@@ -117,6 +119,8 @@ class Execution:
         # The gate of the run's tree when a group of child runs holds one (the kernel
         # sets it): the agent loop takes a slot of it around each model call.
         self.model_calls: ModelCallGate | None = None
+        # Where its tool calls ask a person for input (the kernel sets it).
+        self.inputs: InputDesk | None = None
 
     @property
     def run_id(self) -> str:
@@ -184,6 +188,13 @@ class Execution:
         finally:
             if outermost and task is not None:
                 self._guarded.discard(task)
+
+    async def ask_input(self, request: PendingInput, timeout: float) -> InputAnswer:
+        """Show ``request`` on the run and wait, inside the calling tool call, for a
+        person's answer (see :mod:`fevex._internal.engine.person_inputs`)."""
+        if self.inputs is None:
+            raise FevexRunError("INPUT_UNAVAILABLE", "This run cannot ask a person for input.")
+        return await self.inputs.ask(self.sink, request, timeout)
 
     def _deadline_fired(self) -> None:
         """The run's deadline: every await inside guard() now stops with DeadlineReached;

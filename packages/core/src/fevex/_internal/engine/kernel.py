@@ -31,6 +31,7 @@ from fevex._internal.engine.event_sink import EventSink, Observers
 from fevex._internal.engine.execution import Execution, log_run
 from fevex._internal.engine.kind_table import KindTable
 from fevex._internal.engine.model_calls import ModelCallGate
+from fevex._internal.engine.person_inputs import InputDesk
 from fevex._internal.engine.run_kind import Driver, RunKind
 from fevex._internal.engine.waits import (
     paused_until,
@@ -82,6 +83,8 @@ class Kernel:
         # Root run id -> the model-call gate of its tree, while a group of child runs
         # holds it (see model_calls).
         self.model_gates: dict[str, ModelCallGate] = {}
+        # The requests its runs' tool calls wait on a person for (see person_inputs).
+        self.inputs = InputDesk()
         # The kinds of run this kernel executes, by the name runs record as their kind:
         # registered once, here, each built when first looked up (see kind_table), and the
         # kernel's for its whole life.
@@ -137,6 +140,7 @@ class Kernel:
             opening=opening,
             active=self.active,
         )
+        execution.inputs = self.inputs
         if self.model_gates:
             gate = self.model_gates.get(sink.run.root_run_id)
             if gate is not None:

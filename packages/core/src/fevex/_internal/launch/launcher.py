@@ -36,6 +36,7 @@ from fevex.runtime.approval import (
     waiting_children,
 )
 from fevex.runtime.context import ExecutionContext
+from fevex.runtime.inputs import InputAnswer
 from fevex.runtime.records import AgentRun
 from fevex.runtime.run_result import RunResult
 from fevex.schemas.schema import ensure_json
@@ -124,6 +125,20 @@ class Launcher:
         return await self.kernel.decide_approval(
             run_id, ApprovalDecision(approval_id, choice, actor, reason=reason), timeout=timeout
         )
+
+    async def answer_input(
+        self,
+        run_id: str,
+        answer: InputAnswer,
+        definition: TypedDefinition[Any] | None,
+    ) -> AgentRun:
+        """Deliver ``answer`` to the tool call of a running run that waits for it (see
+        ``Fevex.resume_run``) and return the run as it stands once the call took it."""
+        run = await self.kernel.get_run(run_id)
+        if definition is not None:
+            check_run_definition(run, definition)
+        await self.kernel.inputs.answer(run, answer)
+        return await self.kernel.get_run(run_id)
 
     async def send_event(
         self,

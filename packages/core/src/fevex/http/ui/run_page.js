@@ -10,6 +10,9 @@ import { el, formatAfter, formatCost, formatDuration, formatTime, json, replace,
 import { conversation, describeWait, renderLayer, stepTable, steps } from "./run_parts.js";
 import { waterfall } from "./waterfall.js";
 
+// What a person typed into a pending input's answer, by input id.
+const inputDrafts = new Map();
+
 const LAYERS = ["stream", "state", "messages", "turn"];
 const ENDED = new Set(["completed", "failed", "cancelled"]);
 const COMPOSED = new Set(["workflow", "team", "task"]);
@@ -126,8 +129,11 @@ export function showRun(main, runId, signal, focusSequence = null) {
     replace(input, el("h2", {}, "Input"), el("pre", { id: "input" }, typeof run.input === "string" ? run.input : json(run.input)));
     renderSummary();
     const approvals = run.status === "paused" && run.pause && Array.isArray(run.pause.approvals) ? run.pause.approvals : [];
+    // A running run's tool call waiting on a person (an MCP server's elicitation).
+    const inputs = run.status === "running" && run.pause && run.pause.reason === "input" && Array.isArray(run.pause.inputs) ? run.pause.inputs : [];
     replace(controls,
       approvals.map(approvalCard),
+      inputs.map(inputCard),
       ENDED.has(run.status) ? null : el("div", { class: "actions" }, el("button", { type: "button", id: "cancel", onclick: cancel }, "Cancel run")));
     replace(waiting, run.status === "paused" && run.pause ? [el("h2", {}, "Waiting"), el("ul", { id: "waiting" }, describeWait(run.pause, run.updated_at))] : null);
     if (run.status === "completed") replace(outcome, el("h2", {}, "Output"), el("pre", { id: "output" }, json(run.output)));
@@ -194,6 +200,31 @@ export function showRun(main, runId, signal, focusSequence = null) {
       el("div", { class: "actions" },
         el("button", { type: "button", class: "approve", onclick: decide("approve") }, "Approve"),
         el("button", { type: "button", class: "reject", onclick: decide("reject") }, "Reject")));
+  }
+
+  function inputCard(input) {
+    // Kept across the page's refreshes while the run runs.
+    const content = el("textarea", { class: "input-content", rows: "4", oninput: () => inputDrafts.set(input.id, content.value) }, inputDrafts.get(input.id) ?? "{}");
+    const answer = (action) => async () => {
+      try {
+        const body = { input_id: input.id, action };
+        if (action === "accept") body.content = JSON.parse(content.value || "{}");
+        await postJson(runPath(runId, "/resume"), body);
+        await refresh();
+      } catch (error) {
+        replace(outcome, problem(error));
+      }
+    };
+    // The message and the schema come from a remote server: shown as text, never as markup.
+    return el("div", { class: "pending-input", "data-input-id": input.id },
+      el("p", {}, "Input requested by ", el("strong", {}, String(input.connection || input.tool_name || "a tool")), ` (until ${input.expires_at})`),
+      el("pre", { class: "input-message" }, String(input.message)),
+      el("pre", { class: "input-schema" }, json(input.schema)),
+      content,
+      el("div", { class: "actions" },
+        el("button", { type: "button", class: "accept", onclick: answer("accept") }, "Answer"),
+        el("button", { type: "button", class: "decline", onclick: answer("decline") }, "Decline"),
+        el("button", { type: "button", class: "cancel-input", onclick: answer("cancel") }, "Cancel request")));
   }
 
   async function cancel() {
