@@ -6,7 +6,8 @@ per item of a million): reporting only keeps the latest value and wakes the agen
 once, from the loop's thread or a worker thread, and never waits. The loop runs the call
 in a task of its own and, while it runs, commits a ``tool.progress`` event for the latest
 report at most once per ``PROGRESS_INTERVAL`` seconds and at most ``MAX_PROGRESS_EVENTS``
-times per call; a report superseded in between is never recorded. Trace events go to the
+times per call; a report superseded in between is never recorded. Each is committed at
+once (also when nobody streams the run), so that the store shows a running call's progress. Trace events go to the
 app's tracer (nothing without one), at most ``MAX_TRACE_EVENTS`` per call, through its
 bounded queue. Text in either is cleaned of control characters and bounded.
 """
@@ -79,9 +80,10 @@ class CallReports:
             return
         if not _finite(progress) or not (total is None or _finite(total)):
             return
-        text = clean_text(message, MAX_MESSAGE_CHARS) if isinstance(message, str) else None
+        # Cut now and cleaned once recorded: a flood pays for a slice per report, not a scan.
+        text = message[: MAX_MESSAGE_CHARS * 2] if isinstance(message, str) else None
         # The value first, the flag second: the loop clears the flag, then reads the value.
-        self._latest = (float(progress), None if total is None else float(total), text or None)
+        self._latest = (float(progress), None if total is None else float(total), text)
         if not self._signalled:
             self._signalled = True
             self._soon(self._wake.set)
@@ -142,9 +144,12 @@ class CallReports:
                 self._latest = None
                 self.recorded += 1
                 self._next_at = time.monotonic() + PROGRESS_INTERVAL
-                progress, total, message = latest
+                progress, total, said = latest
+                message = clean_text(said, MAX_MESSAGE_CHARS) or None if said else None
                 payload = {**self._base, "progress": progress, "total": total, "message": message}
-                yield await self._sink.emit("tool.progress", payload)
+                # Committed at once, also while the sink batches: progress is for watching
+                # a call that is still running; the bounds above keep the commits few.
+                yield await self._sink.emit("tool.progress", payload, durable=True)
             self.output = task.result()
         finally:
             self.closed = True
