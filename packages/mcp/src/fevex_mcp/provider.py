@@ -153,7 +153,9 @@ class MCPToolProvider:
         async def call(client: Client, secrets: Sequence[str]) -> Any:
             # No local holds the result: a failed one's text may hold an echoed secret.
             return result_value(
-                await call_tool(client, name, arguments), context.tool_name, secrets
+                await call_tool(client, name, arguments, context, secrets),
+                context.tool_name,
+                secrets,
             )
 
         return await self._channel.run(context, call)
