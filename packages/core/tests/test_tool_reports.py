@@ -76,8 +76,8 @@ async def test_reported_progress_becomes_tool_progress_events_and_stream_items()
         },
     ]
     types = [event.type for event in events]
-    assert types.index("tool.started") < types.index("tool.progress") < types.index(
-        "tool.completed"
+    assert (
+        types.index("tool.started") < types.index("tool.progress") < types.index("tool.completed")
     )
     stream = project_run(events).stream
     reported = [item for item in stream if isinstance(item, ToolProgress)]
@@ -121,15 +121,16 @@ async def test_the_cap_per_call_holds_however_long_a_call_reports(
 
     # No coalescing window: only the cap per call can stop the events.
     monkeypatch.setattr(tool_reports, "PROGRESS_INTERVAL", 0.0)
-    recorded = [-1.0]
+    recorded = asyncio.Event()
 
     @define_tool(name="crawl", description="Crawl.")
     async def crawl(context: ToolContext) -> str:
         for page in range(MAX_PROGRESS_EVENTS + 20):
+            recorded.clear()
             context.report_progress(page)
             # Each page's report is recorded before the next is made (none coalesced).
-            while recorded[0] < page < MAX_PROGRESS_EVENTS:
-                await asyncio.sleep(0.002)
+            if page < MAX_PROGRESS_EVENTS:
+                await recorded.wait()
             await asyncio.sleep(0.002)
         return "crawled"
 
@@ -138,7 +139,7 @@ async def test_the_cap_per_call_holds_however_long_a_call_reports(
     def seen(event: Any) -> None:
         events.append(event)
         if event.type == "tool.progress":
-            recorded[0] = event.payload["progress"]
+            recorded.set()
 
     app = app_with(crawl, seen)
     async with asyncio.timeout(60):
@@ -211,7 +212,9 @@ async def test_trace_events_go_on_the_tool_span_bounded() -> None:
     assert first.attributes["count"] == 3
     assert "nested" not in first.attributes
     data = first.attributes["data"]
-    assert isinstance(data, str) and len(data) == 1000 and "\x00" not in data
+    assert isinstance(data, str)
+    assert len(data) == 1000
+    assert "\x00" not in data
     assert [event.name for event in tool.events[1:]] == ["fetch.flood"] * (MAX_TRACE_EVENTS - 1)
 
 
@@ -230,11 +233,17 @@ async def test_cancelling_a_run_stops_a_call_that_reports() -> None:
         return "never"
 
     events: list[Any] = []
-    app = app_with(watch, events)
+    reported = asyncio.Event()
+
+    def seen(event: Any) -> None:
+        events.append(event)
+        if event.type == "tool.progress":
+            reported.set()
+
+    app = app_with(watch, seen)
     running = asyncio.create_task(app.run_agent("worker", "Watch."))
     async with asyncio.timeout(30):
-        while not any(event.type == "tool.progress" for event in events):
-            await asyncio.sleep(0.01)
+        await reported.wait()
     cancelled = await app.cancel_run(events[0].run_id)
     assert cancelled.status == "cancelled"
     with pytest.raises(RunCancelledError):

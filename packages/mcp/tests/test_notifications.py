@@ -102,7 +102,8 @@ async def test_progress_notifications_become_tool_progress_events(
     # The server's text: cleaned of controls, and without the caller's secret it echoed.
     assert first["message"].startswith("step 1 of ")
     assert "[redacted]" in first["message"]
-    assert "\x1b" not in first["message"] and "\u202e" not in first["message"]
+    assert "\x1b" not in first["message"]
+    assert "\u202e" not in first["message"]
     everything = json.dumps([event.to_json() for event in events])
     assert "s3cret" not in everything
 
@@ -112,10 +113,7 @@ async def test_a_server_flooding_progress_floods_nothing(
     transport: str, notifying_url: str
 ) -> None:
     events: list[RunEvent] = []
-    if transport == "http":
-        provider = create_mcp_tool_provider(notifying_url)
-    else:
-        provider = stdio_provider()
+    provider = create_mcp_tool_provider(notifying_url) if transport == "http" else stdio_provider()
     # The SDK spends about half a millisecond on each notification: 30,000 of them keep
     # the call busy for several seconds, many coalescing windows.
     count = 30_000
@@ -160,7 +158,8 @@ async def test_log_messages_become_redacted_trace_events_on_the_call_s_span(
     assert first["mcp.log.logger"] == "worker"
     data = str(first["mcp.log.data"])
     assert data.startswith("working with [redacted]")
-    assert "\x1b" not in data and "\u202e" not in data
+    assert "\x1b" not in data
+    assert "\u202e" not in data
     assert len(data) <= 1000
     assert second["mcp.log.level"] == "warning"
     assert json.loads(str(second["mcp.log.data"])) == {"said": "[redacted]", "count": 1000}

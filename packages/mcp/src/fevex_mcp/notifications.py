@@ -104,7 +104,9 @@ def _redacted(text: str, limit: int, secrets: Iterable[str]) -> str:
     redacted, then cut, so that no prefix of a secret survives the cut."""
     known = [secret for secret in secrets if secret]
     known += [unicodedata.normalize("NFKC", secret) for secret in known]
-    room = max((len(spelling) for secret in known for spelling in secret_spellings(secret)), default=0)
+    room = max(
+        (len(spelling) for secret in known for spelling in secret_spellings(secret)), default=0
+    )
     clean = unicodedata.normalize("NFKC", text[: limit + room])
     if known:
         clean = redact_secrets(clean, known)

@@ -7,9 +7,10 @@ once, from the loop's thread or a worker thread, and never waits. The loop runs 
 in a task of its own and, while it runs, commits a ``tool.progress`` event for the latest
 report at most once per ``PROGRESS_INTERVAL`` seconds and at most ``MAX_PROGRESS_EVENTS``
 times per call; a report superseded in between is never recorded. Each is committed at
-once (also when nobody streams the run), so that the store shows a running call's progress. Trace events go to the
-app's tracer (nothing without one), at most ``MAX_TRACE_EVENTS`` per call, through its
-bounded queue. Text in either is cleaned of control characters and bounded.
+once (also when nobody streams the run), so that the store shows a running call's
+progress. Trace events go to the app's tracer (nothing without one), at most
+``MAX_TRACE_EVENTS`` per call, through its bounded queue. Text in either is cleaned of
+control characters and bounded.
 """
 
 from __future__ import annotations
