@@ -1,5 +1,6 @@
 """What fevex-mcp asks of a connected server, whatever the transport: the paged lists
-(tools, resources, prompts), a tool call, a resource read and a prompt.
+(tools, resources, resource templates, prompts), a tool call, a resource read and a
+prompt.
 
 Each function takes a connected SDK ``Client``; :mod:`fevex_mcp.session` (Streamable
 HTTP, a session per run) and :mod:`fevex_mcp.stdio_session` (one long-lived process)
@@ -36,7 +37,7 @@ __all__ = [
     "read_resource",
 ]
 
-Kind = Literal["tools", "resources", "prompts"]
+Kind = Literal["tools", "resources", "prompts", "resource_templates"]
 
 # A server that keeps handing out cursors must not keep a discovery going forever.
 MAX_PAGES = 100
@@ -56,6 +57,10 @@ async def list_all(client: Client, kind: Kind, where: str) -> list[Any]:
             resources = await client.list_resources(cursor=cursor)
             items.extend(resources.resources)
             cursor = resources.next_cursor
+        elif kind == "resource_templates":
+            templates = await client.list_resource_templates(cursor=cursor)
+            items.extend(templates.resource_templates)
+            cursor = templates.next_cursor
         else:
             prompts = await client.list_prompts(cursor=cursor)
             items.extend(prompts.prompts)
