@@ -32,8 +32,8 @@ def call(remote: str) -> ToolContext:
 
 
 @pytest.fixture
-async def wiki_url() -> AsyncIterator[str]:
-    from conftest import serve
+async def wiki_url(serve_on_loopback: Any) -> AsyncIterator[str]:
+    serve = serve_on_loopback
 
     server = MCPServer("wiki", log_level="WARNING")
 
@@ -56,9 +56,7 @@ async def wiki_url() -> AsyncIterator[str]:
 async def test_templates_are_listed_and_a_uri_built_from_one_is_read(wiki_url: str) -> None:
     async with create_mcp_tool_provider(wiki_url, features=("tools", "resources")) as provider:
         tools = {tool.name: tool for tool in await provider.list_tools(DISCOVERY)}
-        templates = await provider.call_tool(
-            "resources_templates", {}, call("resources_templates")
-        )
+        templates = await provider.call_tool("resources_templates", {}, call("resources_templates"))
         read = await provider.call_tool(
             "resources_read", {"uri": "wiki://pages/leases"}, call("resources_read")
         )

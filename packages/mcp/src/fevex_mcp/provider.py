@@ -105,8 +105,9 @@ class MCPToolProvider:
 
     async def list_tools(self, context: ConnectionContext) -> Sequence[RemoteTool]:
         """Discover the server's tools as it describes them, plus ``resources_list``,
-        ``resources_templates`` and ``resources_read`` when resources were asked for. fevex treats every field as
-        untrusted: it bounds and labels descriptions, pins schemas and ignores hints."""
+        ``resources_templates`` and ``resources_read`` when resources were asked for.
+        fevex treats every field as untrusted: it bounds and labels descriptions, pins
+        schemas and ignores hints."""
         from fevex_mcp.resources import RESOURCE_TOOL_NAMES, resource_tools
 
         tools = await self._channel.listing(context, "tools")
@@ -168,8 +169,14 @@ class MCPToolProvider:
         self, name: str, input: dict[str, Any], context: ToolContext
     ) -> dict[str, Any]:
         from fevex_mcp.operations import read_resource
-        from fevex_mcp.resources import RESOURCES_LIST, RESOURCES_TEMPLATES, list_value, listed
-        from fevex_mcp.resources import read_value, templates_value
+        from fevex_mcp.resources import (
+            RESOURCES_LIST,
+            RESOURCES_TEMPLATES,
+            list_value,
+            listed,
+            read_value,
+            templates_value,
+        )
 
         if name == RESOURCES_TEMPLATES:
             return templates_value(*await self._templates(context))
