@@ -193,6 +193,9 @@ ADDED: dict[str, set[str]] = {
     },
     # A running tool call's request for a person's input, and its answer (issue 43).
     "fevex": {"InputAnswer", "PendingInput"},
+    # A running tool call's progress, as the stream layer of project_run shows it (issue 43:
+    # MCP progress notifications, and ToolContext.report_progress, become tool.progress).
+    "fevex.events": {"ToolProgress"},
     # OAuth 2.1 for MCP servers over Streamable HTTP (issue 43): the options a provider
     # takes as oauth=, the redirect a CLI can use, and the token stores an app gives it.
     "fevex_mcp": {

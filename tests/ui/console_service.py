@@ -4,7 +4,8 @@ Callers authenticate with ``Authorization: Bearer alice`` (namespace ``acme``). 
 ``support`` asks for one ``charge`` that needs approval, then answers; ``ticker`` calls
 ``tick`` as many times as its input says (each tick waits ``FEVEX_TEST_TICK_SECONDS``; an
 input ``"8 PATH"`` also holds the first tick until the file ``PATH`` exists);
-``browser`` calls ``fetch_page``, whose output is hostile markup. Every model step
+``browser`` calls ``fetch_page``, which reports its progress with a message of hostile
+markup and whose output is hostile markup too. Every model step
 reports 10 input and 5 output tokens, priced at 0.001 USD a token. The ``desk`` team
 delegates to ``support``, so its run has a child. The ``review`` workflow waits for the
 event ``review.approved``, then sleeps an hour on a timer. The durable task ``console.tick`` runs
@@ -27,6 +28,7 @@ from starlette.requests import Request
 from fevex import (
     Fevex,
     Limits,
+    ToolContext,
     WorkflowStep,
     create_fevex,
     define_agent,
@@ -80,7 +82,10 @@ async def tick(request: Tick) -> dict[str, Any]:
     return {"tick": request.number}
 
 
-async def fetch_page(request: Page) -> str:
+async def fetch_page(request: Page, context: ToolContext) -> str:
+    # Progress with a hostile message: the timeline shows it as text.
+    context.report_progress(1, total=2, message=HOSTILE)
+    await asyncio.sleep(0.05)
     return HOSTILE
 
 

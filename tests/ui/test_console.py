@@ -223,6 +223,10 @@ def test_hostile_markup_from_a_tool_shows_as_text_and_runs_nothing(
         page.click(f"button[data-layer={layer}]")
         assert "<script>window.__fevexInjected" in page.locator("#layer").text_content()
     assert "<img src=x onerror=" in page.locator("#timeline").text_content()
+    # The tool's progress is a row of its own, its message shown as text.
+    progress = page.locator("#timeline tr", has_text="tool.progress")
+    assert progress.count() == 1
+    assert "progress 1 of 2: <script>" in progress.locator("summary").text_content()
     assert "<img src=x onerror=" in page.locator("#output").text_content()
     assert page.locator("main script, main img").count() == 0
     assert page.evaluate("window.__fevexInjected") is None

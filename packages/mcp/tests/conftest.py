@@ -308,6 +308,13 @@ async def serve(app: ASGIApp) -> tuple[uvicorn.Server, asyncio.Task[None], int]:
 
 
 @pytest.fixture
+def serve_on_loopback() -> Callable[[ASGIApp], Awaitable[Any]]:
+    """``serve``, for test modules that build servers of their own (the suite imports
+    test files with importlib, so they cannot import this conftest)."""
+    return serve
+
+
+@pytest.fixture
 async def mcp_server() -> AsyncIterator[RunningServer]:
     recorder = Recorder()
     app = recording(build_server(recorder).streamable_http_app(), recorder)

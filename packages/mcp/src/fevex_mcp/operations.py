@@ -1,5 +1,6 @@
 """What fevex-mcp asks of a connected server, whatever the transport: the paged lists
-(tools, resources, prompts), a tool call, a resource read and a prompt.
+(tools, resources, resource templates, prompts), a tool call, a resource read and a
+prompt.
 
 Each function takes a connected SDK ``Client``; :mod:`fevex_mcp.session` (Streamable
 HTTP, a session per run) and :mod:`fevex_mcp.stdio_session` (a process per run) supply
@@ -8,6 +9,8 @@ it. Importing this module imports the MCP SDK.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable
 from typing import Any, Literal
 
 try:
@@ -19,8 +22,10 @@ except ImportError as error:  # pragma: no cover - the distribution depends on m
         'pip install "fevex[mcp]"'
     ) from error
 
+from fevex.tools import ToolContext
 from fevex_mcp.__about__ import __version__
 from fevex_mcp.errors import PROTOCOL_ERROR, run_error
+from fevex_mcp.notifications import notices_of, progress_reporter
 
 __all__ = [
     "CLIENT_INFO",
@@ -32,7 +37,7 @@ __all__ = [
     "read_resource",
 ]
 
-Kind = Literal["tools", "resources", "prompts"]
+Kind = Literal["tools", "resources", "prompts", "resource_templates"]
 
 # A server that keeps handing out cursors must not keep a discovery going forever.
 MAX_PAGES = 100
@@ -52,6 +57,10 @@ async def list_all(client: Client, kind: Kind, where: str) -> list[Any]:
             resources = await client.list_resources(cursor=cursor)
             items.extend(resources.resources)
             cursor = resources.next_cursor
+        elif kind == "resource_templates":
+            templates = await client.list_resource_templates(cursor=cursor)
+            items.extend(templates.resource_templates)
+            cursor = templates.next_cursor
         else:
             prompts = await client.list_prompts(cursor=cursor)
             items.extend(prompts.prompts)
@@ -65,13 +74,26 @@ async def list_all(client: Client, kind: Kind, where: str) -> list[Any]:
     )
 
 
-async def call_tool(client: Client, name: str, arguments: dict[str, Any]) -> CallToolResult:
+async def call_tool(
+    client: Client,
+    name: str,
+    arguments: dict[str, Any],
+    context: ToolContext | None = None,
+    secrets: Iterable[str] = (),
+) -> CallToolResult:
+    """Call tool ``name``; with the fevex call's ``context``, its progress notifications
+    and the log messages sent meanwhile reach the run (:mod:`fevex_mcp.notifications`)."""
     # The SDK would check a result's structured content against the server's own
     # outputSchema with Python's backtracking `re` (a hostile pattern could stall the
     # run), after listing the tools again to find that schema. A remote tool's output
     # is untrusted data whatever the server promises, so that check is skipped.
     client.session.validate_tool_result = _output_schema_unchecked  # type: ignore[method-assign]
-    return await client.call_tool(name, arguments)
+    if context is None:
+        return await client.call_tool(name, arguments)
+    notices = notices_of(client)
+    progress = progress_reporter(context, secrets)
+    with notices.running(context) if notices is not None else contextlib.nullcontext():
+        return await client.call_tool(name, arguments, progress_callback=progress)
 
 
 async def read_resource(client: Client, uri: str) -> ReadResourceResult:

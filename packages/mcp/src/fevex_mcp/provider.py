@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
+from fevex.errors import FevexError
 from fevex.knowledge import (
     ContextItem,
     ContextProviderDefinition,
@@ -87,6 +88,7 @@ class MCPToolProvider:
         self._features = features
         self._max_resource_chars = max_resource_chars
         self._resource_pins = Pins()
+        self._template_pins = Pins()
         self._prompt_pins = Pins()
 
     @property
@@ -110,9 +112,10 @@ class MCPToolProvider:
     # -- tools ---------------------------------------------------------------------------
 
     async def list_tools(self, context: ConnectionContext) -> Sequence[RemoteTool]:
-        """Discover the server's tools as it describes them, plus ``resources_list`` and
-        ``resources_read`` when resources were asked for. fevex treats every field as
-        untrusted: it bounds and labels descriptions, pins schemas and ignores hints."""
+        """Discover the server's tools as it describes them, plus ``resources_list``,
+        ``resources_templates`` and ``resources_read`` when resources were asked for.
+        fevex treats every field as untrusted: it bounds and labels descriptions, pins
+        schemas and ignores hints."""
         from fevex_mcp.resources import RESOURCE_TOOL_NAMES, resource_tools
 
         tools = await self._channel.listing(context, "tools")
@@ -144,7 +147,7 @@ class MCPToolProvider:
     async def call_tool(self, name: str, input: Any, context: ToolContext) -> Any:
         """Call ``name`` with ``input`` and return the result's JSON value."""
         from fevex_mcp.operations import call_tool
-        from fevex_mcp.resources import RESOURCES_LIST, RESOURCES_READ
+        from fevex_mcp.resources import RESOURCE_TOOL_NAMES
         from fevex_mcp.results import result_value
 
         if not isinstance(input, Mapping):
@@ -154,7 +157,7 @@ class MCPToolProvider:
                 f"{type(input).__name__}.",
                 tool_name=context.tool_name,
             )
-        if "resources" in self._features and name in (RESOURCES_LIST, RESOURCES_READ):
+        if "resources" in self._features and name in RESOURCE_TOOL_NAMES:
             return await self._resource_tool(name, dict(input), context)
         arguments = dict(input)
 
@@ -171,7 +174,9 @@ class MCPToolProvider:
                     secrets,
                 )
             return result_value(
-                await call_tool(client, name, arguments), context.tool_name, secrets
+                await call_tool(client, name, arguments, context, secrets),
+                context.tool_name,
+                secrets,
             )
 
         return await self._channel.run(context, call)
@@ -182,8 +187,17 @@ class MCPToolProvider:
         self, name: str, input: dict[str, Any], context: ToolContext
     ) -> dict[str, Any]:
         from fevex_mcp.operations import read_resource
-        from fevex_mcp.resources import RESOURCES_LIST, list_value, listed, read_value
+        from fevex_mcp.resources import (
+            RESOURCES_LIST,
+            RESOURCES_TEMPLATES,
+            list_value,
+            listed,
+            read_value,
+            templates_value,
+        )
 
+        if name == RESOURCES_TEMPLATES:
+            return templates_value(*await self._templates(context))
         available, withheld = listed(
             await self._channel.listing(context, "resources"), self._resource_pins
         )
@@ -204,11 +218,12 @@ class MCPToolProvider:
                 "change, then create a new provider.",
                 tool_name=context.tool_name,
             )
-        if uri not in available:
+        if uri not in available and not await self._templated(uri, context):
             raise run_error(
                 RESOURCE_NOT_FOUND,
                 f"The MCP server {self._channel.where} does not list resource "
-                f"{uri[:200]!r}; only listed resources can be read.",
+                f"{uri[:200]!r}, nor a resource template it matches; only listed "
+                "resources, and URIs of listed templates, can be read.",
                 tool_name=context.tool_name,
                 recoverable=True,
             )
@@ -219,6 +234,23 @@ class MCPToolProvider:
             return read_value(uri, list(result.contents), limit)
 
         return await self._channel.run(context, read)
+
+    async def _templates(self, context: ToolContext) -> tuple[dict[str, Any], list[str]]:
+        from fevex_mcp.resources import listed_templates
+
+        templates = await self._channel.listing(context, "resource_templates")
+        return listed_templates(templates, self._template_pins)
+
+    async def _templated(self, uri: str, context: ToolContext) -> bool:
+        """Whether ``uri`` matches a resource template the server lists (pin holding); a
+        server that lists none (or cannot: no ``resources/templates/list``) has none."""
+        from fevex_mcp.resources import matching_template
+
+        try:
+            available, _ = await self._templates(context)
+        except FevexError:
+            return False
+        return matching_template(uri, available) is not None
 
     # -- prompts -------------------------------------------------------------------------
 
@@ -391,8 +423,9 @@ def create_mcp_tool_provider(
     connection's timeout) each request. ``await provider.aclose()`` stops the server
     and its whole process group.
 
-    ``features`` adds ``"resources"`` (the tools ``resources_list`` and
-    ``resources_read``, whose text is bounded by ``max_resource_chars``) and
+    ``features`` adds ``"resources"`` (the tools ``resources_list``,
+    ``resources_templates`` and ``resources_read``, whose text is bounded by
+    ``max_resource_chars``) and
     ``"prompts"`` (:meth:`MCPToolProvider.prompt_skill`,
     :meth:`MCPToolProvider.prompt_context`) to ``"tools"``. ``transport`` may name the
     transport (``"streamable-http"`` or ``"stdio"``); legacy ``"sse"`` is refused.

@@ -1,12 +1,13 @@
-"""A server's resources as two read-only tools the app may allow: ``resources_list`` and
-``resources_read``.
+"""A server's resources as three read-only tools the app may allow: ``resources_list``,
+``resources_templates`` and ``resources_read``.
 
-Both return data, like any tool output: the core hands it to the model as a tool result,
-never as instructions. Only resources the server listed (and whose pin holds) can be
-read, so a model cannot make the server read a URI of its choosing; resource templates
-are not offered. What a read returns is bounded: text beyond ``max_resource_chars`` in
-all is cut (``"truncated": true``), and binary content becomes a placeholder with its
-MIME type and size.
+All return data, like any tool output: the core hands it to the model as a tool result,
+never as instructions. Only a resource the server listed, or a URI that matches one of
+the resource templates it listed (RFC 6570, matched by the SDK's non-backtracking
+matcher), can be read, and only while its pin holds: a model chooses a template's values,
+never a URI the server did not offer. What a read returns is bounded: text beyond
+``max_resource_chars`` in all is cut (``"truncated": true``), and binary content becomes a
+placeholder with its MIME type and size.
 """
 
 from __future__ import annotations
@@ -21,18 +22,24 @@ from fevex_mcp.pins import Pins
 __all__ = [
     "RESOURCES_LIST",
     "RESOURCES_READ",
+    "RESOURCES_TEMPLATES",
     "RESOURCE_TOOL_NAMES",
     "Listed",
     "list_value",
     "listed",
+    "listed_templates",
+    "matching_template",
     "read_value",
     "resource_tools",
+    "templates_value",
 ]
 
 RESOURCES_LIST = "resources_list"
 RESOURCES_READ = "resources_read"
-RESOURCE_TOOL_NAMES = frozenset({RESOURCES_LIST, RESOURCES_READ})
+RESOURCES_TEMPLATES = "resources_templates"
+RESOURCE_TOOL_NAMES = frozenset({RESOURCES_LIST, RESOURCES_READ, RESOURCES_TEMPLATES})
 MAX_TEXT_FIELD = 1024
+MAX_URI_CHARS = 2048
 
 Listed = tuple[dict[str, Any], list[str]]
 
@@ -47,8 +54,20 @@ def resource_tools() -> list[RemoteTool]:
             annotations=read_only,
         ),
         RemoteTool(
+            name=RESOURCES_TEMPLATES,
+            description=(
+                "List the resource templates this server offers (RFC 6570 URI template, "
+                "name, MIME type); read a resource by a URI built from one."
+            ),
+            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+            annotations=read_only,
+        ),
+        RemoteTool(
             name=RESOURCES_READ,
-            description="Read one resource the server listed, by its URI.",
+            description=(
+                "Read one resource the server listed, or one a listed template describes, "
+                "by its URI."
+            ),
             input_schema={
                 "type": "object",
                 "properties": {"uri": {"type": "string", "minLength": 1, "maxLength": 2048}},
@@ -86,6 +105,54 @@ def list_value(available: dict[str, Any], withheld: list[str]) -> dict[str, Any]
         ],
         "withheld_changed": withheld,
     }
+
+
+def listed_templates(templates: list[Any], pins: Pins) -> Listed:
+    """The templates whose pin holds (name and MIME type), by URI template, and the
+    templates withheld because they changed."""
+    available: dict[str, Any] = {}
+    withheld: list[str] = []
+    for template in templates:
+        key = str(template.uri_template)
+        if pins.holds(key, {"name": template.name, "mime_type": template.mime_type}):
+            available[key] = template
+        else:
+            withheld.append(key)
+    return available, withheld
+
+
+def templates_value(available: dict[str, Any], withheld: list[str]) -> dict[str, Any]:
+    return {
+        "resource_templates": [
+            {
+                "uri_template": _bounded(key),
+                "name": _bounded(template.name),
+                "description": _bounded(template.description or ""),
+                "mime_type": template.mime_type,
+            }
+            for key, template in available.items()
+        ],
+        "withheld_changed": [_bounded(key) for key in withheld],
+    }
+
+
+def matching_template(uri: str, available: dict[str, Any]) -> str | None:
+    """The first listed template ``uri`` matches; a template the SDK cannot parse (or
+    longer than ``MAX_URI_CHARS``) matches nothing."""
+    from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
+
+    if len(uri) > MAX_URI_CHARS:
+        return None
+    for key in available:
+        if len(key) > MAX_URI_CHARS:
+            continue
+        try:
+            template = UriTemplate.parse(key)
+        except (InvalidUriTemplate, ValueError):
+            continue
+        if template.match(uri, max_uri_length=MAX_URI_CHARS) is not None:
+            return key
+    return None
 
 
 def read_value(uri: str, contents: list[Any], max_chars: int) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from fevex_mcp.endpoint import Endpoint
 from fevex_mcp.errors import HTTP_ERROR, UNREACHABLE, run_error
 from fevex_mcp.failures import leaves, translate
 from fevex_mcp.log_redaction import secrets_kept_out_of_logs
+from fevex_mcp.notifications import SessionNotices
 from fevex_mcp.oauth import ANSWERED, KnownSecrets
 from fevex_mcp.operations import CLIENT_INFO
 
@@ -196,9 +197,15 @@ class HttpSession:
             with self._scope, secrets_kept_out_of_logs(self.secrets):
                 async with http_client(self._headers, self._record, self._auth) as http:
                     transport = streamable_http_client(self.endpoint.url, http_client=http)
+                    notices = SessionNotices(self.secrets)
                     async with Client(
-                        transport, cache=None, client_info=CLIENT_INFO, **self._client_options
+                        transport,
+                        cache=None,
+                        client_info=CLIENT_INFO,
+                        **notices.callbacks,
+                        **self._client_options,
                     ) as client:
+                        notices.attach(client)
                         self._client = client
                         self._ready.set()
                         await self._closing.wait()

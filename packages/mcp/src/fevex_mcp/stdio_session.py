@@ -60,6 +60,7 @@ from fevex_mcp.errors import (
     run_error,
 )
 from fevex_mcp.failures import translate
+from fevex_mcp.notifications import SessionNotices
 from fevex_mcp.operations import CLIENT_INFO, Kind, list_all
 from fevex_mcp.stdio_transport import (
     EXIT_GRACE,
@@ -235,6 +236,7 @@ class StdioServer:
                         if live.record.pid is not None:
                             # Dropped or left running at exit: the group is still killed.
                             live.finalizer = weakref.finalize(self, kill_group, live.record.pid)
+                        notices = SessionNotices(command.secrets)
                         try:
                             async with Client(
                                 _Transport(streams),
@@ -242,7 +244,9 @@ class StdioServer:
                                 client_info=CLIENT_INFO,
                                 message_handler=notice,
                                 **self._client_options,
+                                **notices.callbacks,
                             ) as client:
+                                notices.attach(client)
                                 await self._serve(live, client)
                         except Exception as error:
                             if live.client is None:

@@ -25,6 +25,7 @@ RunEventType = Literal[
     "model.block.stopped",
     "model.completed",
     "tool.started",
+    "tool.progress",
     "tool.completed",
     "tool.failed",
     "input.requested",

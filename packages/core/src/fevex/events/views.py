@@ -4,7 +4,7 @@ The event log is the only truth; each view reads it for a different consumer:
 
 - stream: text as it streamed, content blocks as they started and stopped, tool-call
   arguments as they streamed (from gateways that stream them), and tool calls as they were
-  asked for and answered, for a typewriter-style UI;
+  asked for, reported progress and were answered, for a typewriter-style UI;
 - state: the transitions the run went through, for status indicators;
 - messages: whole messages (user, assistant per model step with its thinking, text and
   tool calls, tool results per step), for chat history;
@@ -49,6 +49,7 @@ __all__ = [
     "TextDelta",
     "ToolCallRequested",
     "ToolInputFragment",
+    "ToolProgress",
     "ToolResultReceived",
     "Turn",
     "TurnStatus",
@@ -111,6 +112,22 @@ class ToolResultReceived:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolProgress:
+    """A running tool call reported how far it is: ``progress`` of ``total`` (``None``:
+    not known), with the tool's ``message`` (cleaned and bounded; from a remote server,
+    untrusted text)."""
+
+    sequence: int
+    step: int
+    tool_call_id: str
+    tool_name: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+    kind: Literal["tool-progress"] = "tool-progress"
+
+
+@dataclass(frozen=True, slots=True)
 class BlockStart:
     """A content block of a model step began (``block``: text, thinking or tool_use);
     a ``tool_use`` block names its call when the gateway knew it."""
@@ -147,7 +164,13 @@ class BlockStop:
 
 
 StreamItem: TypeAlias = (
-    TextDelta | BlockStart | ToolInputFragment | BlockStop | ToolCallRequested | ToolResultReceived
+    TextDelta
+    | BlockStart
+    | ToolInputFragment
+    | BlockStop
+    | ToolCallRequested
+    | ToolProgress
+    | ToolResultReceived
 )
 
 
@@ -351,6 +374,18 @@ class _Projection:
         elif kind == "tool.started":
             self.tool_calls += 1
             self.enter("tool_executing", event, **_tool_where(payload))
+        elif kind == "tool.progress":
+            self.stream.append(
+                ToolProgress(
+                    event.sequence,
+                    payload["step"],
+                    payload["tool_call_id"],
+                    payload["tool_name"],
+                    payload["progress"],
+                    payload.get("total"),
+                    payload.get("message"),
+                )
+            )
         elif kind in ("tool.completed", "tool.failed"):
             failed = kind == "tool.failed"
             result = ToolResultPart(

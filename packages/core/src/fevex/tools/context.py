@@ -1,11 +1,12 @@
-"""What a tool function can learn about the call it serves."""
+"""What a tool function can learn about the call it serves, and what it can report
+while it runs."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from fevex.errors import InputAnswer, PendingInput
@@ -13,6 +14,15 @@ if TYPE_CHECKING:
 __all__ = ["ToolContext"]
 
 AskInput = Callable[["PendingInput", float], Awaitable["InputAnswer"]]
+TraceAttribute = str | int | float | bool
+
+
+class _CallReports(Protocol):
+    """Where a running call's reports go (the agent loop's; none outside a run)."""
+
+    def progress(self, progress: float, total: float | None, message: str | None) -> None: ...
+
+    def trace_event(self, name: str, attributes: Mapping[str, TraceAttribute]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -27,6 +37,10 @@ class ToolContext:
     call is retried or recovered: pass it to the external system so it applies the effect
     once. ``cancelled`` turns true when the run is cancelled or times out; long-running
     tools, especially synchronous ones in a worker thread, should check it and stop.
+
+    :meth:`report_progress` and :meth:`add_trace_event` report what the call is doing
+    while it runs; both return at once, from async tools and from synchronous ones in a
+    worker thread alike, and do nothing for a context made outside a run.
     """
 
     __slots__ = (
@@ -34,6 +48,7 @@ class ToolContext:
         "_call_limit",
         "_cancellation",
         "_credentials",
+        "_reports",
         "agent_name",
         "attempt",
         "idempotency_key",
@@ -68,6 +83,7 @@ class ToolContext:
         self._ask_input: AskInput | None = None
         # A connection call's timeout, which a person's time does not count against.
         self._call_limit: asyncio.Timeout | None = None
+        self._reports: _CallReports | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -125,6 +141,26 @@ class ToolContext:
         finally:
             if limit is not None and left is not None:
                 limit.reschedule(loop.time() + max(left, 0.0))
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Report how far the call is: ``progress`` of ``total`` (when known), with a
+        short ``message``. The run records it as a ``tool.progress`` event, coalesced: at
+        most a few events a second per call (the latest report wins) and a bounded number
+        per call; the message is cut to a few hundred characters and cleaned of control
+        characters. Never waits; reports after the call ended are ignored."""
+        if self._reports is not None:
+            self._reports.progress(progress, total, message)
+
+    def add_trace_event(
+        self, name: str, attributes: Mapping[str, TraceAttribute] | None = None
+    ) -> None:
+        """Add an event named ``name`` to the call's span in the app's traces (nothing
+        without a tracer): ``attributes`` are scalars, strings bounded in length. A call
+        adds a bounded number of them; the rest are dropped. Never waits."""
+        if self._reports is not None:
+            self._reports.trace_event(name, dict(attributes or {}))
 
     def __repr__(self) -> str:
         return (

@@ -478,8 +478,11 @@ class AgentLoop:
             if logger.isEnabledFor(logging.DEBUG):
                 message = "Run %s: tool %s started (call %s)"
                 logger.debug(message, runner.run_id, call.name, call.id, extra=where)
+            reports = runner.reporting(sink, base)
             try:
-                output = await runner.execute()
+                async for event in reports.relay():
+                    yield event
+                output = reports.output
             except FevexError as error:
                 retried = self._hand_back(error, runner, step_id, base, where)
                 if retried is None:

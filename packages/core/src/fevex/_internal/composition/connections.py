@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fevex._ground.canonical_json import json_digest
 from fevex._ground.descriptions import bounded_description
+from fevex._ground.untrusted_text import CONTROL_CHARACTERS
 from fevex._internal.composition.registry import PreparedTool
 from fevex._internal.composition.tool_runner import CredentialResolver, resolve_credential_value
 from fevex.errors import FevexError, FevexRunError
@@ -32,18 +32,12 @@ from fevex.tools.redaction import redact_secrets
 
 logger = logging.getLogger("fevex")
 
-# What a remote description may not carry to the model, each replaced by a space: the C0
-# controls but tab and newline, DEL and the C1 controls (a terminal's escapes, text a reader
-# never sees), and the bidirectional controls (U+061C, U+200E, U+200F, U+202A to U+202E,
-# U+2066 to U+2069), which make a reviewer read the text in another order than the model.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
 
 def untrusted_description(text: Any) -> str:
     """A remote description as data: NFKC-normalised, without control characters (see
-    ``_CONTROL``), bounded, and labelled as remote."""
+    ``CONTROL_CHARACTERS``), bounded, and labelled as remote."""
     clean = (
-        _CONTROL.sub(" ", unicodedata.normalize("NFKC", text)).strip()
+        CONTROL_CHARACTERS.sub(" ", unicodedata.normalize("NFKC", text)).strip()
         if isinstance(text, str)
         else ""
     )

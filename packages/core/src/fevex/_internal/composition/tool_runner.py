@@ -33,7 +33,9 @@ from fevex._ground.clock import utc_now
 from fevex._ground.storable_text import UNSTORABLE_TEXT
 from fevex._ground.worker_threads import in_worker_thread
 from fevex._internal.composition.registry import PreparedTool
+from fevex._internal.composition.tool_reports import CallReports
 from fevex._internal.engine.deadline import DeadlineReached
+from fevex._internal.engine.event_sink import EventSink
 from fevex.errors import FevexError, FevexRunError
 from fevex.models import ToolCall
 from fevex.policies.policy import Policy, PolicyRequest, enforce_policies
@@ -63,6 +65,7 @@ class ToolCallRun:
         "input_rejected",
         "on_tool_exception",
         "policies",
+        "reports",
         "retries",
         "run_id",
         "secrets",
@@ -105,6 +108,8 @@ class ToolCallRun:
         # scrubbed). Kept here, not only as the error's cause, which a call that resolved a
         # credential does not keep.
         self.asked_retry: str | None = None
+        # Where the call's context sends its progress and trace events (see reporting).
+        self.reports: CallReports | None = None
 
     @property
     def idempotency_key(self) -> str | None:
@@ -140,6 +145,13 @@ class ToolCallRun:
         except Exception:
             return False
         return True
+
+    def reporting(self, sink: EventSink, base: Mapping[str, Any]) -> CallReports:
+        """The call's reports to the run (``base``: what names the call in its events);
+        ``relay()`` on them runs :meth:`execute` and yields its ``tool.progress`` events."""
+        takes_context = self.tool.definition.takes_context
+        reports = self.reports = CallReports(sink, base, self.execute, takes_context)
+        return reports
 
     async def execute(self) -> Any:
         """Run the call to its validated JSON output, or raise its ``FevexRunError``."""
@@ -310,6 +322,7 @@ class ToolCallRun:
             attempt,
             self.cancellation,
         )
+        context._reports = self.reports
 
         async def resolve(name: str) -> str:
             return await self.resolve_credential(name, context)

@@ -183,6 +183,8 @@ class SpanBuilder:
             "tool.started": self._tool_started,
             "tool.completed": self._tool_ended,
             "tool.failed": self._tool_ended,
+            # Not a run event: what a running call added with ToolContext.add_trace_event.
+            "fevex.tool.trace_event": self._tool_trace_event,
             "workflow.waiting": self._waiting,
             "team.waiting": self._waiting,
             "team.handoff": self._handoff,
@@ -449,6 +451,18 @@ class SpanBuilder:
         elif self._outputs:
             self._add_content(attributes, "output", "fevex.output", payload.get("output"))
         return _finish(execution.trace_id, opened, now, error_code)
+
+    def _tool_trace_event(self, run: AgentRun, event: RunEvent, now: int) -> None:
+        """A running call's trace event goes on its span (on the execution's when this
+        process did not see the call start)."""
+        execution = self._execution(run, now)
+        payload = event.payload
+        opened = execution.tools.get(payload.get("tool_call_id")) or execution.span
+        attributes: dict[str, AttributeValue] = {}
+        given = payload.get("attributes")
+        if isinstance(given, dict):
+            _copy_scalars(attributes, given, {key: key for key in given})
+        opened.events.append(SpanEvent(str(payload.get("name")), now, attributes))
 
     # -- workflow steps and team delegations ----------------------------------------
 

@@ -276,8 +276,16 @@ export function showRun(main, runId, signal, focusSequence = null) {
 // One line saying what an event holds, before its JSON.
 function summaryOf(event) {
   const p = event.payload || {};
-  const bits = [p.step_id, p.tool_name, p.step !== undefined ? `step ${p.step}` : null, p.reason, p.event, p.status].filter((b) => b !== undefined && b !== null && b !== "");
+  const progress = event.type === "tool.progress" ? progressOf(p) : null;
+  const bits = [p.step_id, p.tool_name, p.step !== undefined ? `step ${p.step}` : null, progress, p.reason, p.event, p.status].filter((b) => b !== undefined && b !== null && b !== "");
   return bits.length ? bits.join(" · ") : "payload";
+}
+
+// A running tool call's progress: "3 of 10" (or "3"), then its message, which is the
+// tool's (or a remote server's) text: shown as text, like every payload.
+function progressOf(p) {
+  const done = p.total !== null && p.total !== undefined ? `${p.progress} of ${p.total}` : `${p.progress}`;
+  return p.message ? `progress ${done}: ${p.message}` : `progress ${done}`;
 }
 
 function problem(error) {
