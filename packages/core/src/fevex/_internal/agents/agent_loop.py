@@ -32,9 +32,10 @@ from contextlib import aclosing
 from typing import Any
 
 from fevex._ground.clock import new_id
+from fevex._internal.agents.model_turns import assistant_parts, model_error, model_identity
 from fevex._internal.agents.run_state import PendingCalls, RunState, tool_step_id
 from fevex._internal.composition.connections import ConnectionResolver
-from fevex._internal.composition.registry import DEFAULT_MODEL_KEY, PreparedAgent, PreparedTool
+from fevex._internal.composition.registry import PreparedAgent, PreparedTool
 from fevex._internal.composition.tool_runner import (
     CredentialResolver,
     ToolCallRun,
@@ -46,7 +47,7 @@ from fevex._internal.engine.execution import Execution
 from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
 from fevex.events.cost import Cost, CostCalculator, checked_cost
-from fevex.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from fevex.messages import Message, ToolResultPart
 from fevex.models import ModelInput, ModelResult, ModelStreamReader, ToolCall, Usage
 from fevex.policies.policy import Policy
 from fevex.schemas.schema import ensure_json
@@ -93,7 +94,7 @@ class AgentLoop:
         self.limits = agent.definition.limits.narrowed(state.limits)
         self.calculate_cost = calculate_cost
         self.on_tool_exception = on_tool_exception
-        self.model_name, self.provider = _model_identity(agent)
+        self.model_name, self.provider = model_identity(agent)
         self._provider_state: Any = None
         self.knowledge_messages: list[Message] = []
 
@@ -227,7 +228,7 @@ class AgentLoop:
                 cost=state.cost,
             )
             return
-        state.add(Message("assistant", _assistant_parts(result, reader.text)))
+        state.add(Message("assistant", assistant_parts(result, reader.text)))
         state.pending = PendingCalls(step, list(result.tool_calls))
         yield await sink.emit(
             "model.completed",
@@ -268,7 +269,7 @@ class AgentLoop:
         fails the run."""
         self._check_token_budgets(result.usage)
         output, output_json, kept = self._final_output(result, text)
-        self.state.add(Message("assistant", _assistant_parts(result, kept)))
+        self.state.add(Message("assistant", assistant_parts(result, kept)))
         return output, output_json
 
     async def _stream_model(
@@ -279,7 +280,7 @@ class AgentLoop:
         except FevexError:
             raise
         except Exception as error:
-            raise _model_error(error) from error
+            raise model_error(error) from error
         sink = self.execution.sink
         separate = 0
         kind_delta = "model.output.delta"
@@ -294,7 +295,7 @@ class AgentLoop:
                 except (FevexError, asyncio.CancelledError, DeadlineReached):
                     raise
                 except Exception as error:
-                    raise _model_error(error) from error
+                    raise model_error(error) from error
                 recorded = reader.accept(event)
                 if recorded is None:
                     continue
@@ -665,37 +666,3 @@ class AgentLoop:
 def _retries(runner: ToolCallRun) -> dict[str, Any]:
     """The attempts of a tool call that failed and were tried again, for its event."""
     return {"retries": list(runner.retries)} if runner.retries else {}
-
-
-def _model_identity(agent: PreparedAgent) -> tuple[str, str | None]:
-    """The model's name (the gateway's ``model_name``, else the agent's model reference)
-    and its provider (the ``provider`` of a ``provider:model`` reference)."""
-    reference = agent.definition.model or DEFAULT_MODEL_KEY
-    provider, separator, named = reference.partition(":")
-    gateway_name = getattr(agent.model, "model_name", None)
-    if isinstance(gateway_name, str) and gateway_name:
-        named = gateway_name
-    elif not separator:
-        named = reference
-    return named, provider if separator else None
-
-
-def _assistant_parts(
-    result: ModelResult, text: str
-) -> tuple[TextPart | ThinkingPart | ToolCallPart, ...]:
-    parts: list[TextPart | ThinkingPart | ToolCallPart] = []
-    if result.reasoning:
-        parts.append(ThinkingPart(result.reasoning))
-    if text:
-        parts.append(TextPart(text))
-    parts.extend(ToolCallPart(c.id, c.name, c.input) for c in result.tool_calls)
-    return tuple(parts)
-
-
-def _model_error(error: Exception) -> FevexRunError:
-    return FevexRunError(
-        "MODEL_ERROR",
-        f"The model failed: {type(error).__name__}: {error}",
-        category="model",
-        recoverable=True,
-    )
