@@ -17,6 +17,9 @@ NOT_CODES |= {"FEVEX_SERVE_HOSTS", "LOOPBACK_HOSTS", "REQUEST_HEADER", "MAX_ID_L
 NOT_CODES |= {"MAX_RECORD_CHARS", "FEVEX_CHECKPOINT_KEY"}
 # fevex.net: a table's name, and a range's name in the IANA registry.
 NOT_CODES |= {"OTHER_RANGES", "TEREDO"}
+# A tool call's reports (progress, trace events) and the untrusted-text pattern.
+NOT_CODES |= {"PROGRESS_INTERVAL", "MAX_PROGRESS_EVENTS", "TRACE_EVENT", "MAX_TRACE_EVENTS"}
+NOT_CODES |= {"CONTROL_CHARACTERS"}
 NOT_CODES |= {"MAX_ANSWER_CHARS", "NAMESPACE", "POLL_INTERVAL", "CLAIM_TIMEOUT"}
 
 
