@@ -42,6 +42,8 @@ class Channel(Protocol):
 
     async def release_run(self, run_id: str) -> None: ...
 
+    def tools_changed(self, run_id: str) -> bool: ...
+
     async def aclose(self) -> None: ...
 
 
@@ -121,6 +123,10 @@ class HttpChannel:
         if session is not None:
             await session.close()
 
+    def tools_changed(self, run_id: str) -> bool:
+        session = self._held.get(run_id)
+        return session is not None and session.lists.take_change("tools")
+
     async def aclose(self) -> None:
         held, self._held = self._held, {}
         for session in held.values():
@@ -179,6 +185,10 @@ class StdioChannel:
         server = self._held.pop(run_id, None)
         if server is not None:
             await server.aclose()
+
+    def tools_changed(self, run_id: str) -> bool:
+        server = self._held.get(run_id)
+        return server is not None and server.tools_changed()
 
     async def aclose(self) -> None:
         held, self._held = self._held, {}

@@ -343,14 +343,20 @@ class MCPToolProvider:
     # -- lifetime ------------------------------------------------------------------------
 
     async def release_run(self, run_id: str) -> None:
-        """End the MCP session of run ``run_id`` (over HTTP; a stdio server's one session
-        serves every run). The core calls it when the run's steps stop in this process;
-        a later operation of the same run opens a new session."""
+        """End the MCP session of run ``run_id`` (over stdio, stop its server process).
+        The core calls it when the run's steps stop in this process; a later operation of
+        the same run opens a new session."""
         await self._channel.release_run(run_id)
 
+    def tools_changed(self, run_id: str) -> bool:
+        """Whether the server said, on run ``run_id``'s session, that its tools changed
+        since the core last asked; the core then discovers the run's tools again before
+        its next model step."""
+        return self._channel.tools_changed(run_id)
+
     async def aclose(self) -> None:
-        """End every session this provider holds (HTTP), or stop a stdio server and its
-        whole process group. The provider can be used again afterwards."""
+        """End every session this provider holds (over stdio, stop their server
+        processes and process groups). The provider can be used again afterwards."""
         await self._channel.aclose()
 
     async def __aenter__(self) -> Self:

@@ -31,6 +31,7 @@ from fevex.errors import FevexError
 from fevex_mcp.endpoint import Endpoint
 from fevex_mcp.errors import HTTP_ERROR, UNREACHABLE, run_error
 from fevex_mcp.failures import leaves, translate
+from fevex_mcp.list_changes import ListWatch
 from fevex_mcp.log_redaction import secrets_kept_out_of_logs
 from fevex_mcp.notifications import SessionNotices
 from fevex_mcp.oauth import ANSWERED, KnownSecrets
@@ -98,6 +99,8 @@ class HttpSession:
         # flow marks a challenge it answered after the response hook has seen it.
         self._failures: list[httpx2.Response] = []
         self._client: Client | None = None
+        # Which of the server's lists changed (a run discovers its tools again).
+        self.lists = ListWatch()
         self._error: BaseException | None = None
         self._scope = anyio.CancelScope()
         self._ready = asyncio.Event()
@@ -198,13 +201,17 @@ class HttpSession:
                 async with http_client(self._headers, self._record, self._auth) as http:
                     transport = streamable_http_client(self.endpoint.url, http_client=http)
                     notices = SessionNotices(self.secrets)
-                    async with Client(
-                        transport,
-                        cache=None,
-                        client_info=CLIENT_INFO,
-                        **notices.callbacks,
-                        **self._client_options,
-                    ) as client:
+                    async with (
+                        Client(
+                            transport,
+                            cache=None,
+                            client_info=CLIENT_INFO,
+                            message_handler=self.lists.notice,
+                            **notices.callbacks,
+                            **self._client_options,
+                        ) as client,
+                        self.lists.watch(client),
+                    ):
                         notices.attach(client)
                         self._client = client
                         self._ready.set()

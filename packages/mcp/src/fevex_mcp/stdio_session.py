@@ -14,16 +14,15 @@ request takes longer than ``call_timeout`` (``MCP_CALL_TIMEOUT``; the SDK sends 
 server a cancellation and the session stays up). A caller that is cancelled (a run
 cancelled, the connection's timeout) abandons only its own request.
 
-The lists the server declares ``listChanged`` for are kept between operations and
-dropped when its ``notifications/*/list_changed`` arrives, so the next discovery reads
-them again; the pinning rules (the core's for tools, the provider's for resources and
-prompts) then apply to the fresh list.
+The lists the server declares ``listChanged`` for are kept between operations of the
+run and dropped when the server says one changed (:mod:`fevex_mcp.list_changes`), so the
+next discovery reads it again; the pinning rules (the core's for tools, the provider's
+for resources and prompts) then apply to the fresh list.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -31,22 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
-from mcp import Client, MCPError
-from mcp.client import IncomingMessage
-from mcp.client.subscriptions import (
-    ListenNotSupportedError,
-    PromptsListChanged,
-    ResourcesListChanged,
-    Subscription,
-    SubscriptionLost,
-    ToolsListChanged,
-)
-from mcp.types import (
-    PromptListChangedNotification,
-    ResourceListChangedNotification,
-    ServerCapabilities,
-    ToolListChangedNotification,
-)
+from mcp import Client
 
 from fevex.errors import FevexError
 from fevex_mcp.command import StdioCommand
@@ -60,6 +44,7 @@ from fevex_mcp.errors import (
     run_error,
 )
 from fevex_mcp.failures import translate
+from fevex_mcp.list_changes import ListWatch
 from fevex_mcp.notifications import SessionNotices
 from fevex_mcp.operations import CLIENT_INFO, Kind, list_all
 from fevex_mcp.stdio_transport import (
@@ -74,17 +59,6 @@ __all__ = ["StdioServer"]
 
 T = TypeVar("T")
 
-_EVENTS: dict[type[Any], Kind] = {
-    ToolsListChanged: "tools",
-    ResourcesListChanged: "resources",
-    PromptsListChanged: "prompts",
-}
-_CHANGED: dict[type[Any], Kind] = {
-    ToolListChangedNotification: "tools",
-    ResourceListChangedNotification: "resources",
-    PromptListChangedNotification: "prompts",
-}
-
 
 @dataclass(eq=False)
 class _Live:
@@ -96,16 +70,9 @@ class _Live:
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     client: Client | None = None
     failure: FevexError | None = None
-    lists: dict[Kind, list[Any]] = field(default_factory=dict)
-    changes: dict[Kind, int] = field(default_factory=dict)
+    lists: ListWatch = field(default_factory=ListWatch)
     task: asyncio.Task[None] | None = None
     finalizer: weakref.finalize[Any, Any] | None = None
-
-    watched: set[Kind] = field(default_factory=set)
-
-    def changed(self, kind: Kind) -> None:
-        self.changes[kind] = self.changes.get(kind, 0) + 1
-        self.lists.pop(kind, None)
 
     @property
     def running(self) -> bool:
@@ -163,14 +130,18 @@ class StdioServer:
             return await list_all(client, kind, self.where)
 
         live = await self._ready()
-        if kind in live.lists:
-            return list(live.lists[kind])
-        seen = live.changes.get(kind, 0)
+        if kind in live.lists.lists:
+            return list(live.lists.lists[kind])
+        seen = live.lists.changes(kind)
         items = await self.run(fetch)
-        # A change notified while the request was under way makes its answer stale.
-        if live.running and live.changes.get(kind, 0) == seen and kind in live.watched:
-            live.lists[kind] = items
+        if live.running:
+            live.lists.keep(kind, items, seen)
         return list(items)
+
+    def tools_changed(self) -> bool:
+        """Whether the server said its tools changed since this was last asked."""
+        live = self._live
+        return live is not None and live.lists.take_change("tools")
 
     async def aclose(self) -> None:
         """Stop the server (stdin closed, then its whole process group terminated) and
@@ -222,11 +193,6 @@ class StdioServer:
     async def _own(self, live: _Live) -> None:
         command = self.command
 
-        async def notice(message: IncomingMessage) -> None:
-            kind = _CHANGED.get(type(message))
-            if kind is not None:
-                live.changed(kind)
-
         refused: tuple[Exception, bool] | None = None
         try:
             with live.scope:
@@ -242,7 +208,7 @@ class StdioServer:
                                 _Transport(streams),
                                 cache=None,
                                 client_info=CLIENT_INFO,
-                                message_handler=notice,
+                                message_handler=live.lists.notice,
                                 **self._client_options,
                                 **notices.callbacks,
                             ) as client:
@@ -278,41 +244,11 @@ class StdioServer:
     async def _serve(self, live: _Live, client: Client) -> None:
         """Watch the lists the server says it notifies changes of, mark the session
         started, and hold it until the process's output ends or the provider closes."""
-        declared = {kind for kind in _CHANGED.values() if _declares_list_changed(client, kind)}
-        async with contextlib.AsyncExitStack() as stack:
-            subscription: Subscription | None = None
-            if declared:
-                # 2026-07-28 servers send change events on a listen stream only; earlier
-                # ones send notifications, which `notice` sees (ListenNotSupportedError).
-                try:
-                    subscription = await stack.enter_async_context(
-                        client.listen(
-                            tools_list_changed="tools" in declared,
-                            resources_list_changed="resources" in declared,
-                            prompts_list_changed="prompts" in declared,
-                        )
-                    )
-                except ListenNotSupportedError:
-                    pass
-                except (SubscriptionLost, MCPError, TimeoutError):
-                    declared = set()
-                else:
-                    # Only what the server agreed to notify can be kept.
-                    honored = subscription.honored
-                    declared = {
-                        kind
-                        for kind in declared
-                        if getattr(honored, f"{kind}_list_changed", None) is True
-                    }
-            live.watched = declared
+        async with live.lists.watch(client):
             live.scope.deadline = math.inf
             live.client = client
             live.started.set()
-            async with anyio.create_task_group() as watchers:
-                if subscription is not None:
-                    watchers.start_soon(_follow, live, subscription)
-                await live.record.ended.wait()
-                watchers.cancel_scope.cancel()
+            await live.record.ended.wait()
 
     def _start_failure(self, live: _Live, error: Exception, exited: bool) -> FevexError:
         if live.record.oversized:
@@ -366,24 +302,3 @@ class _Transport:
 
     async def __aexit__(self, *exc_info: object) -> None:
         return None
-
-
-def _declares_list_changed(client: Client, kind: Kind) -> bool:
-    capabilities: ServerCapabilities = client.server_capabilities
-    declared = getattr(capabilities, kind, None)
-    return bool(getattr(declared, "list_changed", False))
-
-
-async def _follow(live: _Live, subscription: Subscription) -> None:
-    """Drop a kept list when its change event arrives; if the stream is lost, keep no
-    list any more (nothing would say when it goes stale)."""
-    try:
-        async for event in subscription:
-            kind = _EVENTS.get(type(event))
-            if kind is not None:
-                live.changed(kind)
-    except (SubscriptionLost, MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass
-    live.watched = set()
-    for kind in list(live.lists):
-        live.changed(kind)

@@ -67,6 +67,12 @@ class ToolProvider(Protocol):
     failed, was cancelled or paused (a paused run may continue in another process, where
     it discovers again). It runs within the connection's timeout; what it raises is
     logged, never the run's outcome.
+
+    A provider whose server announces changes to its tools may define
+    ``def tools_changed(self, run_id: str) -> bool``: whether they changed for the run
+    since the core last asked. The core asks before each model step of the run and, on
+    ``True``, discovers the run's tools again (the pins apply to what it finds). It must
+    return at once.
     """
 
     async def list_tools(self, context: ConnectionContext) -> Sequence[RemoteTool]: ...

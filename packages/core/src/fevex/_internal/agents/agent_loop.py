@@ -48,7 +48,7 @@ from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
 from fevex.events.cost import Cost, CostCalculator, checked_cost
 from fevex.messages import Message, ToolResultPart
-from fevex.models import ModelInput, ModelResult, ModelStreamReader, ToolCall, Usage
+from fevex.models import ModelInput, ModelResult, ModelStreamReader, ToolCall, ToolSpec, Usage
 from fevex.policies.policy import Policy
 from fevex.schemas.schema import ensure_json
 
@@ -108,20 +108,8 @@ class AgentLoop:
     async def steps(self, execution: Execution) -> AsyncGenerator[RunEvent, None]:
         self.execution = execution
         try:
-            tool_specs, output_schema = self.agent.model_boundary()
-            if self.agent.connection_tools and self.connections is not None:
-                run = execution.sink.run
-                remote = await execution.guard(
-                    self.connections.resolve(
-                        self.agent.connection_tools,
-                        run_id=run.id,
-                        session_id=run.session_id,
-                        agent_name=run.agent_name,
-                        credentials=self.credentials,
-                    )
-                )
-                self.tools = {**self.agent.tools, **remote}
-                tool_specs = (*tool_specs, *(tool.spec() for tool in remote.values()))
+            local_specs, output_schema = self.agent.model_boundary()
+            tool_specs = await self._with_connection_tools(local_specs)
             if self.agent.knowledge is not None:
                 # Imported here: an app without knowledge never loads it (app_knowledge.py).
                 from fevex._internal.agents.knowledge_context import start_knowledge
@@ -135,6 +123,8 @@ class AgentLoop:
             provider_state: Any = None
             while True:
                 if self.state.pending is None:
+                    if self._connection_tools_changed():
+                        tool_specs = await self._with_connection_tools(local_specs)
                     # try/finally rather than aclosing, here and below: this runs per step, and
                     # aclosing's own context manager costs a third of relaying a step's events.
                     step_events = self._model_step(tool_specs, output_schema, provider_state)
@@ -159,6 +149,32 @@ class AgentLoop:
                 # Paused or ended here: a provider lets go of the run's sessions.
                 run_id = execution.sink.run.id
                 await self.connections.release(self.agent.connection_tools, run_id)
+
+    async def _with_connection_tools(self, local: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
+        """``local`` and the agent's connection tools, discovered for the run (again, when a
+        provider said they changed)."""
+        if not self.agent.connection_tools or self.connections is None:
+            return local
+        run = self.execution.sink.run
+        remote = await self.execution.guard(
+            self.connections.resolve(
+                self.agent.connection_tools,
+                run_id=run.id,
+                session_id=run.session_id,
+                agent_name=run.agent_name,
+                credentials=self.credentials,
+            )
+        )
+        self.tools = {**self.tools, **remote}
+        return (*local, *(tool.spec() for tool in remote.values()))
+
+    def _connection_tools_changed(self) -> bool:
+        connections = self.connections
+        return (
+            bool(self.agent.connection_tools)
+            and connections is not None
+            and (connections.changed(self.agent.connection_tools, self.execution.sink.run.id))
+        )
 
     # -- model step -----------------------------------------------------------------
 

@@ -2,9 +2,10 @@
 untrusted-metadata handling and schema pinning.
 
 Nothing discovered is cached: each run discovers again with its own context, so a failed
-discovery recovers on the next run. Only the pins (a fingerprint of each remote tool's
-input schema, first seen by this app) outlive a run: they are a security record, not a
-catalogue. When a run's steps stop in this process, the providers that keep something per
+discovery recovers on the next run, and a run discovers again when a provider says its
+tools changed (:meth:`ConnectionResolver.changed`). Only the pins (a fingerprint of each
+remote tool's input schema, first seen by this app) outlive a run: they are a security
+record, not a catalogue. When a run's steps stop in this process, the providers that keep something per
 run are told (:meth:`ConnectionResolver.release`).
 """
 
@@ -110,6 +111,20 @@ class ConnectionResolver:
                 tool = self._prepare(connection, remote)
                 resolved[tool.definition.name] = tool
         return resolved
+
+    def changed(self, connection_names: Iterable[str], run_id: str) -> bool:
+        """Whether a provider of ``connection_names`` says its tools changed for run
+        ``run_id`` since it was last asked (its ``tools_changed``; see
+        :class:`~fevex.tools.ToolProvider`). Every provider is asked, so each forgets
+        the change it reported."""
+        changed = False
+        for connection_name in connection_names:
+            tools_changed = getattr(
+                self.connections[connection_name].provider, "tools_changed", None
+            )
+            if callable(tools_changed) and tools_changed(run_id) is True:
+                changed = True
+        return changed
 
     async def release(self, connection_names: Iterable[str], run_id: str) -> None:
         """Tell the providers of ``connection_names`` that run ``run_id`` stopped running
