@@ -5,8 +5,8 @@ Nothing discovered is cached: each run discovers again with its own context, so 
 discovery recovers on the next run, and a run discovers again when a provider says its
 tools changed (:meth:`ConnectionResolver.changed`). Only the pins (a fingerprint of each
 remote tool's input schema, first seen by this app) outlive a run: they are a security
-record, not a catalogue. When a run's steps stop in this process, the providers that keep something per
-run are told (:meth:`ConnectionResolver.release`).
+record, not a catalogue. When a run's steps stop in this process, the providers that keep
+something per run are told (:meth:`ConnectionResolver.release`).
 """
 
 from __future__ import annotations
