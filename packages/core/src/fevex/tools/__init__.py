@@ -6,6 +6,7 @@ from fevex.tools.connection import (
     ToolProvider,
     define_connection,
 )
+from fevex.tools.completion import Completion
 from fevex.tools.context import ToolContext
 from fevex.tools.definition import (
     Approval,
@@ -22,6 +23,7 @@ from fevex.tools.retry import ToolRetry
 __all__ = [
     "REDACTED",
     "Approval",
+    "Completion",
     "ConnectionContext",
     "ConnectionDefinition",
     "ErrorsToModel",

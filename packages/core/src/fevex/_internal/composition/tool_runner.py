@@ -38,6 +38,7 @@ from fevex.errors import FevexError, FevexRunError
 from fevex.models import ToolCall
 from fevex.policies.policy import Policy, PolicyRequest, enforce_policies
 from fevex.schemas.schema import ensure_json
+from fevex.tools.completion import Completion, CompletionRequest
 from fevex.tools.context import ToolContext, _Cancellation
 from fevex.tools.redaction import redact_secrets, secret_spellings
 from fevex.tools.retry import ToolRetry
@@ -45,6 +46,8 @@ from fevex.tools.retry import ToolRetry
 CredentialResolver = Mapping[str, str] | Callable[[str, ToolContext], str | Awaitable[str]] | None
 # Sees each exception a tool function raised, exactly as raised (credentials and all).
 ToolExceptionHook = Callable[[Exception, ToolContext], Any]
+# Answers a completion one attempt of a call asks for (the agent loop's ToolCompletions).
+CompletionHook = Callable[["ToolCallRun", CompletionRequest, int], Awaitable[Completion]]
 
 logger = logging.getLogger("fevex")
 
@@ -57,8 +60,10 @@ class ToolCallRun:
         "asked_retry",
         "call",
         "cancellation",
+        "complete",
         "credentials",
         "guard",
+        "halted",
         "input_rejected",
         "on_tool_exception",
         "policies",
@@ -82,6 +87,7 @@ class ToolCallRun:
         cancellation: _Cancellation,
         guard: Callable[[Awaitable[Any]], Awaitable[Any]],
         on_tool_exception: ToolExceptionHook | None = None,
+        complete: CompletionHook | None = None,
     ) -> None:
         self.tool = tool
         self.call = call
@@ -102,6 +108,10 @@ class ToolCallRun:
         # scrubbed). Kept here, not only as the error's cause, which a call that resolved a
         # credential does not keep.
         self.asked_retry: str | None = None
+        self.complete = complete
+        # A completion the call asked for failed on the run's rules (a policy, a limit):
+        # the call fails with it, whatever the tool made of it.
+        self.halted: FevexError | None = None
 
     @property
     def idempotency_key(self) -> str | None:
@@ -192,13 +202,21 @@ class ToolCallRun:
         args, keywords = definition.call_arguments(value, context)
         try:
             if definition.is_async:
-                return await self.guard(definition.function(*args, **keywords))
-            call = functools.partial(definition.function, *args, **keywords)
-            return await self.guard(in_worker_thread(call))
+                raw = await self.guard(definition.function(*args, **keywords))
+            else:
+                call = functools.partial(definition.function, *args, **keywords)
+                raw = await self.guard(in_worker_thread(call))
         except (asyncio.CancelledError, DeadlineReached):
             raise
         except Exception as error:
             raised = error
+        else:
+            if self.halted is None:
+                return raw
+        # A completion the call asked for was refused by the run's rules: that is why the
+        # call ends, whatever the tool returned or raised after it.
+        if self.halted is not None:
+            raised = self.halted
         # Raised outside the handler, so that the error has no __context__ it did not choose.
         raise self._failure(raised, attempt, context)
 
@@ -312,6 +330,13 @@ class ToolCallRun:
             return await self.resolve_credential(name, context)
 
         context._credentials = resolve
+        if self.complete is not None:
+            complete = self.complete
+
+            async def ask(request: CompletionRequest) -> Completion:
+                return await complete(self, request, attempt)
+
+            context._complete = ask
         return context
 
     async def resolve_credential(self, name: str, context: ToolContext) -> str:
