@@ -178,6 +178,10 @@ ADDED: dict[str, set[str]] = {
         "FileTokenStore",
         "InMemoryTokenStore",
         "MCPOAuth",
+        # The client capabilities a provider offers its server when configured (issue 43):
+        # the sampling options (sampling=) and one root (roots=).
+        "MCPRoot",
+        "MCPSampling",
         "OAuthRedirect",
         "TokenEndpointAuthMethod",
         "TokenStore",

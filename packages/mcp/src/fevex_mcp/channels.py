@@ -57,13 +57,19 @@ class HttpChannel:
     """
 
     def __init__(
-        self, endpoint: Endpoint, headers: HeadersSource, auth: OAuthAuth | None = None
+        self,
+        endpoint: Endpoint,
+        headers: HeadersSource,
+        auth: OAuthAuth | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.where = f"at {endpoint.display}"
         self._headers = headers
         self._identity = HeaderIdentity()
         self._auth = auth
+        # The SDK Client's keywords for what the provider offers (client_features.py).
+        self._options = dict(options or {})
         self._held: dict[str, HttpSession] = {}
 
     async def run(self, context: Caller, operation: Operation[T]) -> T:
@@ -78,7 +84,7 @@ class HttpChannel:
             return await operation(client, secrets)
 
         if isinstance(context, ConnectionContext) and not context.connection:
-            once = HttpSession.open(self.endpoint, headers, auth)
+            once = HttpSession.open(self.endpoint, headers, auth, self._options)
             try:
                 return await once.run(operate)
             except SessionExpired as expired:
@@ -132,7 +138,9 @@ class HttpChannel:
         while len(self._held) >= MAX_HELD:
             oldest = next(iter(self._held))
             self._held.pop(oldest).close_soon()
-        session = self._held[run_id] = HttpSession.open(self.endpoint, headers, self._auth)
+        session = self._held[run_id] = HttpSession.open(
+            self.endpoint, headers, self._auth, self._options
+        )
         return session
 
     async def _drop(self, run_id: str, session: HttpSession) -> None:
@@ -144,11 +152,11 @@ class HttpChannel:
 class StdioChannel:
     """The provider's one stdio server, started on first use."""
 
-    def __init__(self, command: StdioCommand) -> None:
+    def __init__(self, command: StdioCommand, options: Mapping[str, Any] | None = None) -> None:
         from fevex_mcp.stdio_session import StdioServer
 
         self.command = command
-        self.server: StdioServer = StdioServer(command)
+        self.server: StdioServer = StdioServer(command, options)
         self.where = self.server.where
 
     async def run(self, context: Caller, operation: Operation[T]) -> T:

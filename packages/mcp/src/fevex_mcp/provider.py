@@ -23,6 +23,7 @@ from fevex.knowledge import (
 )
 from fevex.tools import ConnectionContext, RemoteTool, ToolContext
 from fevex_mcp.channels import Channel, HttpChannel, StdioChannel
+from fevex_mcp.client_features import ClientFeatures
 from fevex_mcp.command import parse_command
 from fevex_mcp.endpoint import parse_endpoint
 from fevex_mcp.errors import (
@@ -45,6 +46,8 @@ from fevex_mcp.headers import HeadersSource, check_header_map
 from fevex_mcp.oauth import MCPOAuth
 from fevex_mcp.pins import Pins
 from fevex_mcp.results import block_text
+from fevex_mcp.roots import MCPRoot, parse_roots
+from fevex_mcp.sampling import MCPSampling, sampling_config
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -74,10 +77,13 @@ class MCPToolProvider:
         *,
         features: frozenset[str] = frozenset({"tools"}),
         max_resource_chars: int = DEFAULT_MAX_RESOURCE_CHARS,
+        offered: ClientFeatures | None = None,
     ) -> None:
         self._channel = channel
         self._features = features
         self._max_resource_chars = max_resource_chars
+        # The client capabilities offered to the server (sampling, roots), if any.
+        self._offered = offered or ClientFeatures(None, None)
         self._resource_pins = Pins()
         self._prompt_pins = Pins()
 
@@ -149,11 +155,14 @@ class MCPToolProvider:
         if "resources" in self._features and name in (RESOURCES_LIST, RESOURCES_READ):
             return await self._resource_tool(name, dict(input), context)
         arguments = dict(input)
+        offered = self._offered
 
         async def call(client: Client, secrets: Sequence[str]) -> Any:
             # No local holds the result: a failed one's text may hold an echoed secret.
             return result_value(
-                await call_tool(client, name, arguments), context.tool_name, secrets
+                await offered.run_call(client, context, secrets, call_tool(client, name, arguments)),
+                context.tool_name,
+                secrets,
             )
 
         return await self._channel.run(context, call)
@@ -195,9 +204,10 @@ class MCPToolProvider:
                 recoverable=True,
             )
         limit = self._max_resource_chars
+        offered = self._offered
 
         async def read(client: Client, secrets: Sequence[str]) -> dict[str, Any]:
-            result = await read_resource(client, uri)
+            result = await offered.run_call(client, context, secrets, read_resource(client, uri))
             return read_value(uri, list(result.contents), limit)
 
         return await self._channel.run(context, read)
@@ -352,6 +362,8 @@ def create_mcp_tool_provider(
     transport: str | None = None,
     features: Iterable[str] = ("tools",),
     max_resource_chars: int = DEFAULT_MAX_RESOURCE_CHARS,
+    sampling: MCPSampling | str | None = None,
+    roots: Iterable[MCPRoot | str | os.PathLike[str]] | None = None,
 ) -> MCPToolProvider:
     """A tool provider for one MCP server: at ``url`` (Streamable HTTP), or started from
     ``command`` with ``args`` (stdio).
@@ -376,10 +388,17 @@ def create_mcp_tool_provider(
     ``"prompts"`` (:meth:`MCPToolProvider.prompt_skill`,
     :meth:`MCPToolProvider.prompt_context`) to ``"tools"``. ``transport`` may name the
     transport (``"streamable-http"`` or ``"stdio"``); legacy ``"sse"`` is refused.
+
+    Client capabilities are declared only when configured, and refused otherwise:
+    ``sampling`` (an :class:`~fevex_mcp.MCPSampling`, or a key of the app's ``models``)
+    answers the server's sampling requests during a tool call with that app model, as a
+    model step of the call's run; ``roots`` (absolute paths, ``file://`` URIs or
+    :class:`~fevex_mcp.MCPRoot` s) are the folders ``roots/list`` answers.
     """
     _require_sdk()
     wanted = _features(features)
     _check_options(max_resource_chars, transport)
+    offered = ClientFeatures(sampling_config(sampling), parse_roots(roots))
     channel: Channel
     if command is not None or transport == "stdio":
         if url is not None or transport == "streamable-http":
@@ -401,10 +420,13 @@ def create_mcp_tool_provider(
                 TRANSPORT_UNSUPPORTED, "MCP stdio servers are supported on POSIX systems only."
             )
         parsed = parse_command(command, args, env, inherit_env, cwd, startup_timeout, call_timeout)
-        channel = StdioChannel(parsed)
+        channel = StdioChannel(parsed, offered.client_options())
     else:
-        channel = _http_channel(url, headers, oauth)
-    return MCPToolProvider(channel, features=wanted, max_resource_chars=max_resource_chars)
+        channel = _http_channel(url, headers, oauth, offered.client_options())
+    offered.where = channel.where
+    return MCPToolProvider(
+        channel, features=wanted, max_resource_chars=max_resource_chars, offered=offered
+    )
 
 
 def _check_options(max_resource_chars: int, transport: str | None) -> None:
@@ -424,7 +446,12 @@ def _check_options(max_resource_chars: int, transport: str | None) -> None:
         )
 
 
-def _http_channel(url: str | None, headers: HeadersSource, oauth: MCPOAuth | None) -> HttpChannel:
+def _http_channel(
+    url: str | None,
+    headers: HeadersSource,
+    oauth: MCPOAuth | None,
+    options: Mapping[str, Any],
+) -> HttpChannel:
     endpoint = parse_endpoint(url)
     if isinstance(headers, Mapping):
         headers = check_header_map(headers)
@@ -435,14 +462,14 @@ def _http_channel(url: str | None, headers: HeadersSource, oauth: MCPOAuth | Non
             f"caller's context and returns one (got {type(headers).__name__}).",
         )
     if oauth is None:
-        return HttpChannel(endpoint, headers)
+        return HttpChannel(endpoint, headers, None, options)
     if not isinstance(oauth, MCPOAuth):
         raise configuration_error(
             AUTH_INVALID, f"MCP provider: oauth must be an MCPOAuth, not {type(oauth).__name__}."
         )
     from fevex_mcp.oauth_flow import OAuthAuth
 
-    return HttpChannel(endpoint, headers, OAuthAuth(oauth, endpoint))
+    return HttpChannel(endpoint, headers, OAuthAuth(oauth, endpoint), options)
 
 
 def _features(features: Iterable[str]) -> frozenset[str]:

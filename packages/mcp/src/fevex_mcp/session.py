@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import httpx2
@@ -78,12 +78,18 @@ class HttpSession:
     provider's OAuth flow); :meth:`open` starts it."""
 
     def __init__(
-        self, endpoint: Endpoint, headers: Mapping[str, str], auth: OAuthAuth | None = None
+        self,
+        endpoint: Endpoint,
+        headers: Mapping[str, str],
+        auth: OAuthAuth | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.where = f"at {endpoint.display}"
         self._headers = dict(headers)
         self._auth = auth
+        # The SDK Client's keywords for what the provider offers (client_features.py).
+        self._options = dict(options or {})
         # Read at each use: the tokens the flow obtains during the session are in it.
         self.secrets = KnownSecrets(self._headers.values(), None if auth is None else auth.secrets)
         # Each failed POST. The SDK folds HTTP errors into one JSON-RPC code, and a user
@@ -102,10 +108,14 @@ class HttpSession:
 
     @classmethod
     def open(
-        cls, endpoint: Endpoint, headers: Mapping[str, str], auth: OAuthAuth | None = None
+        cls,
+        endpoint: Endpoint,
+        headers: Mapping[str, str],
+        auth: OAuthAuth | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> HttpSession:
         """A session whose handshake starts now, in its owner task."""
-        session = cls(endpoint, headers, auth)
+        session = cls(endpoint, headers, auth, options)
         session._task = session.loop.create_task(session._hold())
         return session
 
@@ -186,7 +196,9 @@ class HttpSession:
             with self._scope, secrets_kept_out_of_logs(self.secrets):
                 async with http_client(self._headers, self._record, self._auth) as http:
                     transport = streamable_http_client(self.endpoint.url, http_client=http)
-                    async with Client(transport, cache=None, client_info=CLIENT_INFO) as client:
+                    async with Client(
+                        transport, cache=None, client_info=CLIENT_INFO, **self._options
+                    ) as client:
                         self._client = client
                         self._ready.set()
                         await self._closing.wait()

@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import math
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -115,8 +115,10 @@ class _Live:
 class StdioServer:
     """The process behind one stdio provider."""
 
-    def __init__(self, command: StdioCommand) -> None:
+    def __init__(self, command: StdioCommand, options: Mapping[str, Any] | None = None) -> None:
         self.command = command
+        # The SDK Client's keywords for what the provider offers (client_features.py).
+        self._options = dict(options or {})
         self.where = f"{command.display!r} (stdio)"
         self._live: _Live | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -238,6 +240,7 @@ class StdioServer:
                                 cache=None,
                                 client_info=CLIENT_INFO,
                                 message_handler=notice,
+                                **self._options,
                             ) as client:
                                 await self._serve(live, client)
                         except Exception as error:
