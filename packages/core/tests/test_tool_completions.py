@@ -131,7 +131,12 @@ async def test_a_completion_is_a_model_step_of_the_run_counted_priced_and_in_its
     assert [event.to_json() for event in streamed] == [event.to_json() for event in stored]
     kinds = [event.type for event in stored]
     at = kinds.index("tool.started")
-    assert kinds[at : at + 4] == ["tool.started", "model.started", "model.completed", "tool.completed"]
+    assert kinds[at : at + 4] == [
+        "tool.started",
+        "model.started",
+        "model.completed",
+        "tool.completed",
+    ]
     started, completed = stored[at + 1], stored[at + 2]
     assert started.payload == {
         "step": 2,
@@ -149,8 +154,12 @@ async def test_a_completion_is_a_model_step_of_the_run_counted_priced_and_in_its
     # The conversation holds the agent's steps only.
     view = project_run(stored)
     assert [message.role for message in view.messages] == ["user", "assistant", "tool", "assistant"]
-    assert [message.text for message in view.messages if message.role == "assistant"] == ["", "Done."]
-    assert view.turn is not None and view.turn.usage.total_tokens == 38
+    assert [message.text for message in view.messages if message.role == "assistant"] == [
+        "",
+        "Done.",
+    ]
+    assert view.turn is not None
+    assert view.turn.usage.total_tokens == 38
     # Its span is a child of the tool call's.
     tool_span = next(span for span in exporter.spans if span.kind == "tool")
     helper_span = next(
@@ -260,7 +269,11 @@ async def test_an_unknown_model_or_a_malformed_request_is_the_tool_s_error(tmp_p
         events = await app.list_events(result.run_id)
 
     completed = next(event for event in events if event.type == "tool.completed")
-    assert completed.payload["output"] == ["MISSING_MODEL", "COMPLETION_INVALID", "COMPLETION_INVALID"]
+    assert completed.payload["output"] == [
+        "MISSING_MODEL",
+        "COMPLETION_INVALID",
+        "COMPLETION_INVALID",
+    ]
 
 
 async def test_outside_an_agent_run_a_context_cannot_complete() -> None:

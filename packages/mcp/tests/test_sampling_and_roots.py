@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PythonServer, SamplingServer
 
 from fevex import (
     FevexConfigurationError,
@@ -77,8 +76,7 @@ async def run(app: Any) -> tuple[Any, list[Any]]:
             result = await app.run_agent("assistant", "Go.")
             run_id = result.run_id
         except FevexRunError as error:
-            assert error.run_id is not None
-            run_id = error.run_id
+            run_id = error.run_id or ""
         return await app.get_run(run_id), list(await app.list_events(run_id))
 
 
@@ -95,7 +93,7 @@ def price(usage: Usage, model: str | None) -> Cost:
 
 
 async def test_sampling_answers_with_the_app_model_as_a_step_of_the_run(
-    sampling_server: SamplingServer, tmp_path: Path
+    sampling_server: Any, tmp_path: Path
 ) -> None:
     helper = FakeModel({**ANSWER, "output": "A lease is a claim. STOP and more"})
     provider = create_mcp_tool_provider(
@@ -126,9 +124,14 @@ async def test_sampling_answers_with_the_app_model_as_a_step_of_the_run(
     assert asked.tools == ()
     # The server saw sampling declared, and no roots.
     (declared,) = sampling_server.log.capabilities
-    assert "sampling" in declared and "roots" not in declared
+    assert "sampling" in declared
+    assert "roots" not in declared
     # A model step of the run: its events, usage and cost.
-    sampled = [event for event in events if "tool_call_id" in event.payload and event.type.startswith("model.")]
+    sampled = [
+        event
+        for event in events
+        if "tool_call_id" in event.payload and event.type.startswith("model.")
+    ]
     assert [event.type for event in sampled] == ["model.started", "model.completed"]
     assert sampled[0].payload["tool_name"] == "docs__ask"
     assert sampled[1].payload["usage"]["output_tokens"] == 5
@@ -137,7 +140,7 @@ async def test_sampling_answers_with_the_app_model_as_a_step_of_the_run(
 
 
 async def test_unconfigured_sampling_and_roots_are_not_declared_and_are_refused(
-    sampling_server: SamplingServer, tmp_path: Path
+    sampling_server: Any, tmp_path: Path
 ) -> None:
     provider = create_mcp_tool_provider(sampling_server.url)
     context = ToolContext("run-1", "session-1", "assistant", "call-1", "docs__ask")
@@ -151,7 +154,7 @@ async def test_unconfigured_sampling_and_roots_are_not_declared_and_are_refused(
 
 
 async def test_a_run_limit_stops_sampling_with_the_run_s_code(
-    sampling_server: SamplingServer, tmp_path: Path
+    sampling_server: Any, tmp_path: Path
 ) -> None:
     helper = FakeModel(ANSWER, ANSWER, ANSWER)
     provider = create_mcp_tool_provider(sampling_server.url, sampling="helper")
@@ -170,7 +173,7 @@ async def test_a_run_limit_stops_sampling_with_the_run_s_code(
 
 
 async def test_a_policy_that_denies_sampling_denies_it(
-    sampling_server: SamplingServer, tmp_path: Path
+    sampling_server: Any, tmp_path: Path
 ) -> None:
     seen: list[PolicyRequest] = []
 
@@ -181,9 +184,7 @@ async def test_a_policy_that_denies_sampling_denies_it(
 
     helper = FakeModel(ANSWER)
     provider = create_mcp_tool_provider(sampling_server.url, sampling="helper")
-    app = app_for(
-        tmp_path, provider, calls("ask", prompt="Hi"), helper, policies=[no_sampling]
-    )
+    app = app_for(tmp_path, provider, calls("ask", prompt="Hi"), helper, policies=[no_sampling])
     record, _ = await run(app)
 
     assert record.error["code"] == "POLICY_DENIED"
@@ -202,7 +203,7 @@ async def test_a_policy_that_denies_sampling_denies_it(
     ],
 )
 async def test_a_hostile_server_s_sampling_is_bounded_with_a_stable_code(
-    sampling_server: SamplingServer, tmp_path: Path, tool: str, arguments: Any, code: str
+    sampling_server: Any, tmp_path: Path, tool: str, arguments: Any, code: str
 ) -> None:
     helper = FakeModel(*[ANSWER] * 20)
     provider = create_mcp_tool_provider(
@@ -218,7 +219,7 @@ async def test_a_hostile_server_s_sampling_is_bounded_with_a_stable_code(
     assert len(steps) == 1 + len(helper.calls)
 
 
-async def test_a_request_outside_any_call_is_refused(sampling_server: SamplingServer) -> None:
+async def test_a_request_outside_any_call_is_refused(sampling_server: Any) -> None:
     provider = create_mcp_tool_provider(sampling_server.url, sampling="helper")
     context = ToolContext("run-1", "session-1", "assistant", "call-1", "docs__later")
     async with provider:
@@ -229,7 +230,7 @@ async def test_a_request_outside_any_call_is_refused(sampling_server: SamplingSe
 
 
 async def test_the_provider_s_secrets_reach_neither_the_model_nor_the_events(
-    sampling_server: SamplingServer, tmp_path: Path
+    sampling_server: Any, tmp_path: Path
 ) -> None:
     def echo(model_input: ModelInput) -> dict[str, Any]:
         return {"output": model_input.messages[-1].text}
@@ -253,7 +254,7 @@ async def test_the_provider_s_secrets_reach_neither_the_model_nor_the_events(
 
 
 async def test_roots_are_declared_and_listed_as_configured(
-    sampling_server: SamplingServer, tmp_path: Path
+    sampling_server: Any, tmp_path: Path
 ) -> None:
     provider = create_mcp_tool_provider(
         sampling_server.url,
@@ -268,7 +269,8 @@ async def test_roots_are_declared_and_listed_as_configured(
         {"uri": "file:///srv/data%20set", "name": None},
     ]
     (declared,) = sampling_server.log.capabilities
-    assert "roots" in declared and "sampling" not in declared
+    assert "roots" in declared
+    assert "sampling" not in declared
 
 
 @pytest.mark.parametrize(
@@ -294,7 +296,7 @@ def test_bad_sampling_or_roots_configuration_has_a_stable_code(
 # -- stdio ----------------------------------------------------------------------------
 
 
-async def test_sampling_and_roots_over_stdio(python_server: PythonServer, tmp_path: Path) -> None:
+async def test_sampling_and_roots_over_stdio(python_server: Any, tmp_path: Path) -> None:
     helper = FakeModel(ANSWER)
     provider = create_mcp_tool_provider(
         command=python_server.command,
@@ -323,11 +325,12 @@ async def test_sampling_and_roots_over_stdio(python_server: PythonServer, tmp_pa
     ]
     assert record.usage["output_tokens"] == 9
     assert listed == [{"uri": tmp_path.as_uri(), "name": "Here"}]
-    assert "sampling" in declared and "roots" in declared
+    assert "sampling" in declared
+    assert "roots" in declared
 
 
 async def test_unconfigured_sampling_over_stdio_is_not_declared(
-    python_server: PythonServer, tmp_path: Path
+    python_server: Any, tmp_path: Path
 ) -> None:
     provider = create_mcp_tool_provider(
         command=python_server.command, args=python_server.args, inherit_env=["PATH"]
@@ -338,5 +341,6 @@ async def test_unconfigured_sampling_over_stdio_is_not_declared(
         with pytest.raises(FevexRunError) as raised:
             await provider.call_tool("ask", {"prompt": "Hi"}, context)
 
-    assert "sampling" not in declared and "roots" not in declared
+    assert "sampling" not in declared
+    assert "roots" not in declared
     assert raised.value.code in ("MCP_TOOL_ERROR", "MCP_PROTOCOL_ERROR")

@@ -30,7 +30,12 @@ from fevex_mcp.sampling import MCPSampling, sampling_ask, stopped
 if TYPE_CHECKING:
     from mcp import Client
     from mcp.client.session import ClientRequestContext
-    from mcp.types import CreateMessageRequestParams, CreateMessageResult, ErrorData, ListRootsResult
+    from mcp.types import (
+        CreateMessageRequestParams,
+        CreateMessageResult,
+        ErrorData,
+        ListRootsResult,
+    )
 
 __all__ = ["ClientFeatures"]
 
@@ -62,9 +67,7 @@ class ClientFeatures:
         self.roots = roots
         # Set by the provider once its channel exists: where the server is, for messages.
         self.where = ""
-        self._flights: weakref.WeakKeyDictionary[Any, list[_Flight]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._flights: weakref.WeakKeyDictionary[Any, list[_Flight]] = weakref.WeakKeyDictionary()
 
     def client_options(self) -> dict[str, Any]:
         """The ``Client(...)`` keywords of what is offered."""

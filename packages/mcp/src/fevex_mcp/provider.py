@@ -160,7 +160,9 @@ class MCPToolProvider:
         async def call(client: Client, secrets: Sequence[str]) -> Any:
             # No local holds the result: a failed one's text may hold an echoed secret.
             return result_value(
-                await offered.run_call(client, context, secrets, call_tool(client, name, arguments)),
+                await offered.run_call(
+                    client, context, secrets, call_tool(client, name, arguments)
+                ),
                 context.tool_name,
                 secrets,
             )

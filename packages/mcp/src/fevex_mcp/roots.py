@@ -40,7 +40,9 @@ class Root:
     name: str | None
 
 
-def parse_roots(roots: Iterable[MCPRoot | str | os.PathLike[str]] | None) -> tuple[Root, ...] | None:
+def parse_roots(
+    roots: Iterable[MCPRoot | str | os.PathLike[str]] | None,
+) -> tuple[Root, ...] | None:
     """The provider's ``roots=`` as ``file://`` URIs; ``None`` when none were given (the
     capability is then not declared)."""
     if roots is None:

@@ -89,7 +89,9 @@ def sampling_config(value: MCPSampling | str | None) -> MCPSampling | None:
         return None
     config = MCPSampling(value) if isinstance(value, str) else value
     if not isinstance(config, MCPSampling):
-        raise _invalid(f"sampling must be an MCPSampling or a model's key, not {type(value).__name__}")
+        raise _invalid(
+            f"sampling must be an MCPSampling or a model's key, not {type(value).__name__}"
+        )
     if not (isinstance(config.model, str) and config.model.strip()):
         raise _invalid("sampling names a model of the app (a key of create_fevex(models=...))")
     for name in ("max_tokens", "max_requests", "max_prompt_chars"):
@@ -98,7 +100,9 @@ def sampling_config(value: MCPSampling | str | None) -> MCPSampling | None:
             raise _invalid(f"sampling's {name} must be a positive integer")
     if not isinstance(config.images, bool):
         raise _invalid("sampling's images is True or False")
-    if not isinstance(config.options, Mapping) or not all(isinstance(k, str) for k in config.options):
+    if not isinstance(config.options, Mapping) or not all(
+        isinstance(k, str) for k in config.options
+    ):
         raise _invalid("sampling's options map option names to values")
     return config
 
@@ -126,15 +130,21 @@ def sampling_ask(
         options["temperature"] = temperature
     options.update(config.options)
     stops = tuple(params.stop_sequences or ())
-    if len(stops) > MAX_STOP_SEQUENCES or any(len(stop) > MAX_STOP_SEQUENCE_CHARS for stop in stops):
+    if len(stops) > MAX_STOP_SEQUENCES or any(
+        len(stop) > MAX_STOP_SEQUENCE_CHARS for stop in stops
+    ):
         raise _too_large(
-            where, f"more than {MAX_STOP_SEQUENCES} stop sequences or one over {MAX_STOP_SEQUENCE_CHARS} characters"
+            where,
+            f"more than {MAX_STOP_SEQUENCES} stop sequences, or one over "
+            f"{MAX_STOP_SEQUENCE_CHARS} characters",
         )
     tokens = max(1, min(params.max_tokens, config.max_tokens))
     return SamplingAsk(messages, system, tokens, options, tuple(stop for stop in stops if stop))
 
 
-def stopped(text: str, stop_sequences: Sequence[str], stop_reason: str | None) -> tuple[str, str | None]:
+def stopped(
+    text: str, stop_sequences: Sequence[str], stop_reason: str | None
+) -> tuple[str, str | None]:
     """The answer cut before the first of ``stop_sequences`` it holds (fevex applies them
     itself: gateways name them differently), and the MCP stop reason."""
     cuts = [text.find(stop) for stop in stop_sequences if stop in text]
@@ -162,7 +172,10 @@ def _message(
         elif kind == "image":
             raise _unsupported(where, "an image (the provider's sampling model takes none)")
         else:
-            raise _unsupported(where, f"{kind if kind in ('audio', 'tool_use', 'tool_result') else 'unknown'} content")
+            raise _unsupported(
+                where,
+                f"{kind if kind in ('audio', 'tool_use', 'tool_result') else 'unknown'} content",
+            )
     return Message(message.role, tuple(parts))
 
 

@@ -2,8 +2,9 @@
 
 A policy is called with a :class:`PolicyRequest` before approval is resolved, before the
 first credential is resolved, before each effect or retry, and before each completion a
-tool asks of an app model (stage ``"completion"``, see :meth:`~fevex.ToolContext.complete`:
-``model`` names the model and ``input`` is the request, its messages as JSON). It returns ``None`` to
+tool asks of an app model (stage ``"completion"``, see
+:meth:`~fevex.ToolContext.complete`: ``model`` names the model and ``input`` is the
+request, its messages as JSON). It returns ``None`` to
 allow (or an awaitable resolving to ``None``) and raises to deny; any other return value
 is a contract error, so a policy that returns ``False`` meaning "deny" never silently allows.
 """

@@ -1,3 +1,4 @@
+from fevex.tools.completion import Completion
 from fevex.tools.connection import (
     ConnectionContext,
     ConnectionDefinition,
@@ -6,7 +7,6 @@ from fevex.tools.connection import (
     ToolProvider,
     define_connection,
 )
-from fevex.tools.completion import Completion
 from fevex.tools.context import ToolContext
 from fevex.tools.definition import (
     Approval,

@@ -19,7 +19,9 @@ __all__ = ["add_cost", "price"]
 logger = logging.getLogger("fevex")
 
 
-def price(calculate_cost: CostCalculator, usage: Usage, model_name: str, run_id: str) -> Cost | None:
+def price(
+    calculate_cost: CostCalculator, usage: Usage, model_name: str, run_id: str
+) -> Cost | None:
     """The application's price of one call's ``usage`` on ``model_name``; ``None`` when it
     has none."""
     try:

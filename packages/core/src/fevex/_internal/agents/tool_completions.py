@@ -101,7 +101,9 @@ class ToolCompletions:
             )
         remaining = loop._remaining_output_tokens()
         wanted = request.max_output_tokens
-        cap = wanted if remaining is None else remaining if wanted is None else min(wanted, remaining)
+        cap = (
+            wanted if remaining is None else remaining if wanted is None else min(wanted, remaining)
+        )
         # Taken before anything is awaited: completions asked at once get steps of their own.
         state.step += 1
         step = state.step
@@ -110,9 +112,7 @@ class ToolCompletions:
         started = {"step": step, "model": model_name, **where}
         self.events.append(await sink.emit("model.started", started))
         system = () if request.system is None else (Message.system(request.system),)
-        model_input = ModelInput(
-            (*system, *request.messages), (), None, cap, request.options, None
-        )
+        model_input = ModelInput((*system, *request.messages), (), None, cap, request.options, None)
         gate = execution.model_calls
         if gate is not None:
             await execution.guard(gate.acquire(sink.run.id))
