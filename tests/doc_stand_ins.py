@@ -166,6 +166,40 @@ def house_rules() -> str:
 server.run("stdio")
 """
 
+# A research server that asks the client's model to summarise (sampling, inside the call on
+# a 2026 session) and reads the client's roots.
+_RESEARCH_SERVER = """
+import json
+from typing import Annotated
+
+from mcp.server.mcpserver import ListRoots, MCPServer, Resolve, Sample
+from mcp.types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
+
+server = MCPServer("research", log_level="WARNING")
+
+
+def ask(topic: str) -> Sample:
+    text = TextContent(type="text", text=f"Summarise the paper on {topic}.")
+    return Sample([SamplingMessage(role="user", content=text)], max_tokens=512)
+
+
+def folders() -> ListRoots:
+    return ListRoots()
+
+
+@server.tool(description="Summarise a paper.", structured_output=False)
+def summarize(
+    topic: str,
+    summary: Annotated[CreateMessageResult, Resolve(ask)],
+    roots: Annotated[ListRootsResult, Resolve(folders)],
+) -> str:
+    where = [str(root.uri) for root in roots.roots]
+    return json.dumps({"summary": summary.content.text, "roots": where})
+
+
+server.run("stdio")
+"""
+
 # What `npx -y @modelcontextprotocol/server-filesystem ROOT` serves, in part: read_text_file
 # under ROOT, the last argument.
 _FILES_SERVER = """
@@ -201,6 +235,12 @@ def notes_command(folder: Path) -> str:
     """The path of an executable ``notes-mcp`` in ``folder``: a stdio MCP server with a tool,
     a resource and two prompts, run by this interpreter."""
     return _command(folder, "notes-mcp", _NOTES_SERVER)
+
+
+def research_command(folder: Path) -> str:
+    """The path of an executable ``research-mcp`` in ``folder``: a stdio MCP server whose
+    ``summarize`` samples the client's model and reads its roots."""
+    return _command(folder, "research-mcp", _RESEARCH_SERVER)
 
 
 def files_command(folder: Path) -> str:

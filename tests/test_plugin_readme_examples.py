@@ -24,6 +24,7 @@ from tests.doc_stand_ins import (
     ShopServer,
     files_command,
     notes_command,
+    research_command,
 )
 
 from fevex import create_fevex, define_agent
@@ -166,6 +167,32 @@ async def test_a_stdio_server_started_as_configured_reads_the_shared_folder(
     (read,) = [message for message in model.calls[1].messages if message.role == "tool"]
     assert read.content[0].output == "Renew the lease on Friday."
     assert names["app"].agents == ("clerk",)
+
+
+@DOCUMENTS.example("mcp-sampling-and-roots")
+async def test_a_server_samples_an_app_model_and_reads_the_roots(
+    example: Example, tmp_path: Path
+) -> None:
+    call = {"id": "c1", "name": "research__summarize", "input": {"topic": "leases"}}
+    model = FakeModel({"tool_calls": [call]}, {"output": "Leases expire."})
+    helper = FakeModel({"output": "Leases are renewed by heartbeats."})
+    names = await example.run_async(
+        models={"default": model},
+        helper=helper,
+        addresses={'"research-mcp"': f'"{research_command(tmp_path)}"'},
+    )
+    try:
+        assert names["result"].output == "Leases expire."
+    finally:
+        await names["research"].aclose()
+    (asked,) = helper.calls
+    assert asked.messages[-1].text == "Summarise the paper on leases."
+    assert asked.max_output_tokens == 256
+    (answered,) = [message for message in model.calls[1].messages if message.role == "tool"]
+    assert json.loads(answered.content[0].output) == {
+        "summary": "Leases are renewed by heartbeats.",
+        "roots": ["file:///srv/papers"],
+    }
 
 
 @DOCUMENTS.example("mcp-resources-and-prompts")

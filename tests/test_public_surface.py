@@ -99,8 +99,10 @@ ADDED: dict[str, set[str]] = {
         "check_memory_metadata",
         "check_namespace",
     },
-    # Tool plugins (MCP, OpenAPI) redact resolved credentials as the core does.
-    "fevex.tools": {"REDACTED", "redact_secrets", "secret_spellings"},
+    # Tool plugins (MCP, OpenAPI) redact resolved credentials as the core does; and the
+    # answer ToolContext.complete returns (issue 43: an MCP server's sampling request is a
+    # completion an app model gives on the run's behalf).
+    "fevex.tools": {"Completion", "REDACTED", "redact_secrets", "secret_spellings"},
     # fevex.cli was a module, so not walked before; as a package it exports what it did.
     "fevex.cli": {"CommandRegistry", "StoreCommands", "load_reference", "main", "work_lanes"},
     # The command registry a plugin's fevex_register_commands hook receives, typed in the hook
@@ -209,6 +211,10 @@ ADDED: dict[str, set[str]] = {
         "FileTokenStore",
         "InMemoryTokenStore",
         "MCPOAuth",
+        # The client capabilities a provider offers its server when configured (issue 43):
+        # the sampling options (sampling=) and one root (roots=).
+        "MCPRoot",
+        "MCPSampling",
         "OAuthRedirect",
         "TokenEndpointAuthMethod",
         "TokenStore",

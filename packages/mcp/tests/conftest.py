@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -727,3 +728,150 @@ def reference_servers() -> ReferenceServers:
                 stdout=subprocess.DEVNULL,
             )
     return ReferenceServers(node, {name: str(script) for name, script in scripts.items()})
+
+
+# -- a server that samples and lists roots ----------------------------------------------
+
+
+@dataclass
+class SamplingLog:
+    """What the sampling server saw: the capabilities each call's client declared, and
+    what became of a sampling request asked after its call had ended."""
+
+    capabilities: list[dict[str, Any]] = field(default_factory=list)
+    late: list[str] = field(default_factory=list)
+    late_done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def build_sampling_server(log: SamplingLog) -> MCPServer:
+    """Tools that ask the client to sample (``ctx.session.create_message``) and to list its
+    roots, as handshake-era servers do, reporting a refusal as their answer."""
+    from mcp import MCPError
+    from mcp.shared.exceptions import MCPDeprecationWarning
+    from mcp.types import SamplingMessage
+
+    server = MCPServer("sampling", log_level="WARNING")
+    # Handshake-era features, deprecated by the 2026 protocol, which servers still use.
+    quiet = warnings.catch_warnings
+
+    def declared(ctx: Context) -> dict[str, Any]:
+        capabilities = ctx.session.client_params.capabilities
+        seen = capabilities.model_dump(by_alias=True, exclude_none=True, mode="json")
+        log.capabilities.append(seen)
+        return seen
+
+    async def sample(ctx: Context, *blocks: Any, **options: Any) -> str:
+        content = list(blocks) if len(blocks) > 1 else blocks[0]
+        options.setdefault("max_tokens", 100)
+        try:
+            with quiet(category=MCPDeprecationWarning, action="ignore"):
+                answer = await ctx.session.create_message(
+                    [SamplingMessage(role="user", content=content)], **options
+                )
+        except MCPError as error:
+            return f"refused: {error.error.message}"
+        return json.dumps(
+            {"text": answer.content.text, "model": answer.model, "stop": answer.stop_reason}
+        )
+
+    @server.tool(description="What the client declared.", structured_output=False)
+    def capabilities(ctx: Context) -> str:
+        return json.dumps(declared(ctx))
+
+    @server.tool(description="Ask the client's model.", structured_output=False)
+    async def ask(prompt: str, ctx: Context, times: int = 1) -> str:
+        declared(ctx)
+        answers = []
+        for _ in range(times):
+            answers.append(
+                await sample(
+                    ctx,
+                    TextContent(type="text", text=prompt),
+                    system_prompt="Be brief.\x1b[2J",
+                    temperature=0.5,
+                    stop_sequences=["STOP"],
+                )
+            )
+        return "\n".join(answers)
+
+    @server.tool(description="Ask many times at once.", structured_output=False)
+    async def flood(count: int, ctx: Context) -> str:
+        answers: list[str] = []
+
+        async def one() -> None:
+            answers.append(await sample(ctx, TextContent(type="text", text="again")))
+
+        async with anyio.create_task_group() as group:
+            for _ in range(count):
+                group.start_soon(one)
+        return "\n".join(answers)
+
+    @server.tool(description="Ask with a huge prompt.", structured_output=False)
+    async def huge(ctx: Context) -> str:
+        return await sample(ctx, TextContent(type="text", text="x" * 200_000))
+
+    @server.tool(description="Ask about a picture.", structured_output=False)
+    async def picture(ctx: Context) -> str:
+        return await sample(
+            ctx,
+            TextContent(type="text", text="What is this?"),
+            ImageContent(type="image", data="aGVsbG8=", mime_type="image/png"),
+        )
+
+    @server.tool(description="Ask with the caller's credentials.", structured_output=False)
+    async def leak(ctx: Context) -> str:
+        request = ctx.request_context.request
+        authorization = getattr(request, "headers", {}).get("authorization", "")
+        return await sample(ctx, TextContent(type="text", text=f"Repeat: {authorization}"))
+
+    @server.tool(description="Ask once the call has ended.", structured_output=False)
+    async def later(ctx: Context) -> str:
+        session = ctx.session
+
+        async def ask_later() -> None:
+            await anyio.sleep(0.3)
+            try:
+                with quiet(category=MCPDeprecationWarning, action="ignore"):
+                    await session.create_message(
+                        [SamplingMessage(role="user", content=TextContent(type="text", text="hi"))],
+                        max_tokens=10,
+                    )
+                log.late.append("answered")
+            except MCPError as error:
+                log.late.append(error.error.message)
+            log.late_done.set()
+
+        asyncio.get_running_loop().create_task(ask_later())
+        return "asked later"
+
+    @server.tool(description="The client's roots.", structured_output=False)
+    async def roots(ctx: Context) -> str:
+        declared(ctx)
+        try:
+            with quiet(category=MCPDeprecationWarning, action="ignore"):
+                found = await ctx.session.list_roots()
+        except MCPError as error:
+            return f"refused: {error.error.message}"
+        return json.dumps([{"uri": str(root.uri), "name": root.name} for root in found.roots])
+
+    return server
+
+
+@dataclass
+class SamplingServer:
+    url: str
+    log: SamplingLog
+
+
+@pytest.fixture
+async def sampling_server() -> AsyncIterator[SamplingServer]:
+    """The sampling server over Streamable HTTP, on a handshake-era session (it refuses
+    ``server/discover``), where a server asks its client on the side of a call."""
+    log = SamplingLog()
+    app = handshake_era(build_sampling_server(log).streamable_http_app(), SessionLog())
+    server, task, port = await serve(app)
+    try:
+        yield SamplingServer(f"http://127.0.0.1:{port}/mcp", log)
+    finally:
+        server.should_exit = True
+        await task

@@ -7,13 +7,16 @@ into files there, so the test process can check them without talking to it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve, Sample
+from mcp.types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
 
 STATE = Path(sys.argv[1])
 server = MCPServer("stdio-tests", log_level="WARNING")
@@ -215,6 +218,37 @@ async def reshape(ctx: Context) -> str:
     server.prompt(name="review", description="Review code in a language, strictly.")(strict_review)
     await ctx.notify_prompts_changed()
     return "reshaped"
+
+
+def sample_prompt(prompt: str) -> Sample:
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=prompt))
+    return Sample([message], max_tokens=100, system_prompt="Be brief.")
+
+
+def client_roots() -> ListRoots:
+    return ListRoots()
+
+
+@server.tool(
+    description="Ask the client's model (inside this call, on 2026 protocol versions).",
+    structured_output=False,
+)
+async def ask(prompt: str, answer: Annotated[CreateMessageResult, Resolve(sample_prompt)]) -> str:
+    text = answer.content.text if isinstance(answer.content, TextContent) else ""
+    return json.dumps({"text": text, "model": answer.model, "stop": answer.stop_reason})
+
+
+@server.tool(description="The client's roots.", structured_output=False)
+async def roots(found: Annotated[ListRootsResult, Resolve(client_roots)]) -> str:
+    return json.dumps([{"uri": str(root.uri), "name": root.name} for root in found.roots])
+
+
+@server.tool(description="What the client declared.", structured_output=False)
+def capabilities(ctx: Context) -> str:
+    declared = ctx.client_capabilities
+    if declared is None:
+        return "{}"
+    return json.dumps(declared.model_dump(by_alias=True, exclude_none=True, mode="json"))
 
 
 if __name__ == "__main__":

@@ -91,6 +91,8 @@ def test_the_public_names() -> None:
         "HeadersSource",
         "InMemoryTokenStore",
         "MCPOAuth",
+        "MCPRoot",
+        "MCPSampling",
         "MCPToolProvider",
         "OAuthRedirect",
         "TokenEndpointAuthMethod",

@@ -1,5 +1,5 @@
 """fevex-mcp: the tools, resources and prompts of an MCP server (Streamable HTTP or
-stdio) for fevex.
+stdio) for fevex, and the sampling and roots it may offer the server.
 
 Importing this package imports neither the MCP SDK nor httpx2; creating a provider does.
 """
@@ -15,6 +15,8 @@ from fevex_mcp.elicitation_types import (
 from fevex_mcp.headers import Headers, HeadersSource
 from fevex_mcp.oauth import MCPOAuth, OAuthRedirect, TokenEndpointAuthMethod, terminal_redirect
 from fevex_mcp.provider import MCPToolProvider, create_mcp_tool_provider
+from fevex_mcp.roots import MCPRoot
+from fevex_mcp.sampling import MCPSampling
 from fevex_mcp.token_stores import FileTokenStore, InMemoryTokenStore, TokenStore
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "HeadersSource",
     "InMemoryTokenStore",
     "MCPOAuth",
+    "MCPRoot",
+    "MCPSampling",
     "MCPToolProvider",
     "OAuthRedirect",
     "TokenEndpointAuthMethod",

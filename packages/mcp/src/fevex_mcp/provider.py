@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
@@ -24,6 +25,7 @@ from fevex.knowledge import (
 )
 from fevex.tools import ConnectionContext, RemoteTool, ToolContext
 from fevex_mcp.channels import Channel, HttpChannel, StdioChannel
+from fevex_mcp.client_features import ClientFeatures
 from fevex_mcp.command import parse_command
 from fevex_mcp.elicitation_types import (
     DEFAULT_ELICITATION_TIMEOUT,
@@ -50,9 +52,12 @@ from fevex_mcp.headers import HeadersSource, check_header_map
 from fevex_mcp.oauth import MCPOAuth
 from fevex_mcp.pins import Pins
 from fevex_mcp.results import block_text
+from fevex_mcp.roots import MCPRoot, parse_roots
+from fevex_mcp.sampling import MCPSampling, sampling_config
 
 if TYPE_CHECKING:
     from mcp import Client
+    from mcp.types import CallToolResult
 
     from fevex_mcp.elicitation import Elicitor
 
@@ -82,11 +87,14 @@ class MCPToolProvider:
         features: frozenset[str] = frozenset({"tools"}),
         max_resource_chars: int = DEFAULT_MAX_RESOURCE_CHARS,
         elicitor: Elicitor | None = None,
+        offered: ClientFeatures | None = None,
     ) -> None:
         self._channel = channel
         self._elicitor = elicitor
         self._features = features
         self._max_resource_chars = max_resource_chars
+        # The client capabilities offered to the server (sampling, roots), if any.
+        self._offered = offered or ClientFeatures(None, None)
         self._resource_pins = Pins()
         self._template_pins = Pins()
         self._prompt_pins = Pins()
@@ -160,21 +168,18 @@ class MCPToolProvider:
         if "resources" in self._features and name in RESOURCE_TOOL_NAMES:
             return await self._resource_tool(name, dict(input), context)
         arguments = dict(input)
-
+        offered = self._offered
         elicitor = self._elicitor
 
         async def call(client: Client, secrets: Sequence[str]) -> Any:
-            # No local holds the result: a failed one's text may hold an echoed secret.
+            def operation() -> Awaitable[CallToolResult]:
+                return call_tool(client, name, arguments, context, secrets)
+
             if elicitor is not None:
-                return result_value(
-                    await elicitor.during(
-                        client, context, lambda: call_tool(client, name, arguments)
-                    ),
-                    context.tool_name,
-                    secrets,
-                )
+                operation = partial(elicitor.during, client, context, operation)
+            # No local holds the result: a failed one's text may hold an echoed secret.
             return result_value(
-                await call_tool(client, name, arguments, context, secrets),
+                await offered.run_call(client, context, secrets, operation()),
                 context.tool_name,
                 secrets,
             )
@@ -228,9 +233,10 @@ class MCPToolProvider:
                 recoverable=True,
             )
         limit = self._max_resource_chars
+        offered = self._offered
 
         async def read(client: Client, secrets: Sequence[str]) -> dict[str, Any]:
-            result = await read_resource(client, uri)
+            result = await offered.run_call(client, context, secrets, read_resource(client, uri))
             return read_value(uri, list(result.contents), limit)
 
         return await self._channel.run(context, read)
@@ -410,6 +416,8 @@ def create_mcp_tool_provider(
     max_resource_chars: int = DEFAULT_MAX_RESOURCE_CHARS,
     elicitation: ElicitationHandler | Literal["person"] | None = None,
     elicitation_timeout: float = DEFAULT_ELICITATION_TIMEOUT,
+    sampling: MCPSampling | str | None = None,
+    roots: Iterable[MCPRoot | str | os.PathLike[str]] | None = None,
 ) -> MCPToolProvider:
     """A tool provider for one MCP server: at ``url`` (Streamable HTTP), or started from
     ``command`` with ``args`` (stdio).
@@ -443,12 +451,21 @@ def create_mcp_tool_provider(
     request must be answered within ``elicitation_timeout`` seconds (default 300), or the
     call ends with ``MCP_ELICITATION_TIMEOUT``. ``None`` (the default) declares no
     elicitation capability, and the server's requests are refused.
+
+    Sampling and roots are declared only when configured, and refused otherwise:
+    ``sampling`` (an :class:`~fevex_mcp.MCPSampling`, or a key of the app's ``models``)
+    answers the server's sampling requests during a tool call with that app model, as a
+    model step of the call's run; ``roots`` (absolute paths, ``file://`` URIs or
+    :class:`~fevex_mcp.MCPRoot` s) are the folders ``roots/list`` answers.
     """
     _require_sdk()
     wanted = _features(features)
     _check_options(max_resource_chars, transport)
     elicitor = _elicitor(elicitation, elicitation_timeout, url or command or "")
-    options = {} if elicitor is None else elicitor.client_options()
+    offered = ClientFeatures(sampling_config(sampling), parse_roots(roots))
+    options = offered.client_options()
+    if elicitor is not None:
+        options.update(elicitor.client_options())
     channel: Channel
     if command is not None or transport == "stdio":
         if url is not None or transport == "streamable-http":
@@ -461,10 +478,15 @@ def create_mcp_tool_provider(
         channel = StdioChannel(parsed, options)
     else:
         channel = _http_channel(url, headers, oauth, options)
+    offered.where = channel.where
     if elicitor is not None:
         elicitor.where = channel.where
     return MCPToolProvider(
-        channel, features=wanted, max_resource_chars=max_resource_chars, elicitor=elicitor
+        channel,
+        features=wanted,
+        max_resource_chars=max_resource_chars,
+        elicitor=elicitor,
+        offered=offered,
     )
 
 

@@ -337,11 +337,12 @@ class _Projection:
             self.messages.append(_user_message(payload["input"]))
             self.enter("started", event)
         elif kind == "model.started":
-            self.close_tool_message()
             self.steps += 1
             model = payload.get("model")
             self.models[payload["step"]] = model if isinstance(model, str) else None
-            self.enter("thinking", event, step=payload["step"])
+            if "tool_call_id" not in payload:  # a completion a tool asked for stays inside it
+                self.close_tool_message()
+                self.enter("thinking", event, step=payload["step"])
         elif kind == "model.output.delta":
             step: int = payload["step"]
             text: str = payload["delta"]
@@ -411,6 +412,12 @@ class _Projection:
     def complete_step(self, event: RunEvent) -> None:
         payload = event.payload
         step: int = payload["step"]
+        if "tool_call_id" in payload:
+            # A completion a tool asked for: the run's usage and cost, not its conversation.
+            usage = Usage.from_json(payload.get("usage"))
+            self.usage = self.usage + usage
+            self.priced.append((usage, self.models.get(step), Cost.from_json(payload.get("cost"))))
+            return
         calls = [ToolCallPart(c["id"], c["name"], c.get("input")) for c in payload["tool_calls"]]
         # The assistant keeps its thinking and the text it streamed, as the engine does.
         text = "".join(self.step_text.get(step, ()))

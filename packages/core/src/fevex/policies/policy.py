@@ -1,7 +1,10 @@
 """Authorization policies: callbacks that may deny a tool call at each stage.
 
 A policy is called with a :class:`PolicyRequest` before approval is resolved, before the
-first credential is resolved, and before each effect or retry. It returns ``None`` to
+first credential is resolved, before each effect or retry, and before each completion a
+tool asks of an app model (stage ``"completion"``, see
+:meth:`~fevex.ToolContext.complete`: ``model`` names the model and ``input`` is the
+request, its messages as JSON). It returns ``None`` to
 allow (or an awaitable resolving to ``None``) and raises to deny; any other return value
 is a contract error, so a policy that returns ``False`` meaning "deny" never silently allows.
 """
@@ -17,7 +20,7 @@ from fevex.errors import FevexError, FevexRunError
 
 __all__ = ["Policy", "PolicyRequest", "PolicyStage", "enforce_policies"]
 
-PolicyStage = Literal["approval", "credentials", "effect", "retry"]
+PolicyStage = Literal["approval", "credentials", "effect", "retry", "completion"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,7 @@ class PolicyRequest:
     risk: str
     attempt: int = 1
     credential: str | None = None
+    model: str | None = None
 
 
 Policy = Callable[[PolicyRequest], Awaitable[None] | None]

@@ -1,3 +1,4 @@
+from fevex.tools.completion import Completion
 from fevex.tools.connection import (
     ConnectionContext,
     ConnectionDefinition,
@@ -22,6 +23,7 @@ from fevex.tools.retry import ToolRetry
 __all__ = [
     "REDACTED",
     "Approval",
+    "Completion",
     "ConnectionContext",
     "ConnectionDefinition",
     "ErrorsToModel",

@@ -4,12 +4,14 @@ while it runs."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from fevex.errors import InputAnswer, PendingInput
+    from fevex.messages import Message
+    from fevex.tools.completion import Completion, CompletionRequest
 
 __all__ = ["ToolContext"]
 
@@ -41,12 +43,15 @@ class ToolContext:
     :meth:`report_progress` and :meth:`add_trace_event` report what the call is doing
     while it runs; both return at once, from async tools and from synchronous ones in a
     worker thread alike, and do nothing for a context made outside a run.
+
+    :meth:`complete` asks one of the app's models for an answer on the run's behalf.
     """
 
     __slots__ = (
         "_ask_input",
         "_call_limit",
         "_cancellation",
+        "_complete",
         "_credentials",
         "_reports",
         "agent_name",
@@ -69,6 +74,7 @@ class ToolContext:
         attempt: int = 1,
         cancellation: _Cancellation | None = None,
         credentials: Callable[[str], Awaitable[str]] | None = None,
+        complete: Callable[[CompletionRequest], Awaitable[Completion]] | None = None,
     ) -> None:
         self.run_id = run_id
         self.session_id = session_id
@@ -84,6 +90,7 @@ class ToolContext:
         # A connection call's timeout, which a person's time does not count against.
         self._call_limit: asyncio.Timeout | None = None
         self._reports: _CallReports | None = None
+        self._complete = complete
 
     @property
     def cancelled(self) -> bool:
@@ -161,6 +168,45 @@ class ToolContext:
         adds a bounded number of them; the rest are dropped. Never waits."""
         if self._reports is not None:
             self._reports.trace_event(name, dict(attributes or {}))
+
+    async def complete(
+        self,
+        messages: str | Sequence[Message],
+        *,
+        model: str | None = None,
+        system: str | None = None,
+        max_output_tokens: int | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """Ask ``model`` (a key of the app's ``models=``; ``None``: the agent's own model)
+        for one answer to ``messages`` (text, or user and assistant
+        :class:`~fevex.messages.Message` s), with ``system`` as its system prompt, at most
+        ``max_output_tokens`` tokens and the gateway's ``options``. The call offers the
+        model no tools.
+
+        It is a model step of the run: the app's policies see it first (stage
+        ``"completion"``); it counts in ``Limits.max_steps``, the run's token budgets (the
+        remaining output budget caps it) and its tree's model calls; its usage and cost
+        join the run's, and its ``model.started`` and ``model.completed`` events (with this
+        call's ``tool_call_id``) join the run's events and traces. A limit reached or a
+        policy's denial raises its code, and fails this tool call with it even when the
+        tool catches the error. Only tools an agent run calls can ask
+        (``COMPLETION_UNAVAILABLE`` elsewhere).
+        """
+        from fevex.errors import FevexRunError
+        from fevex.tools.completion import CompletionRequest
+
+        if self._complete is None:
+            raise FevexRunError(
+                "COMPLETION_UNAVAILABLE",
+                f"Tool {self.tool_name} asked for a completion outside an agent run's tool "
+                "call; only the tools an agent run calls can ask the app's models.",
+                category="tool",
+            )
+        request = CompletionRequest.of(
+            messages, model, system, max_output_tokens, options, self.tool_name
+        )
+        return await self._complete(request)
 
     def __repr__(self) -> str:
         return (

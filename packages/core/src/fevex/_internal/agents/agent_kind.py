@@ -217,6 +217,7 @@ class AgentKind:
             on_tool_exception=self.composition.on_tool_exception,
             connections=self.connections,
             calculate_cost=self.composition.calculate_cost,
+            models=self.composition.models,
         )
 
 

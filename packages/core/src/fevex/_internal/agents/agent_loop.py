@@ -14,6 +14,9 @@ model as an error result: the call is journalled ``failed`` with ``retry: true``
 never run again, and the retries a run used are counted from its journal. Logs go to the
 ``fevex`` logger with the run id in ``extra`` and never hold inputs, outputs or text.
 
+A tool may ask an app model for a completion (``ToolContext.complete``): a model step of
+the run inside the call, with events of its own (see ``tool_completions.py``).
+
 ``model.started`` names the model (and its provider, when the agent's model reference
 says it); with the app's ``calculate_cost``, ``model.completed`` carries the step's cost
 and ``run.completed`` the run's total, kept in the checkpoint across resumes. A price
@@ -27,13 +30,15 @@ import asyncio
 import io
 import json
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
 from fevex._ground.clock import new_id
+from fevex._internal.agents.model_cost import add_cost, price
 from fevex._internal.agents.model_turns import assistant_parts, model_error, model_identity
 from fevex._internal.agents.run_state import PendingCalls, RunState, tool_step_id
+from fevex._internal.agents.tool_completions import ToolCompletions
 from fevex._internal.composition.connections import ConnectionResolver
 from fevex._internal.composition.registry import PreparedAgent, PreparedTool
 from fevex._internal.composition.tool_runner import (
@@ -46,7 +51,7 @@ from fevex._internal.engine.deadline import DeadlineReached
 from fevex._internal.engine.execution import Execution
 from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
-from fevex.events.cost import Cost, CostCalculator, checked_cost
+from fevex.events.cost import CostCalculator
 from fevex.messages import Message, ToolResultPart
 from fevex.models import ModelInput, ModelResult, ModelStreamReader, ToolCall, ToolSpec, Usage
 from fevex.policies.policy import Policy
@@ -83,6 +88,7 @@ class AgentLoop:
         connections: ConnectionResolver | None = None,
         calculate_cost: CostCalculator | None = None,
         on_tool_exception: ToolExceptionHook | None = None,
+        models: Mapping[str, Any] | None = None,
     ) -> None:
         self.agent = agent
         self.prefix = prefix
@@ -97,6 +103,7 @@ class AgentLoop:
         self.model_name, self.provider = model_identity(agent)
         self._provider_state: Any = None
         self.knowledge_messages: list[Message] = []
+        self.completions = ToolCompletions(self, models or {})
 
     @property
     def usage(self) -> Usage:
@@ -145,6 +152,10 @@ class AgentLoop:
                 if execution.pause is not None:
                     return
         finally:
+            # A call stopped by a cancellation or the deadline: its model steps, committed
+            # already, reach no consumer, so observers are shown them here.
+            for event in self.completions.drain():
+                execution.sink.delivered(event)
             if self.agent.connection_tools and self.connections is not None:
                 # Paused or ended here: a provider lets go of the run's sessions.
                 run_id = execution.sink.run.id
@@ -273,10 +284,11 @@ class AgentLoop:
             # The message layer keeps the step's thinking part, as the transcript does.
             completed_payload["reasoning"] = result.reasoning
         if self.calculate_cost is not None:
-            cost = self._price(result.usage)
+            run_id = self.execution.sink.run.id
+            cost = price(self.calculate_cost, result.usage, self.model_name, run_id)
             if cost is not None:
                 completed_payload["cost"] = cost.to_json()
-                self._add_cost(cost)
+                add_cost(state, cost, run_id)
         return completed_payload
 
     def _answer(self, result: ModelResult, text: str) -> tuple[Any, Any]:
@@ -342,48 +354,6 @@ class AgentLoop:
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:
                 await aclose()
-
-    def _price(self, usage: Usage) -> Cost | None:
-        """The application's price of one step's ``usage``; ``None`` when it has none."""
-        assert self.calculate_cost is not None
-        run_id = self.execution.sink.run.id
-        try:
-            cost = self.calculate_cost(usage, self.model_name)
-        except Exception as error:
-            logger.warning(
-                "Run %s: calculate_cost raised %s; the model step has no cost",
-                run_id,
-                type(error).__name__,
-                extra={"run_id": run_id},
-            )
-            return None
-        checked = checked_cost(cost)
-        if checked is None and cost is not None:
-            logger.warning(
-                "Run %s: calculate_cost returned a %s, not a Cost with a finite amount and a "
-                "currency; the model step has no cost",
-                run_id,
-                type(cost).__name__,
-                extra={"run_id": run_id},
-            )
-        return checked
-
-    def _add_cost(self, cost: Cost) -> None:
-        state = self.state
-        if state.cost is None:
-            state.cost = cost
-        elif state.cost.currency == cost.currency:
-            state.cost = state.cost + cost
-        else:
-            # fevex never converts currencies: the run's total stays in its first one.
-            run_id = self.execution.sink.run.id
-            logger.warning(
-                "Run %s: a model step cost %s, the run's total is in %s; it is not added",
-                run_id,
-                cost.currency,
-                state.cost.currency,
-                extra={"run_id": run_id},
-            )
 
     def _remaining_output_tokens(self) -> int | None:
         limit = self.limits.max_output_tokens
@@ -501,6 +471,8 @@ class AgentLoop:
                     yield event
                 output = reports.output
             except FevexError as error:
+                for event in self.completions.drain():  # the call's own model steps
+                    yield event
                 retried = self._hand_back(error, runner, step_id, base, where)
                 if retried is None:
                     yield await sink.emit(
@@ -511,6 +483,8 @@ class AgentLoop:
                     "tool.failed", retried, durable=True, checkpoint=state.checkpoint
                 )
                 continue
+            for event in self.completions.drain():
+                yield event
             if logger.isEnabledFor(logging.DEBUG):
                 message = "Run %s: tool %s completed (call %s)"
                 logger.debug(message, runner.run_id, call.name, call.id, extra=where)
@@ -626,6 +600,7 @@ class AgentLoop:
             guard=self.execution.guard,
             on_tool_exception=self.on_tool_exception,
             ask_input=self.execution.ask_input,
+            complete=self.completions.complete,
         )
 
     async def _pause_for_approval(

@@ -102,6 +102,8 @@ class Composition:
     calculate_cost: CostCalculator | None = None
     # Sees each exception a tool raised as raised (create_fevex(on_tool_exception=...)).
     on_tool_exception: Callable[..., Any] | None = None
+    # Every model by its key (those plugins built too): a tool's completion names one.
+    models: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _config_error(message: str) -> FevexConfigurationError:
@@ -215,6 +217,7 @@ def compose(
         workflow_table,
         team_table,
         on_tool_exception=on_tool_exception,
+        models=model_table,
     )
 
 

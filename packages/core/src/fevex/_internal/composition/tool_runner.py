@@ -40,6 +40,7 @@ from fevex.errors import FevexError, FevexRunError
 from fevex.models import ToolCall
 from fevex.policies.policy import Policy, PolicyRequest, enforce_policies
 from fevex.schemas.schema import ensure_json
+from fevex.tools.completion import Completion, CompletionRequest
 from fevex.tools.context import AskInput, ToolContext, _Cancellation
 from fevex.tools.redaction import redact_secrets, secret_spellings
 from fevex.tools.retry import ToolRetry
@@ -47,6 +48,8 @@ from fevex.tools.retry import ToolRetry
 CredentialResolver = Mapping[str, str] | Callable[[str, ToolContext], str | Awaitable[str]] | None
 # Sees each exception a tool function raised, exactly as raised (credentials and all).
 ToolExceptionHook = Callable[[Exception, ToolContext], Any]
+# Answers a completion one attempt of a call asks for (the agent loop's ToolCompletions).
+CompletionHook = Callable[["ToolCallRun", CompletionRequest, int], Awaitable[Completion]]
 
 logger = logging.getLogger("fevex")
 
@@ -60,8 +63,10 @@ class ToolCallRun:
         "asked_retry",
         "call",
         "cancellation",
+        "complete",
         "credentials",
         "guard",
+        "halted",
         "input_rejected",
         "on_tool_exception",
         "policies",
@@ -87,6 +92,7 @@ class ToolCallRun:
         guard: Callable[[Awaitable[Any]], Awaitable[Any]],
         on_tool_exception: ToolExceptionHook | None = None,
         ask_input: AskInput | None = None,
+        complete: CompletionHook | None = None,
     ) -> None:
         self.tool = tool
         self.ask_input = ask_input
@@ -110,6 +116,10 @@ class ToolCallRun:
         self.asked_retry: str | None = None
         # Where the call's context sends its progress and trace events (see reporting).
         self.reports: CallReports | None = None
+        self.complete = complete
+        # A completion the call asked for failed on the run's rules (a policy, a limit):
+        # the call fails with it, whatever the tool made of it.
+        self.halted: FevexError | None = None
 
     @property
     def idempotency_key(self) -> str | None:
@@ -207,13 +217,21 @@ class ToolCallRun:
         args, keywords = definition.call_arguments(value, context)
         try:
             if definition.is_async:
-                return await self.guard(definition.function(*args, **keywords))
-            call = functools.partial(definition.function, *args, **keywords)
-            return await self.guard(in_worker_thread(call))
+                raw = await self.guard(definition.function(*args, **keywords))
+            else:
+                call = functools.partial(definition.function, *args, **keywords)
+                raw = await self.guard(in_worker_thread(call))
         except (asyncio.CancelledError, DeadlineReached):
             raise
         except Exception as error:
             raised = error
+        else:
+            if self.halted is None:
+                return raw
+        # A completion the call asked for was refused by the run's rules: that is why the
+        # call ends, whatever the tool returned or raised after it.
+        if self.halted is not None:
+            raised = self.halted
         # Raised outside the handler, so that the error has no __context__ it did not choose.
         raise self._failure(raised, attempt, context)
 
@@ -329,6 +347,13 @@ class ToolCallRun:
 
         context._credentials = resolve
         context._ask_input = self.ask_input
+        if self.complete is not None:
+            complete = self.complete
+
+            async def ask(request: CompletionRequest) -> Completion:
+                return await complete(self, request, attempt)
+
+            context._complete = ask
         return context
 
     async def resolve_credential(self, name: str, context: ToolContext) -> str:

@@ -365,9 +365,11 @@ class SpanBuilder:
         provider = payload.get("provider")
         if type(provider) is str:
             attributes["gen_ai.provider.name"] = provider
+        # A completion a tool asked for is a child of that tool's span.
+        asking = execution.tools.get(payload.get("tool_call_id"))
         execution.models[step] = _Open(
             span_id_of(run.id, "model", str(step)),
-            execution.span.span_id,
+            execution.span.span_id if asking is None else asking.span_id,
             name,
             "model",
             now,
