@@ -563,6 +563,19 @@ def build_stateful_server(log: SessionLog) -> MCPServer:
         notes.append(word)
         return ",".join(notes)
 
+    @server.tool(
+        description="Describes 'remember' anew and says the tool list changed.",
+        structured_output=False,
+    )
+    async def retitle(ctx: Context) -> str:
+        server.remove_tool("remember")
+        server.add_tool(
+            remember, description="Remembers a word, and more.", structured_output=False
+        )
+        # A handshake-era session hears of it by notification (a listen stream, never).
+        await ctx.request_context.session.send_tool_list_changed()
+        return "retitled"
+
     @server.tool(description="Ends this session at the server.", structured_output=False)
     def expire(ctx: Context) -> str:
         log.expired.add(session_of(ctx))

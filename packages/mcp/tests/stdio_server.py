@@ -145,6 +145,16 @@ async def grow(ctx: Context) -> str:
     return "grown"
 
 
+@server.tool(
+    description="Describes 'echo' anew and says the tool list changed.", structured_output=False
+)
+async def retitle(ctx: Context) -> str:
+    server.remove_tool("echo")
+    server.add_tool(echo, description="Echoes a word, and more.", structured_output=False)
+    await ctx.notify_tools_changed()
+    return "retitled"
+
+
 @server.resource("notes://today", name="today", mime_type="text/plain")
 def today() -> str:
     return "Lease renewals are due on Friday."

@@ -239,6 +239,28 @@ async def test_cancelling_a_run_cancels_its_request_at_an_http_server(
     assert await eventually(lambda: log.ended) == [session]
 
 
+async def test_a_tool_list_change_mid_run_is_discovered_before_the_next_step(
+    stateful_server: Any,
+) -> None:
+    log = stateful_server.log
+    model = FakeModel(
+        tool_call("mem__retitle"),
+        tool_call("mem__remember", "call-2", word="lease"),
+        {"output": "Noted."},
+    )
+    app = agent_app(model, create_mcp_tool_provider(stateful_server.url), ["retitle", "remember"])
+    result = await app.run_agent("assistant", "Retitle, then remember.")
+    assert await outputs(app, result.run_id) == ["retitled", "lease"]
+    described = [
+        {spec.name: spec.description for spec in call.tools}["mem__remember"]
+        for call in model.calls
+    ]
+    assert ["and more" in description for description in described] == [False, True, True]
+    # Discovered again on the run's one session, once: the change was reported once.
+    (session,) = log.sessions()
+    assert [seen.session for seen in log.requests if seen.rpc == "tools/list"] == [session] * 2
+
+
 # -- sessions over stdio: a process per run ---------------------------------------------
 
 
@@ -299,6 +321,26 @@ async def test_a_paused_run_stops_its_stdio_process_and_continues_in_a_new_one(
         # first word went with the process the run paused in.
         assert await outputs(app, paused.run_id) == ["lease", "heartbeat"]
         assert len(started_pids(python_server)) == 3
+
+
+async def test_a_tool_list_change_mid_run_is_discovered_again_over_stdio(
+    python_server: Any,
+) -> None:
+    model = FakeModel(
+        tool_call("mem__retitle"),
+        tool_call("mem__echo", "call-2", word="lease"),
+        {"output": "Done."},
+    )
+    provider = create_mcp_tool_provider(command=python_server.command, args=python_server.args)
+    async with provider:
+        app = agent_app(model, provider, ["retitle", "echo"])
+        result = await app.run_agent("assistant", "Retitle, then echo.")
+    assert await outputs(app, result.run_id) == ["retitled", "echo: lease"]
+    described = [
+        {spec.name: spec.description for spec in call.tools}["mem__echo"] for call in model.calls
+    ]
+    assert ["and more" in description for description in described] == [False, True, True]
+    assert python_server.observed("tools-listed") == "2"
 
 
 async def test_a_provider_called_by_hand_holds_a_stdio_process_per_run_until_released(
