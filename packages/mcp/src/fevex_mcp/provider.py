@@ -439,41 +439,30 @@ def create_mcp_tool_provider(
 
     ``features`` adds ``"resources"`` (the tools ``resources_list``,
     ``resources_templates`` and ``resources_read``, whose text is bounded by
-    ``max_resource_chars``) and
-    ``"prompts"`` (:meth:`MCPToolProvider.prompt_skill`,
+    ``max_resource_chars``) and ``"prompts"`` (:meth:`MCPToolProvider.prompt_skill`,
     :meth:`MCPToolProvider.prompt_context`) to ``"tools"``. ``transport`` may name the
     transport (``"streamable-http"`` or ``"stdio"``); legacy ``"sse"`` is refused.
 
-    ``elicitation`` lets the server ask for input during a tool call (form mode): a
-    handler (sync or async) that receives an :class:`~fevex_mcp.ElicitationRequest` and
-    returns an :class:`~fevex_mcp.ElicitationResponse`, or ``"person"``: the run lists
-    the request as a pending input until someone answers it with ``resume_run``. Each
-    request must be answered within ``elicitation_timeout`` seconds (default 300), or the
-    call ends with ``MCP_ELICITATION_TIMEOUT``. ``None`` (the default) declares no
-    elicitation capability, and the server's requests are refused.
-
-    Sampling and roots are declared only when configured, and refused otherwise:
+    Client capabilities are declared only when configured (the server's requests are
+    refused otherwise). ``elicitation``: a handler (sync or async) that receives an
+    :class:`~fevex_mcp.ElicitationRequest` and returns an
+    :class:`~fevex_mcp.ElicitationResponse`, or ``"person"`` (the run lists a pending
+    input until someone answers it with ``resume_run``); unanswered after
+    ``elicitation_timeout`` seconds, the call ends with ``MCP_ELICITATION_TIMEOUT``.
     ``sampling`` (an :class:`~fevex_mcp.MCPSampling`, or a key of the app's ``models``)
-    answers the server's sampling requests during a tool call with that app model, as a
-    model step of the call's run; ``roots`` (absolute paths, ``file://`` URIs or
-    :class:`~fevex_mcp.MCPRoot` s) are the folders ``roots/list`` answers.
+    answers with that app model, as a model step of the call's run; ``roots`` (absolute
+    paths, ``file://`` URIs or :class:`~fevex_mcp.MCPRoot` s) are what ``roots/list``
+    answers.
     """
     _require_sdk()
     wanted = _features(features)
     _check_options(max_resource_chars, transport)
     elicitor = _elicitor(elicitation, elicitation_timeout, url or command or "")
     offered = ClientFeatures(sampling_config(sampling), parse_roots(roots))
-    options = offered.client_options()
-    if elicitor is not None:
-        options.update(elicitor.client_options())
+    options = {**offered.client_options(), **(elicitor.client_options() if elicitor else {})}
     channel: Channel
     if command is not None or transport == "stdio":
-        if url is not None or transport == "streamable-http":
-            raise configuration_error(
-                COMMAND_INVALID,
-                "MCP provider: give either url= (Streamable HTTP) or command= (stdio), not both.",
-            )
-        _check_stdio(headers, oauth)
+        _check_stdio(url, transport, headers, oauth)
         parsed = parse_command(command, args, env, inherit_env, cwd, startup_timeout, call_timeout)
         channel = StdioChannel(parsed, options)
     else:
@@ -490,7 +479,14 @@ def create_mcp_tool_provider(
     )
 
 
-def _check_stdio(headers: HeadersSource, oauth: MCPOAuth | None) -> None:
+def _check_stdio(
+    url: str | None, transport: str | None, headers: HeadersSource, oauth: MCPOAuth | None
+) -> None:
+    if url is not None or transport == "streamable-http":
+        raise configuration_error(
+            COMMAND_INVALID,
+            "MCP provider: give either url= (Streamable HTTP) or command= (stdio), not both.",
+        )
     if headers is not None:
         raise configuration_error(
             HEADERS_INVALID,

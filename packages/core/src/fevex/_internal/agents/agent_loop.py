@@ -462,9 +462,7 @@ class AgentLoop:
                 checkpoint=state.checkpoint,
             )
             where = {"run_id": runner.run_id, "step": pending.step, **base}
-            if logger.isEnabledFor(logging.DEBUG):
-                message = "Run %s: tool %s started (call %s)"
-                logger.debug(message, runner.run_id, call.name, call.id, extra=where)
+            _log_call("started", runner, call, where)
             reports = runner.reporting(sink, base)
             try:
                 async for event in reports.relay():
@@ -485,9 +483,7 @@ class AgentLoop:
                 continue
             for event in self.completions.drain():
                 yield event
-            if logger.isEnabledFor(logging.DEBUG):
-                message = "Run %s: tool %s completed (call %s)"
-                logger.debug(message, runner.run_id, call.name, call.id, extra=where)
+            _log_call("completed", runner, call, where)
             pending.add_result(ToolResultPart(call.id, call.name, output))
             state.journal.completed(step_id, output)
             # Durable as soon as the effect ended: a crash now must not make it look in flight.
@@ -652,6 +648,12 @@ class AgentLoop:
                 tool_name=call.name,
             )
         return tool
+
+
+def _log_call(what: str, runner: ToolCallRun, call: ToolCall, where: dict[str, Any]) -> None:
+    if logger.isEnabledFor(logging.DEBUG):
+        message = f"Run %s: tool %s {what} (call %s)"
+        logger.debug(message, runner.run_id, call.name, call.id, extra=where)
 
 
 def _retries(runner: ToolCallRun) -> dict[str, Any]:
