@@ -6,6 +6,7 @@ run cancels its request at the server, over both."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -366,15 +367,20 @@ async def test_a_provider_called_by_hand_holds_a_stdio_process_per_run_until_rel
 
 
 async def test_cancelling_a_run_cancels_its_request_at_a_stdio_server(python_server: Any) -> None:
+    # A server in plain JSON-RPC, which records the cancellation as it reads it: the
+    # run's process is stopped right after, which would end the request anyway.
+    script = Path(python_server.args[0]).with_name("handshake_server.py")
     events: list[RunEvent] = []
-    provider = create_mcp_tool_provider(command=python_server.command, args=python_server.args)
-    model = FakeModel(tool_call("mem__slow", seconds=30))
+    provider = create_mcp_tool_provider(
+        command=python_server.command, args=[str(script), str(python_server.state)]
+    )
+    model = FakeModel(tool_call("mem__hang"))
     async with provider:
-        app = agent_app(model, provider, ["slow"], events=events, timeout=20.0)
+        app = agent_app(model, provider, ["hang"], events=events, timeout=20.0)
         running = asyncio.create_task(app.run_agent("assistant", "Wait."))
-        await eventually(lambda: python_server.observed("slow-started"))
+        hanging = await eventually(lambda: python_server.observed("hanging"))
         cancelled = await app.cancel_run(events[0].run_id)
         assert cancelled.status == "cancelled"
         with pytest.raises(RunCancelledError):
             await running
-        assert await eventually(lambda: python_server.observed("cancelled")) == "slow"
+        assert await eventually(lambda: python_server.observed("cancelled-requests")) == hanging
