@@ -5,7 +5,9 @@ Callers authenticate with ``Authorization: Bearer alice`` (namespace ``acme``). 
 ``tick`` as many times as its input says (each tick waits ``FEVEX_TEST_TICK_SECONDS``; an
 input ``"8 PATH"`` also holds the first tick until the file ``PATH`` exists);
 ``browser`` calls ``fetch_page``, which reports its progress with a message of hostile
-markup and whose output is hostile markup too. Every model step
+markup and whose output is hostile markup too; ``asker`` calls ``ask_name``, which asks a
+person for a name (the question is hostile markup) and answers with what it was given.
+Every model step
 reports 10 input and 5 output tokens, priced at 0.001 USD a token. The ``desk`` team
 delegates to ``support``, so its run has a child. The ``review`` workflow waits for the
 event ``review.approved``, then sleeps an hour on a timer. The durable task ``console.tick`` runs
@@ -89,6 +91,18 @@ async def fetch_page(request: Page, context: ToolContext) -> str:
     return HOSTILE
 
 
+NAME_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}},
+    "required": ["name"],
+}
+
+
+async def ask_name(context: ToolContext) -> dict[str, Any]:
+    answer = await context.request_input(f"Which name? {HOSTILE}", schema=NAME_SCHEMA, timeout=60)
+    return {"action": answer.action, "content": dict(answer.content or {})}
+
+
 class ScriptedModel:
     """``support`` charges once; ``ticker`` ticks as often as its input says;
     ``browser`` fetches one page, then answers with hostile markup too."""
@@ -99,6 +113,8 @@ class ScriptedModel:
         count, _, gate = first.partition(" ")
         if first.startswith("browse"):
             wanted, tool, arguments = 1, "fetch_page", {"url": "https://example.test"}
+        elif first.startswith("ask"):
+            wanted, tool, arguments = 1, "ask_name", {}
         elif count.isdigit():
             wanted, tool, arguments = int(count), "tick", {"number": done + 1}
             if gate and done == 0:
@@ -175,6 +191,7 @@ def build_app(run_store: str | None = None) -> Fevex:
                 limits=Limits(max_steps=100, max_tool_calls=100),
             ),
             define_agent(name="browser", instructions="Browse.", tools=["fetch_page"]),
+            define_agent(name="asker", instructions="Ask.", tools=["ask_name"]),
         ],
         tools=[
             define_tool(
@@ -182,6 +199,7 @@ def build_app(run_store: str | None = None) -> Fevex:
             )(charge),
             define_tool(name="tick", description="Tick once.", idempotency="keyed")(tick),
             define_tool(name="fetch_page", description="Fetch a page.")(fetch_page),
+            define_tool(name="ask_name", description="Ask a person for a name.")(ask_name),
         ],
         teams=[desk],
         workflows=[review],

@@ -179,6 +179,32 @@ def test_an_approval_clicked_in_the_page_lets_the_run_complete(
     assert problems == []
 
 
+def test_a_pending_input_is_shown_as_text_and_answered_in_the_page(
+    console_server: Any, browser: Any, artifacts: Path
+) -> None:
+    with FevexClient(console_server.url, headers=ALICE) as client:
+        run = client.start_agent("asker", "ask me")
+    page, problems = open_console(browser, console_server, f"#/runs/{run.id}")
+    card = page.locator(".pending-input")
+    card.wait_for()
+    # The question is the tool's (for an MCP server's, remote) text: shown, never run.
+    assert "<script>" in card.locator(".input-message").text_content()
+    assert '"required"' in card.locator(".input-schema").text_content()
+    page.screenshot(path=str(artifacts / "pending-input.png"), full_page=True)
+    card.locator(".input-content").fill('{"name": "Ada"}')
+    card.locator("button.accept").click()
+    page.wait_for_selector("#run-status:text('completed')")
+    assert page.evaluate("window.__fevexInjected") is None
+    with FevexClient(console_server.url, headers=ALICE) as client:
+        events = client.list_events(run.id, limit=100)
+    answered = next(e for e in events if e.type == "input.answered")
+    assert answered.payload["action"] == "accept"
+    assert answered.payload["actor"]["id"] == "alice"
+    completed = next(e for e in events if e.type == "tool.completed")
+    assert completed.payload["output"] == {"action": "accept", "content": {"name": "Ada"}}
+    assert problems == []
+
+
 def test_cancel_asks_first_and_a_declined_confirmation_changes_nothing(
     console_server: Any, browser: Any
 ) -> None:
