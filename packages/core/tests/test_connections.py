@@ -269,6 +269,40 @@ async def test_a_release_that_fails_is_logged_and_leaves_the_run_as_it_ended(
     assert "would not close" not in record.getMessage()
 
 
+class ChangingDocs(Docs):
+    """Docs whose server says, during a call, that its tools changed: the search tool is
+    described anew."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed_for: set[str] = set()
+        self.asked: list[str] = []
+
+    async def call_tool(self, name: str, input: Any, context: ToolContext) -> Any:
+        self.search_description = "Search the docs, and more."
+        self.changed_for.add(context.run_id)
+        return await super().call_tool(name, input, context)
+
+    def tools_changed(self, run_id: str) -> bool:
+        self.asked.append(run_id)
+        if run_id in self.changed_for:
+            self.changed_for.discard(run_id)
+            return True
+        return False
+
+
+async def test_tools_a_provider_says_changed_are_discovered_again_before_the_next_step() -> None:
+    docs = ChangingDocs()
+    model = FakeModel(search(), search("c2"), {"output": "ok"})
+    result = await make_app(model, docs).run_agent("assistant", "q")
+    assert result.output == "ok"
+    described = [{spec.name: spec.description for spec in c.tools} for c in model.calls]
+    assert ["and more" in d["docs__search"] for d in described] == [False, True, True]
+    # Asked before each model step; discovered again after each change.
+    assert docs.asked == [result.run_id] * 3
+    assert len(docs.discoveries) == 3
+
+
 def test_invalid_and_colliding_connections() -> None:
     docs = Docs()
     for bad in (
