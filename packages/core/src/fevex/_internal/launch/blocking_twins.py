@@ -27,6 +27,8 @@ from fevex._internal.launch.run_kinds import AGENT, TEAM, WORKFLOW
 from fevex._internal.launch.sync import iterate_sync, run_sync
 from fevex.agents import AgentDefinition, Limits
 from fevex.runtime.approval import ApprovalDecision
+from fevex.runtime.inputs import InputAnswer, input_answer
+from fevex.runtime.records import AgentRun
 from fevex.runtime.run_result import RunResult
 
 if TYPE_CHECKING:
@@ -193,6 +195,16 @@ class BlockingTwins:
     def resume_run_sync(
         self,
         run_id: str,
+        decision: InputAnswer,
+        *,
+        definition: TypedDefinition[Any] | None = None,
+        timeout: float | None = None,
+    ) -> AgentRun: ...
+
+    @overload
+    def resume_run_sync(
+        self,
+        run_id: str,
         decision: ApprovalDecision | Mapping[str, Any] | None = None,
         *,
         definition: TypedDefinition[OutputT],
@@ -212,12 +224,16 @@ class BlockingTwins:
     def resume_run_sync(
         self,
         run_id: str,
-        decision: ApprovalDecision | Mapping[str, Any] | None = None,
+        decision: ApprovalDecision | InputAnswer | Mapping[str, Any] | None = None,
         *,
         definition: TypedDefinition[Any] | None = None,
         timeout: float | None = None,
-    ) -> RunResult[Any]:
+    ) -> RunResult[Any] | AgentRun:
         launcher = self._launcher
+        answer = input_answer(decision)
+        if answer is not None:
+            return run_sync(launcher.answer_input(run_id, answer, definition))
+        assert not isinstance(decision, InputAnswer)  # always an answer, above
         return run_sync(
             launcher.continued(True, launcher.resume, run_id, decision, definition, timeout)
         )
