@@ -74,6 +74,8 @@ async def test_an_answer_after_the_waiting_process_died_is_refused_and_recovery_
     finally:
         asker.send_signal(signal.SIGKILL)
         asker.wait(timeout=10)
+        if asker.stdout is not None:
+            asker.stdout.close()
     assert run_id
     async with make_app(store) as app:
         (request,) = (await app.get_run(run_id)).inputs
