@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -177,6 +177,18 @@ class InputDesk:
         if woken is not None:
             woken.set()
         await self._claimed(store, run.id, answer.input_id, found.revision + 1)
+
+    async def settled(
+        self, read_run: Callable[[str], Awaitable[AgentRun]], run_id: str, input_id: str
+    ) -> AgentRun:
+        """The run once it no longer lists ``input_id``: the asker records the answer on
+        the run right after it took it (or as the run stands after ``claim_timeout``)."""
+        deadline = time.monotonic() + self.claim_timeout
+        while True:
+            run = await read_run(run_id)
+            if all(item.id != input_id for item in run.inputs) or time.monotonic() >= deadline:
+                return run
+            await asyncio.sleep(self.poll_interval / 2)
 
     async def _claimed(self, store: RecordStore, run_id: str, input_id: str, revision: int) -> None:
         """Wait for the asker to take the answer at ``revision``; unclaim it when it does

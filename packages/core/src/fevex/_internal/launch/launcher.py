@@ -138,7 +138,7 @@ class Launcher:
         if definition is not None:
             check_run_definition(run, definition)
         await self.kernel.inputs.answer(run, answer)
-        return await self.kernel.get_run(run_id)
+        return await self.kernel.inputs.settled(self.kernel.get_run, run_id, answer.input_id)
 
     async def send_event(
         self,
