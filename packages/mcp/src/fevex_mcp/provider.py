@@ -162,6 +162,7 @@ class MCPToolProvider:
         arguments = dict(input)
 
         elicitor = self._elicitor
+        limit = self._max_resource_chars
 
         async def call(client: Client, secrets: Sequence[str]) -> Any:
             # No local holds the result: a failed one's text may hold an echoed secret.
@@ -172,11 +173,13 @@ class MCPToolProvider:
                     ),
                     context.tool_name,
                     secrets,
+                    limit,
                 )
             return result_value(
                 await call_tool(client, name, arguments, context, secrets),
                 context.tool_name,
                 secrets,
+                limit,
             )
 
         return await self._channel.run(context, call)
@@ -425,7 +428,7 @@ def create_mcp_tool_provider(
 
     ``features`` adds ``"resources"`` (the tools ``resources_list``,
     ``resources_templates`` and ``resources_read``, whose text is bounded by
-    ``max_resource_chars``) and
+    ``max_resource_chars``, as are the text resources a tool result embeds) and
     ``"prompts"`` (:meth:`MCPToolProvider.prompt_skill`,
     :meth:`MCPToolProvider.prompt_context`) to ``"tools"``. ``transport`` may name the
     transport (``"streamable-http"`` or ``"stdio"``); legacy ``"sse"`` is refused.

@@ -498,12 +498,12 @@ class AgentLoop:
             if logger.isEnabledFor(logging.DEBUG):
                 message = "Run %s: tool %s completed (call %s)"
                 logger.debug(message, runner.run_id, call.name, call.id, extra=where)
-            pending.add_result(ToolResultPart(call.id, call.name, output))
+            pending.add_result(ToolResultPart(call.id, call.name, output, content=runner.content))
             state.journal.completed(step_id, output)
             # Durable as soon as the effect ended: a crash now must not make it look in flight.
             yield await sink.emit(
                 "tool.completed",
-                {**base, "output": output, **_retries(runner)},
+                {**base, "output": output, **runner.media_summary(), **_retries(runner)},
                 durable=True,
                 checkpoint=state.checkpoint,
             )
