@@ -58,6 +58,11 @@ SHOT = ToolResultPart(
 PLAIN = ToolResultPart("call_2", "page_shot", "no media")
 
 
+def call_outputs(server: LoopbackServer) -> list[dict[str, Any]]:
+    items = server.requests[0].json["input"]
+    return [item for item in items if item.get("type") == "function_call_output"]
+
+
 async def drain(model: OpenAIModel, model_input: ModelInput) -> None:
     async for _ in model.stream(model_input):
         pass
