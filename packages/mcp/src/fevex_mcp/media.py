@@ -170,7 +170,7 @@ def _is_format(raw: bytes, media_type: str) -> bool:
 
 def _media_type(value: Any) -> str:
     """A declared media type, lower case and without parameters, bounded."""
-    text = str(value or "").split(";", 1)[0].strip().lower()
+    text = str(value or "")[:200].split(";", 1)[0].strip().lower()
     return _CONTROL.sub("", text)[:100] or "unknown"
 
 
@@ -179,8 +179,10 @@ def _omitted(kind: str, media_type: str) -> str:
 
 
 def _clean_uri(uri: Any) -> str:
-    text = _CONTROL.sub(" ", unicodedata.normalize("NFKC", str(uri))).strip()
-    text = _UNSTORABLE.sub("\ufffd", text)
+    """A URI the model reads: NFKC, without control or format characters (bidi
+    overrides included), bounded."""
+    text = unicodedata.normalize("NFKC", str(uri)[: MAX_URI_CHARS * 2])
+    text = "".join(" " if unicodedata.category(c)[0] == "C" else c for c in text).strip()
     return text if len(text) <= MAX_URI_CHARS else text[: MAX_URI_CHARS - 1] + "…"
 
 
