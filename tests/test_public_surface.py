@@ -100,7 +100,9 @@ ADDED: dict[str, set[str]] = {
         "check_namespace",
     },
     # Tool plugins (MCP, OpenAPI) redact resolved credentials as the core does.
-    "fevex.tools": {"REDACTED", "redact_secrets", "secret_spellings"},
+    # and a tool returns images and files beside its value (issue 43: an MCP server's
+    # images, audio and embedded resources arrive as message parts).
+    "fevex.tools": {"REDACTED", "ToolOutput", "redact_secrets", "secret_spellings"},
     # fevex.cli was a module, so not walked before; as a package it exports what it did.
     "fevex.cli": {"CommandRegistry", "StoreCommands", "load_reference", "main", "work_lanes"},
     # The command registry a plugin's fevex_register_commands hook receives, typed in the hook
