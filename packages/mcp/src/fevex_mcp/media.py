@@ -156,16 +156,15 @@ def _decoded(content: ResultContent, data: Any, tool_name: str) -> bytes:
     return raw
 
 
-_SIGNATURES = {
-    "image/png": lambda raw: raw.startswith(b"\x89PNG\r\n\x1a\n"),
-    "image/jpeg": lambda raw: raw.startswith(b"\xff\xd8\xff"),
-    "image/gif": lambda raw: raw[:6] in (b"GIF87a", b"GIF89a"),
-    "image/webp": lambda raw: raw[:4] == b"RIFF" and raw[8:12] == b"WEBP",
-}
-
-
 def _is_format(raw: bytes, media_type: str) -> bool:
-    return bool(_SIGNATURES[media_type](raw))
+    """Whether ``raw`` starts with the signature of the image format ``media_type``."""
+    if media_type == "image/png":
+        return raw.startswith(b"\x89PNG\r\n\x1a\n")
+    if media_type == "image/jpeg":
+        return raw.startswith(b"\xff\xd8\xff")
+    if media_type == "image/gif":
+        return raw[:6] in (b"GIF87a", b"GIF89a")
+    return raw[:4] == b"RIFF" and raw[8:12] == b"WEBP"
 
 
 def _media_type(value: Any) -> str:
