@@ -91,11 +91,13 @@ def stored_checkpoint(database: Path) -> dict[str, Any]:
     return checkpoint
 
 
+@pytest.mark.parametrize("transport", ["http", "stdio"])
 async def test_media_reach_the_model_as_parts_and_the_store_as_json(
-    media_url: str, tmp_path: Path
+    transport: str, media_url: str, tmp_path: Path
 ) -> None:
     database = tmp_path / "runs.db"
-    async with create_mcp_tool_provider(media_url) as provider:
+    provider = create_mcp_tool_provider(media_url) if transport == "http" else stdio_provider()
+    async with provider:
         (result, events), model = await run_show(provider, "all", f"sqlite:///{database}")
     assert result.output == "Seen."
 

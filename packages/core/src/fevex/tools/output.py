@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -38,7 +38,8 @@ class ToolOutput:
     image and file ``parts`` that go to the model with it, in order."""
 
     value: Any
-    parts: tuple[ImagePart | FilePart, ...] = field(default=())
+    # Any sequence; kept as a tuple.
+    parts: Sequence[ImagePart | FilePart] = field(default=())
 
     MAX_PARTS: ClassVar[int] = 8
     MAX_PART_BYTES: ClassVar[int] = 5 * 1024 * 1024
