@@ -99,10 +99,11 @@ ADDED: dict[str, set[str]] = {
         "check_memory_metadata",
         "check_namespace",
     },
-    # Tool plugins (MCP, OpenAPI) redact resolved credentials as the core does; and the
-    # answer ToolContext.complete returns (issue 43: an MCP server's sampling request is a
-    # completion an app model gives on the run's behalf).
-    "fevex.tools": {"Completion", "REDACTED", "redact_secrets", "secret_spellings"},
+    # Tool plugins (MCP, OpenAPI) redact resolved credentials as the core does; the answer
+    # ToolContext.complete returns (issue 43: an MCP server's sampling request is a
+    # completion an app model gives on the run's behalf); and a tool returns images and
+    # files beside its value (issue 43: an MCP server's media arrive as message parts).
+    "fevex.tools": {"Completion", "REDACTED", "ToolOutput", "redact_secrets", "secret_spellings"},
     # fevex.cli was a module, so not walked before; as a package it exports what it did.
     "fevex.cli": {"CommandRegistry", "StoreCommands", "load_reference", "main", "work_lanes"},
     # The command registry a plugin's fevex_register_commands hook receives, typed in the hook

@@ -4,6 +4,7 @@ runs it, and checks what the text says it does."""
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 import shutil
@@ -41,6 +42,7 @@ from fevex import (
     define_workflow,
 )
 from fevex.cli import main as cli_main
+from fevex.messages import ImagePart, ToolResultPart
 from fevex.models import ModelInput, ModelResult, ToolCall, Usage
 from fevex.plugins import register_plugin, reset_plugins
 from fevex.policies import PolicyRequest
@@ -169,6 +171,26 @@ async def test_a_tool_retry_goes_back_to_the_model(example: Example) -> None:
         ("TOOL_INPUT_INVALID", True),
     ]
     assert retried[0]["error"]["message"] == "No account 7; ask the user for the ID."
+
+
+@DOCUMENTS.example("tool-output-parts")
+@pytest.mark.anyio
+async def test_a_tool_output_carries_an_image_to_the_model(example: Example) -> None:
+    png = b"\x89PNG\r\n\x1a\n" + bytes(8)
+    names = example.run(define_tool=define_tool, draw=lambda metric: png)
+    model = FakeModel(
+        {"tool_calls": [{"id": "c1", "name": "chart", "input": {"metric": "sales"}}]},
+        {"output": "Sales rise."},
+    )
+    agent = define_agent(name="analyst", instructions="Look.", tools=[names["chart"]])
+    result = await create_fevex(models={"default": model}, agents=[agent]).run_agent(agent, "?")
+    assert result.output == "Sales rise."
+    (part,) = model.calls[1].messages[-1].content
+    assert isinstance(part, ToolResultPart)
+    assert part.output == {"metric": "sales"}
+    assert part.content == (ImagePart("image/png", data=base64.b64encode(png).decode()),)
+    (completed,) = [e.payload for e in result.events if e.type == "tool.completed"]
+    assert completed["content"] == [{"type": "image", "media_type": "image/png", "bytes": 16}]
 
 
 # -- Durable runs ---------------------------------------------------------------------------

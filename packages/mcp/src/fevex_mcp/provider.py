@@ -170,6 +170,7 @@ class MCPToolProvider:
         arguments = dict(input)
         offered = self._offered
         elicitor = self._elicitor
+        limit = self._max_resource_chars
 
         async def call(client: Client, secrets: Sequence[str]) -> Any:
             def operation() -> Awaitable[CallToolResult]:
@@ -182,6 +183,7 @@ class MCPToolProvider:
                 await offered.run_call(client, context, secrets, operation()),
                 context.tool_name,
                 secrets,
+                limit,
             )
 
         return await self._channel.run(context, call)
@@ -439,7 +441,8 @@ def create_mcp_tool_provider(
 
     ``features`` adds ``"resources"`` (the tools ``resources_list``,
     ``resources_templates`` and ``resources_read``, whose text is bounded by
-    ``max_resource_chars``) and ``"prompts"`` (:meth:`MCPToolProvider.prompt_skill`,
+    ``max_resource_chars``, as are the text resources a tool result embeds) and
+    ``"prompts"`` (:meth:`MCPToolProvider.prompt_skill`,
     :meth:`MCPToolProvider.prompt_context`) to ``"tools"``. ``transport`` may name the
     transport (``"streamable-http"`` or ``"stdio"``); legacy ``"sse"`` is refused.
 

@@ -27,11 +27,12 @@ from fevex.messages import (
 )
 from fevex.models import ModelInput, ModelResult, ModelStreamEvent, Usage
 from fevex_openai.error_mapping import invalid_request, provider_error
-from fevex_openai.message_parts import media_url, tool_result_text, unsupported_part
+from fevex_openai.message_parts import media_url, unsupported_part
 from fevex_openai.profile import OPENAI_PROFILE, ProviderProfile
 from fevex_openai.request_options import CHAT_OWNED_FIELDS, passthrough_options
 from fevex_openai.step_result import ContentBlocks, StepEnd, ToolCallDraft, finish_step
 from fevex_openai.strict_schema import check_strict_schema
+from fevex_openai.tool_media import chat_media_message, chat_tool_text
 
 __all__ = ["ChatStep", "build_chat_request", "chat_messages"]
 
@@ -155,12 +156,17 @@ def chat_messages(
                     assistant["reasoning_content"] = reasoning
             converted.append(assistant)
         else:
+            results: list[ToolResultPart] = []
             for part in message.content:
                 if not isinstance(part, ToolResultPart):
                     raise unsupported_part(profile, "tool", part.type, _API)
-                converted.append(
-                    {"role": "tool", "tool_call_id": part.id, "content": tool_result_text(part)}
-                )
+                results.append(part)
+                text = chat_tool_text(part, profile)
+                converted.append({"role": "tool", "tool_call_id": part.id, "content": text})
+            # After every tool message of the step: the API wants them next to the calls.
+            media = chat_media_message(results, profile)
+            if media is not None:
+                converted.append(media)
     return converted
 
 

@@ -28,11 +28,12 @@ from fevex.messages import (
 )
 from fevex.models import ModelInput, ModelResult, ModelStreamEvent, Usage
 from fevex_openai.error_mapping import error_from_stream_event, invalid_request, provider_error
-from fevex_openai.message_parts import media_url, tool_result_text, unsupported_part
+from fevex_openai.message_parts import media_url, unsupported_part
 from fevex_openai.profile import OPENAI_PROFILE
 from fevex_openai.request_options import RESPONSES_OWNED_FIELDS, passthrough_options
 from fevex_openai.step_result import ContentBlocks, StepEnd, ToolCallDraft, finish_step
 from fevex_openai.strict_schema import check_strict_schema
+from fevex_openai.tool_media import responses_tool_output
 
 __all__ = ["ResponsesStep", "build_responses_request", "responses_input"]
 
@@ -125,7 +126,7 @@ def responses_input(messages: Sequence[Message], provider_state: Any) -> list[di
                     {
                         "type": "function_call_output",
                         "call_id": part.id,
-                        "output": tool_result_text(part),
+                        "output": responses_tool_output(part, OPENAI_PROFILE),
                     }
                 )
     return items

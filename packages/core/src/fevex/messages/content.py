@@ -88,20 +88,29 @@ class ToolCallPart:
 
 @dataclass(slots=True)
 class ToolResultPart:
+    """A tool call's result: its JSON ``output``, and the images and files it returned
+    beside it (``content``, from :class:`fevex.tools.ToolOutput`), in order."""
+
     id: str
     name: str
     output: Any
     is_error: bool = False
+    content: tuple[ImagePart | FilePart, ...] = ()
     type: Literal["tool-result"] = "tool-result"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "type": "tool-result",
             "id": self.id,
             "name": self.name,
             "output": self.output,
             "is_error": self.is_error,
         }
+        # Only when there is some: a result without media keeps the JSON (and so the
+        # checkpoint signatures and cassettes) of earlier versions.
+        if self.content:
+            data["content"] = [part.to_json() for part in self.content]
+        return data
 
 
 ContentPart = TextPart | ThinkingPart | ImagePart | FilePart | ToolCallPart | ToolResultPart
@@ -131,5 +140,13 @@ def content_part_from_json(data: dict[str, Any]) -> ContentPart:
             name=data["name"],
             output=data.get("output"),
             is_error=bool(data.get("is_error", False)),
+            content=tuple(_media_part(item) for item in data.get("content") or ()),
         )
     raise ValueError(f"unknown content part type {kind!r}")
+
+
+def _media_part(data: dict[str, Any]) -> ImagePart | FilePart:
+    part = content_part_from_json(data)
+    if not isinstance(part, ImagePart | FilePart):
+        raise ValueError(f"a tool result carries image and file parts, not {part.type!r}")
+    return part

@@ -17,6 +17,7 @@ from fevex.tools.definition import (
     ToolDefinition,
     define_tool,
 )
+from fevex.tools.output import ToolOutput
 from fevex.tools.redaction import REDACTED, redact_secrets, secret_spellings
 from fevex.tools.retry import ToolRetry
 
@@ -33,6 +34,7 @@ __all__ = [
     "Risk",
     "ToolContext",
     "ToolDefinition",
+    "ToolOutput",
     "ToolOverride",
     "ToolProvider",
     "ToolRetry",

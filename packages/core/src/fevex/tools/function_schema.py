@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 from fevex._ground.descriptions import bounded_description
 from fevex.errors import FevexConfigurationError
 from fevex.tools.context import ToolContext
+from fevex.tools.output import ToolOutput
 
 __all__ = ["Arguments", "FunctionShape", "read_function"]
 
@@ -74,7 +75,8 @@ def read_function(
     docstring, parameter_docs = _read_docstring(target)
     description = bounded_description(docstring)  # the model reads it at every step
     output_hint = hints.get("return")
-    if output_hint in (None, type(None), Any):
+    # A ToolOutput is a value and its media parts: the value is any JSON.
+    if output_hint in (None, type(None), Any, ToolOutput):
         output_hint = None
     inputs: list[inspect.Parameter] = []
     context_parameter: str | None = None

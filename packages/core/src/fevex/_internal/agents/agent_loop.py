@@ -484,12 +484,12 @@ class AgentLoop:
             for event in self.completions.drain():
                 yield event
             _log_call("completed", runner, call, where)
-            pending.add_result(ToolResultPart(call.id, call.name, output))
+            pending.add_result(ToolResultPart(call.id, call.name, output, content=runner.content))
             state.journal.completed(step_id, output)
             # Durable as soon as the effect ended: a crash now must not make it look in flight.
             yield await sink.emit(
                 "tool.completed",
-                {**base, "output": output, **_retries(runner)},
+                {**base, "output": output, **runner.media_summary(), **_retries(runner)},
                 durable=True,
                 checkpoint=state.checkpoint,
             )

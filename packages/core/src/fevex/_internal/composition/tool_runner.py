@@ -37,11 +37,13 @@ from fevex._internal.composition.tool_reports import CallReports
 from fevex._internal.engine.deadline import DeadlineReached
 from fevex._internal.engine.event_sink import EventSink
 from fevex.errors import FevexError, FevexRunError
+from fevex.messages import FilePart, ImagePart
 from fevex.models import ToolCall
 from fevex.policies.policy import Policy, PolicyRequest, enforce_policies
 from fevex.schemas.schema import ensure_json
 from fevex.tools.completion import Completion, CompletionRequest
 from fevex.tools.context import AskInput, ToolContext, _Cancellation
+from fevex.tools.output import ToolOutput, checked_media, media_summary
 from fevex.tools.redaction import redact_secrets, secret_spellings
 from fevex.tools.retry import ToolRetry
 
@@ -64,6 +66,7 @@ class ToolCallRun:
         "call",
         "cancellation",
         "complete",
+        "content",
         "credentials",
         "guard",
         "halted",
@@ -120,6 +123,8 @@ class ToolCallRun:
         # A completion the call asked for failed on the run's rules (a policy, a limit):
         # the call fails with it, whatever the tool made of it.
         self.halted: FevexError | None = None
+        # The images and files the tool returned beside its value (a ToolOutput's parts).
+        self.content: tuple[ImagePart | FilePart, ...] = ()
 
     @property
     def idempotency_key(self) -> str | None:
@@ -396,9 +401,18 @@ class ToolCallRun:
     def scrub(self, text: str) -> str:
         return redact_secrets(text, self.secrets) if self.secrets else text
 
+    def media_summary(self) -> dict[str, Any]:
+        """What ``tool.completed`` says of the call's media parts: nothing without any."""
+        return {"content": media_summary(self.content)} if self.content else {}
+
     def _validated_output(self, raw: Any) -> Any:
         tool = self.tool
+        names: list[str] = []
         try:
+            if isinstance(raw, ToolOutput):
+                self.content = checked_media(raw.parts)
+                names = [p.name for p in self.content if isinstance(p, FilePart) and p.name]
+                raw = raw.value
             output = (
                 tool.output_schema.to_json(tool.output_schema.validate(raw))
                 if tool.output_schema is not None
@@ -414,7 +428,7 @@ class ToolCallRun:
                 details={"tool_name": tool.definition.name},
             ) from None
         if self.secrets:
-            text = json.dumps(output)
+            text = json.dumps([output, names])
             if any(
                 spelling in text for secret in self.secrets for spelling in secret_spellings(secret)
             ):
