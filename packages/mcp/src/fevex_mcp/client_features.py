@@ -2,33 +2,25 @@
 roots), each an SDK callback (:meth:`ClientFeatures.client_options`). Without one, the SDK
 declares no capability and refuses the server's request itself.
 
-A sampling request is answered for the tool call it belongs to: the call in flight on the
-session the request arrived on (sessions are per run, and a run calls its tools one at a
-time). A server on a 2026 protocol asks inside the call's own request, so the call is known
-exactly; on a handshake-era session it asks on the side, and the one call in flight there
-is taken. None, or several, is refused (``MCP_SAMPLING_NO_CALL``). A request fevex refuses
-is answered with a JSON-RPC error that names only its code, and the call fails with that
-code, whatever the server answers afterwards: a refused request is a limit or a policy the
-run must not get around, or a server that asks for what it was not offered.
+A sampling request is answered for the tool call it belongs to
+(:mod:`fevex_mcp.calls_in_flight`); none, or several on a handshake-era session, is
+refused (``MCP_SAMPLING_NO_CALL``). A request fevex refuses is answered with a JSON-RPC
+error that names only its code, and the call ends with that code at once: a refused
+request is a limit or a policy the run must not get around, or a server that asks for what
+it was not offered.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import weakref
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from fevex.errors import FevexError
-from fevex.tools import ToolContext
+from fevex_mcp.calls_in_flight import CallInFlight, call_for
 from fevex_mcp.errors import SAMPLING_LIMIT, SAMPLING_NO_CALL, run_error
 from fevex_mcp.roots import Root
 from fevex_mcp.sampling import MCPSampling, sampling_ask, stopped
 
 if TYPE_CHECKING:
-    from mcp import Client
     from mcp.client.session import ClientRequestContext
     from mcp.types import (
         CreateMessageRequestParams,
@@ -39,25 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ClientFeatures"]
 
-T = TypeVar("T")
-
-
-@dataclass(eq=False)
-class _Flight:
-    """One tool call in flight on a session, and what its sampling requests did."""
-
-    context: ToolContext
-    secrets: Sequence[str]
-    requests: int = 0
-    refusal: FevexError | None = None
-    answering: set[asyncio.Task[Any]] = field(default_factory=set)
-    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-_FLIGHT: contextvars.ContextVar[_Flight | None] = contextvars.ContextVar(
-    "fevex_mcp_flight", default=None
-)
-
 
 class ClientFeatures:
     """The sampling and roots a provider offers (either may be ``None``: not offered)."""
@@ -67,7 +40,6 @@ class ClientFeatures:
         self.roots = roots
         # Set by the provider once its channel exists: where the server is, for messages.
         self.where = ""
-        self._flights: weakref.WeakKeyDictionary[Any, list[_Flight]] = weakref.WeakKeyDictionary()
 
     def client_options(self) -> dict[str, Any]:
         """The ``Client(...)`` keywords of what is offered."""
@@ -78,85 +50,49 @@ class ClientFeatures:
             options["list_roots_callback"] = self._list_roots
         return options
 
-    async def run_call(
-        self, client: Client, context: ToolContext, secrets: Sequence[str], call: Awaitable[T]
-    ) -> T:
-        """Await ``call`` with ``context`` as the call in flight on ``client``'s session;
-        a sampling request refused meanwhile fails it with its code."""
-        if self.sampling is None:
-            return await call
-        flight = _Flight(context, secrets)
-        flights = self._flights.setdefault(client.session, [])
-        flights.append(flight)
-        token = _FLIGHT.set(flight)
-        try:
-            try:
-                result: T | None = await call
-            except Exception:
-                if flight.refusal is None:
-                    raise
-                result = None
-        finally:
-            _FLIGHT.reset(token)
-            flights.remove(flight)
-            # An answer still being made belongs to a call that has ended.
-            for task in flight.answering:
-                task.cancel()
-            if flight.answering:
-                await asyncio.wait(flight.answering)
-        if flight.refusal is not None:
-            # Raised outside the handler: the server's failure is not its context.
-            raise flight.refusal
-        return result  # type: ignore[return-value]
-
     # -- the SDK's callbacks ---------------------------------------------------------------
 
     async def _sample(
         self, ctx: ClientRequestContext, params: CreateMessageRequestParams
     ) -> CreateMessageResult | ErrorData:
-        flight = self._flight(ctx.session)
-        if flight is None:
+        call = call_for(ctx.session)
+        if call is None:
             refusal = run_error(
                 SAMPLING_NO_CALL,
                 f"The MCP server {self.where} asked for sampling while no single tool call "
                 "of a run was in flight on its session; fevex refused it.",
             )
             return _refused(refusal)
-        task = asyncio.current_task()
-        if task is not None:
-            flight.answering.add(task)
         try:
-            return await self._answer(flight, params)
+            async with call.answering():
+                return await self._answer(call, params)
         except FevexError as error:
-            if flight.refusal is None:
-                flight.refusal = error
+            call.fail(error)
             return _refused(error)
-        finally:
-            if task is not None:
-                flight.answering.discard(task)
+        # The call ended while the answer was being made.
+        return _refused(call.failure or run_error(SAMPLING_NO_CALL, "The tool call ended."))
 
     async def _answer(
-        self, flight: _Flight, params: CreateMessageRequestParams
+        self, call: CallInFlight, params: CreateMessageRequestParams
     ) -> CreateMessageResult:
         from mcp.types import CreateMessageResult, TextContent
 
         config = self.sampling
         assert config is not None
-        if flight.refusal is not None:
-            raise flight.refusal
-        flight.requests += 1
-        if flight.requests > config.max_requests:
+        if call.failure is not None:
+            raise call.failure
+        if call.count("sampling") > config.max_requests:
             raise run_error(
                 SAMPLING_LIMIT,
                 f"The MCP server {self.where} asked for more than {config.max_requests} "
-                f"samplings during one call of tool {flight.context.tool_name}; fevex "
+                f"samplings during one call of tool {call.context.tool_name}; fevex "
                 "refused the rest (MCPSampling.max_requests).",
-                tool_name=flight.context.tool_name,
+                tool_name=call.context.tool_name,
             )
-        ask = sampling_ask(params, config, flight.secrets, self.where)
+        ask = sampling_ask(params, config, call.secrets, self.where)
         # One answer at a time per call: a server asking many at once waits its turn.
-        async with flight.turn:
-            completion = await flight.context.complete(
+        async with call.turn:
+            completion = await call.context.complete(
                 ask.messages,
                 model=config.model,
                 system=ask.system,
@@ -178,15 +114,6 @@ class ClientFeatures:
         return ListRootsResult(
             roots=[SdkRoot(uri=root.uri, name=root.name) for root in self.roots or ()]  # type: ignore[arg-type]
         )
-
-    def _flight(self, session: Any) -> _Flight | None:
-        """The call a request on ``session`` belongs to: the caller's own (a request inside
-        its call), else the only one in flight there."""
-        flights = self._flights.get(session, [])
-        current = _FLIGHT.get()
-        if current is not None and current in flights:
-            return current
-        return flights[0] if len(flights) == 1 else None
 
 
 def _refused(error: FevexError) -> ErrorData:

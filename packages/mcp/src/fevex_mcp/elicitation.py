@@ -7,21 +7,20 @@ function, sync or async) each request goes to it as an :class:`ElicitationReques
 lists it as a pending input while the tool call waits, its MCP session alive, and
 ``resume_run`` answers it from any process sharing the store.
 
-A request is answered only while exactly one tool call of the provider is in flight on the
-session it came on (the call it belongs to); at any other time (discovery, two parallel
-calls) it is refused, never guessed. Each call asks at most ``MAX_ELICITATIONS``, one at a
-time. A request that breaks the rules (its schema not MCP's restricted form, too large),
-an answer that does not match the schema, a handler that fails and an answer that does not
-come within the provider's ``elicitation_timeout`` each end the tool call with a stable
-code (the server is told ``cancel``, or gets an error for a malformed request).
+A request is answered only for the tool call it belongs to (see
+:mod:`fevex_mcp.calls_in_flight`); at any other time (discovery, two parallel calls on a
+handshake-era session) it is refused, never guessed. Each call asks at most
+``MAX_ELICITATIONS``, one at a time. A request that breaks the rules (its schema not MCP's
+restricted form, too large), an answer that does not match the schema, a handler that
+fails and an answer that does not come within the provider's ``elicitation_timeout`` each
+end the tool call with a stable code (the server is told ``cancel``, or gets an error for
+a malformed request).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -29,6 +28,7 @@ from mcp.types import INVALID_PARAMS, INVALID_REQUEST, ElicitResult, ErrorData
 
 from fevex.errors import FevexError
 from fevex.tools import ToolContext
+from fevex_mcp.calls_in_flight import CallInFlight, call_for
 from fevex_mcp.elicitation_schema import (
     MAX_MESSAGE_CHARS,
     checked_content,
@@ -43,29 +43,7 @@ from fevex_mcp.elicitation_types import (
 )
 from fevex_mcp.errors import ELICITATION_FAILED, ELICITATION_LIMIT, ELICITATION_TIMEOUT, run_error
 
-if TYPE_CHECKING:
-    from mcp import Client
-
 __all__ = ["Elicitor"]
-
-T = TypeVar("T")
-
-
-@dataclass(eq=False)
-class _Call:
-    """One tool call in flight: ending it ends its ``scope``."""
-
-    context: ToolContext
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
-    waits: set[anyio.CancelScope] = field(default_factory=set)
-    failure: FevexError | None = None
-    asked: int = 0
-
-    def fail(self, error: FevexError) -> None:
-        if self.failure is None:
-            self.failure = error
-        self.scope.cancel()
 
 
 class Elicitor:
@@ -78,52 +56,25 @@ class Elicitor:
         self.answer = answer
         self.timeout = timeout
         self.where = where
-        # id(ClientSession) -> the provider's tool calls in flight on that session.
-        self._calls: dict[int, list[_Call]] = {}
 
     def client_options(self) -> dict[str, Any]:
         """What the SDK's ``Client`` takes to declare and answer elicitation."""
         return {"elicitation_callback": self.callback}
 
-    async def during(
-        self, client: Client, context: ToolContext, operation: Callable[[], Awaitable[T]]
-    ) -> T:
-        """Run ``operation`` (a tool call on ``client``) as the call the server's
-        elicitations belong to; its failure, when one ended it, is raised."""
-        key = id(client.session)
-        call = _Call(context)
-        self._calls.setdefault(key, []).append(call)
-        result: T | None = None
-        try:
-            with call.scope:
-                result = await operation()
-        finally:
-            calls = self._calls.get(key, [])
-            calls.remove(call)
-            if not calls:
-                self._calls.pop(key, None)
-            for wait in tuple(call.waits):
-                wait.cancel()
-        if call.failure is not None:
-            raise call.failure
-        return result  # type: ignore[return-value]
-
     async def callback(self, context: Any, params: Any) -> ElicitResult | ErrorData:
         """The SDK's elicitation callback: the answer the server gets."""
-        calls = self._calls.get(id(context.session), [])
-        if len(calls) != 1:
+        call = call_for(context.session)
+        if call is None:
             return ErrorData(
                 code=INVALID_REQUEST,
                 message="fevex-mcp answers an elicitation only during one tool call.",
             )
         if getattr(params, "mode", "form") != "form":
             return ErrorData(code=INVALID_PARAMS, message="Only form mode elicitation.")
-        call = calls[0]
-        async with call.lock:
+        async with call.turn:
             if call.failure is not None:
                 return ElicitResult(action="cancel")
-            call.asked += 1
-            if call.asked > MAX_ELICITATIONS:
+            if call.count("elicitation") > MAX_ELICITATIONS:
                 call.fail(
                     run_error(
                         ELICITATION_LIMIT,
@@ -137,12 +88,8 @@ class Elicitor:
             except FevexError as error:
                 call.fail(error)
                 return ErrorData(code=INVALID_PARAMS, message="Not MCP's restricted form.")
-            with anyio.CancelScope() as wait:
-                call.waits.add(wait)
-                try:
-                    return await self._answered(call, request)
-                finally:
-                    call.waits.discard(wait)
+            async with call.answering():
+                return await self._answered(call, request)
             return ElicitResult(action="cancel")
 
     def _request(self, context: ToolContext, params: Any) -> ElicitationRequest:
@@ -159,7 +106,7 @@ class Elicitor:
             tool_name=tool_name,
         )
 
-    async def _answered(self, call: _Call, request: ElicitationRequest) -> ElicitResult:
+    async def _answered(self, call: CallInFlight, request: ElicitationRequest) -> ElicitResult:
         try:
             response = await self._response(call.context, request)
             if response.action == "accept":

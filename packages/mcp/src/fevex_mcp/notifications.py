@@ -18,17 +18,17 @@ from __future__ import annotations
 import json
 import unicodedata
 import weakref
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from fevex.tools import ToolContext, redact_secrets, secret_spellings
+from fevex_mcp.calls_in_flight import latest_call
 
 if TYPE_CHECKING:
     from mcp import Client
     from mcp.types import LoggingMessageNotificationParams
 
-__all__ = ["LOG_EVENT", "MAX_LOG_CHARS", "SessionNotices", "notices_of", "progress_reporter"]
+__all__ = ["LOG_EVENT", "MAX_LOG_CHARS", "SessionNotices", "progress_reporter"]
 
 LOG_EVENT = "mcp.log"
 LOG_LEVEL = "info"
@@ -37,17 +37,14 @@ MAX_LOG_CHARS = 2000
 MAX_PROGRESS_CHARS = 1000
 MAX_LOGGER_CHARS = 100
 
-_SESSIONS: weakref.WeakKeyDictionary[Any, SessionNotices] = weakref.WeakKeyDictionary()
-
 
 class SessionNotices:
     """The notifications of one SDK session: give :attr:`callbacks` to its ``Client``,
-    then :meth:`attach` it to the client, and run each tool call inside
-    :meth:`running`."""
+    then :meth:`attach` it to the client."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
         self._secrets = secrets
-        self._calls: list[ToolContext] = []
+        self._session: weakref.ref[Any] | None = None
 
     @property
     def callbacks(self) -> dict[str, Any]:
@@ -56,18 +53,12 @@ class SessionNotices:
         return {"logging_callback": self.log, "log_level": LOG_LEVEL}
 
     def attach(self, client: Client) -> None:
-        _SESSIONS[client.session] = self
-
-    @contextmanager
-    def running(self, context: ToolContext) -> Iterator[None]:
-        self._calls.append(context)
-        try:
-            yield
-        finally:
-            self._calls.remove(context)
+        self._session = weakref.ref(client.session)
 
     async def log(self, params: LoggingMessageNotificationParams) -> None:
-        if not self._calls:
+        session = None if self._session is None else self._session()
+        call = None if session is None else latest_call(session)
+        if call is None:
             return
         data = params.data
         text = data if isinstance(data, str) else _json(data)
@@ -77,12 +68,7 @@ class SessionNotices:
         }
         if params.logger:
             attributes["mcp.log.logger"] = _redacted(params.logger, MAX_LOGGER_CHARS, self._secrets)
-        self._calls[-1].add_trace_event(LOG_EVENT, attributes)
-
-
-def notices_of(client: Client) -> SessionNotices | None:
-    """The notices attached to ``client``'s session, if any."""
-    return _SESSIONS.get(client.session)
+        call.context.add_trace_event(LOG_EVENT, attributes)
 
 
 def progress_reporter(context: ToolContext, secrets: Iterable[str]) -> Any:

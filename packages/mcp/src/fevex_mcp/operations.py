@@ -9,7 +9,6 @@ it. Importing this module imports the MCP SDK.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -25,7 +24,7 @@ except ImportError as error:  # pragma: no cover - the distribution depends on m
 from fevex.tools import ToolContext
 from fevex_mcp.__about__ import __version__
 from fevex_mcp.errors import PROTOCOL_ERROR, run_error
-from fevex_mcp.notifications import notices_of, progress_reporter
+from fevex_mcp.notifications import progress_reporter
 
 __all__ = [
     "CLIENT_INFO",
@@ -90,10 +89,8 @@ async def call_tool(
     client.session.validate_tool_result = _output_schema_unchecked  # type: ignore[method-assign]
     if context is None:
         return await client.call_tool(name, arguments)
-    notices = notices_of(client)
     progress = progress_reporter(context, secrets)
-    with notices.running(context) if notices is not None else contextlib.nullcontext():
-        return await client.call_tool(name, arguments, progress_callback=progress)
+    return await client.call_tool(name, arguments, progress_callback=progress)
 
 
 async def read_resource(client: Client, uri: str) -> ReadResourceResult:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
@@ -86,15 +85,10 @@ class MCPToolProvider:
         *,
         features: frozenset[str] = frozenset({"tools"}),
         max_resource_chars: int = DEFAULT_MAX_RESOURCE_CHARS,
-        elicitor: Elicitor | None = None,
-        offered: ClientFeatures | None = None,
     ) -> None:
         self._channel = channel
-        self._elicitor = elicitor
         self._features = features
         self._max_resource_chars = max_resource_chars
-        # The client capabilities offered to the server (sampling, roots), if any.
-        self._offered = offered or ClientFeatures(None, None)
         self._resource_pins = Pins()
         self._template_pins = Pins()
         self._prompt_pins = Pins()
@@ -154,6 +148,7 @@ class MCPToolProvider:
 
     async def call_tool(self, name: str, input: Any, context: ToolContext) -> Any:
         """Call ``name`` with ``input`` and return the result's JSON value."""
+        from fevex_mcp.calls_in_flight import in_flight
         from fevex_mcp.operations import call_tool
         from fevex_mcp.resources import RESOURCE_TOOL_NAMES
         from fevex_mcp.results import result_value
@@ -168,19 +163,15 @@ class MCPToolProvider:
         if "resources" in self._features and name in RESOURCE_TOOL_NAMES:
             return await self._resource_tool(name, dict(input), context)
         arguments = dict(input)
-        offered = self._offered
-        elicitor = self._elicitor
         limit = self._max_resource_chars
 
         async def call(client: Client, secrets: Sequence[str]) -> Any:
             def operation() -> Awaitable[CallToolResult]:
                 return call_tool(client, name, arguments, context, secrets)
 
-            if elicitor is not None:
-                operation = partial(elicitor.during, client, context, operation)
             # No local holds the result: a failed one's text may hold an echoed secret.
             return result_value(
-                await offered.run_call(client, context, secrets, operation()),
+                await in_flight(client, context, secrets, operation),
                 context.tool_name,
                 secrets,
                 limit,
@@ -193,6 +184,7 @@ class MCPToolProvider:
     async def _resource_tool(
         self, name: str, input: dict[str, Any], context: ToolContext
     ) -> dict[str, Any]:
+        from fevex_mcp.calls_in_flight import in_flight
         from fevex_mcp.operations import read_resource
         from fevex_mcp.resources import (
             RESOURCES_LIST,
@@ -235,10 +227,9 @@ class MCPToolProvider:
                 recoverable=True,
             )
         limit = self._max_resource_chars
-        offered = self._offered
 
         async def read(client: Client, secrets: Sequence[str]) -> dict[str, Any]:
-            result = await offered.run_call(client, context, secrets, read_resource(client, uri))
+            result = await in_flight(client, context, secrets, lambda: read_resource(client, uri))
             return read_value(uri, list(result.contents), limit)
 
         return await self._channel.run(context, read)
@@ -473,13 +464,7 @@ def create_mcp_tool_provider(
     offered.where = channel.where
     if elicitor is not None:
         elicitor.where = channel.where
-    return MCPToolProvider(
-        channel,
-        features=wanted,
-        max_resource_chars=max_resource_chars,
-        elicitor=elicitor,
-        offered=offered,
-    )
+    return MCPToolProvider(channel, features=wanted, max_resource_chars=max_resource_chars)
 
 
 def _check_stdio(
