@@ -41,7 +41,9 @@ from fevex.teams import TeamLimits, TeamMember, TeamStep, define_team
 
 pytestmark = pytest.mark.anyio
 
-LEASE = 1.0
+LEASE = 1.0  # the apps that crash: their runs' leases lapse soon
+# Every other app's: long enough that a loaded worker never loses one while it runs.
+RUN_LEASE = 30.0
 # No test here waits this long; a bug that loses a turn hangs, and this ends the hang.
 HANG = 60
 
@@ -260,14 +262,16 @@ def clean_ledger() -> None:
     crash_at.clear()
 
 
-def make_app(store: Any, model: TeamModel | None = None, agents: Any = AGENTS) -> Fevex:
+def make_app(
+    store: Any, model: TeamModel | None = None, agents: Any = AGENTS, lease: float = RUN_LEASE
+) -> Fevex:
     return create_fevex(
         models={"default": model or TeamModel()},
         agents=agents,
         tools=[charge, build],
         teams=TEAMS,
         run_store=store,
-        lease_seconds=LEASE,
+        lease_seconds=lease,
     )
 
 
@@ -423,7 +427,7 @@ async def test_a_handoff_is_announced_once_across_a_pause_and_another_app(store:
 async def test_a_crash_inside_a_handoff_recovers_into_the_same_child_announced_once(
     store: Any,
 ) -> None:
-    app = make_app(store)
+    app = make_app(store, lease=LEASE)
     recoverer = make_app(store)
     crash_at.add("build")
     team = await crashed_team(app, "software", "build:it")
@@ -573,7 +577,7 @@ async def test_a_handoff_outside_the_team_creates_nothing(store: Any, route: Any
 
 
 async def test_a_recovered_replay_delegates_no_further_than_its_bound(store: Any) -> None:
-    app = make_app(store)
+    app = make_app(store, lease=LEASE)
     recoverer = make_app(store)
     crash_at.add("build")
     team = await crashed_team(app, "bounded", None)
