@@ -35,7 +35,12 @@ from contextlib import aclosing
 from typing import Any
 
 from fevex._ground.clock import new_id
-from fevex._internal.agents.model_cost import add_cost, price
+from fevex._internal.agents.model_cost import (
+    add_cost,
+    check_token_budgets,
+    price,
+    remaining_output_tokens,
+)
 from fevex._internal.agents.model_turns import assistant_parts, model_error, model_identity
 from fevex._internal.agents.run_state import PendingCalls, RunState, tool_step_id
 from fevex._internal.agents.tool_completions import ToolCompletions
@@ -214,7 +219,7 @@ class AgentLoop:
             (*self.prefix, *self.knowledge_messages, *state.transcript),
             tool_specs,
             output_schema,
-            self._remaining_output_tokens(),
+            remaining_output_tokens(self.limits, self.state),
             self.agent.definition.model_options,
             provider_state,
         )
@@ -263,7 +268,7 @@ class AgentLoop:
             usage=state.usage.to_json(),
             checkpoint=state.checkpoint,
         )
-        self._check_token_budgets(result.usage)
+        check_token_budgets(self.limits, self.state, result.usage)
 
     def _completed_payload(self, step: int, result: ModelResult) -> dict[str, Any]:
         """The ``model.completed`` event of ``step``; with the app's ``calculate_cost``,
@@ -295,7 +300,7 @@ class AgentLoop:
         """The run's output and its JSON form, from a step that called no tool; the answer
         joins the conversation. Token budgets are checked first: an answer over budget
         fails the run."""
-        self._check_token_budgets(result.usage)
+        check_token_budgets(self.limits, self.state, result.usage)
         output, output_json, kept = self._final_output(result, text)
         self.state.add(Message("assistant", assistant_parts(result, kept)))
         return output, output_json
@@ -354,42 +359,6 @@ class AgentLoop:
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:
                 await aclose()
-
-    def _remaining_output_tokens(self) -> int | None:
-        limit = self.limits.max_output_tokens
-        if limit is None:
-            return None
-        remaining = limit - (self.state.usage.output_tokens or 0)
-        if remaining <= 0:
-            raise _fail(
-                "MAX_OUTPUT_TOKENS_EXCEEDED",
-                f"The run used its output token budget of {limit}.",
-                limit=limit,
-            )
-        return remaining
-
-    def _check_token_budgets(self, step_usage: Usage) -> None:
-        limits = self.limits
-        usage = self.state.usage
-        for limit, reported, total, name in (
-            (limits.max_input_tokens, step_usage.input_tokens, usage.input_tokens, "input"),
-            (limits.max_output_tokens, step_usage.output_tokens, usage.output_tokens, "output"),
-        ):
-            if limit is None:
-                continue
-            if reported is None:
-                raise _fail(
-                    "USAGE_NOT_REPORTED",
-                    f"The agent limits {name} tokens, but the model did not report "
-                    f"{name}_tokens usage.",
-                )
-            if total is not None and total > limit:
-                raise _fail(
-                    f"MAX_{name.upper()}_TOKENS_EXCEEDED",
-                    f"The run used {total} {name} tokens, over its budget of {limit}.",
-                    limit=limit,
-                    used=total,
-                )
 
     def _final_output(self, result: ModelResult, text: str) -> tuple[Any, Any, str]:
         """The validated value, its JSON form and the text the conversation keeps."""

@@ -1,5 +1,6 @@
-"""The price of one model call, and a run's total: what the agent loop and the
-completions its tools ask for (:mod:`fevex._internal.agents.tool_completions`) share.
+"""The price of one model call, a run's total, and its token budgets: what the agent
+loop and the completions its tools ask for (:mod:`fevex._internal.agents.tool_completions`)
+share.
 
 A price function that raises or returns something else than a ``Cost`` leaves the call
 unpriced (logged at WARNING); it never changes the run. fevex never converts currencies:
@@ -11,10 +12,12 @@ from __future__ import annotations
 import logging
 
 from fevex._internal.agents.run_state import RunState
+from fevex.agents import Limits
+from fevex.errors import FevexRunError
 from fevex.events.cost import Cost, CostCalculator, checked_cost
 from fevex.models import Usage
 
-__all__ = ["add_cost", "price"]
+__all__ = ["add_cost", "check_token_budgets", "price", "remaining_output_tokens"]
 
 logger = logging.getLogger("fevex")
 
@@ -60,3 +63,44 @@ def add_cost(state: RunState, cost: Cost, run_id: str) -> None:
             state.cost.currency,
             extra={"run_id": run_id},
         )
+
+
+def remaining_output_tokens(limits: Limits, state: RunState) -> int | None:
+    """The output tokens the run may still use (``None``: no budget);
+    ``MAX_OUTPUT_TOKENS_EXCEEDED`` when none are left."""
+    limit = limits.max_output_tokens
+    if limit is None:
+        return None
+    remaining = limit - (state.usage.output_tokens or 0)
+    if remaining <= 0:
+        raise FevexRunError(
+            "MAX_OUTPUT_TOKENS_EXCEEDED",
+            f"The run used its output token budget of {limit}.",
+            details={"limit": limit},
+        )
+    return remaining
+
+
+def check_token_budgets(limits: Limits, state: RunState, step_usage: Usage) -> None:
+    """After a model call: its usage reported where the run has a budget, and the run's
+    totals within them."""
+    usage = state.usage
+    for limit, reported, total, name in (
+        (limits.max_input_tokens, step_usage.input_tokens, usage.input_tokens, "input"),
+        (limits.max_output_tokens, step_usage.output_tokens, usage.output_tokens, "output"),
+    ):
+        if limit is None:
+            continue
+        if reported is None:
+            raise FevexRunError(
+                "USAGE_NOT_REPORTED",
+                f"The agent limits {name} tokens, but the model did not report "
+                f"{name}_tokens usage.",
+                details={},
+            )
+        if total is not None and total > limit:
+            raise FevexRunError(
+                f"MAX_{name.upper()}_TOKENS_EXCEEDED",
+                f"The run used {total} {name} tokens, over its budget of {limit}.",
+                details={"limit": limit, "used": total},
+            )

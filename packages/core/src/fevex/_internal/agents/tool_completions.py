@@ -20,29 +20,46 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from fevex._internal.agents.model_cost import add_cost, price
-from fevex._internal.composition.registry import DEFAULT_MODEL_KEY
+from fevex._internal.agents.model_cost import (
+    add_cost,
+    check_token_budgets,
+    price,
+    remaining_output_tokens,
+)
+from fevex._internal.agents.run_state import RunState
+from fevex._internal.composition.registry import DEFAULT_MODEL_KEY, PreparedAgent
 from fevex._internal.composition.tool_runner import ToolCallRun
 from fevex._internal.engine.deadline import DeadlineReached
+from fevex._internal.engine.execution import Execution
+from fevex.agents import Limits
 from fevex.errors import FevexError, FevexRunError
 from fevex.events import RunEvent
+from fevex.events.cost import CostCalculator
 from fevex.messages import Message
 from fevex.models import ModelInput, ModelResult, ModelStreamReader
-from fevex.policies.policy import enforce_policies
+from fevex.policies.policy import Policy, enforce_policies
 from fevex.tools.completion import Completion, CompletionRequest
 
-if TYPE_CHECKING:
-    from fevex._internal.agents.agent_loop import AgentLoop
+__all__ = ["CompletingRun", "ToolCompletions"]
 
-__all__ = ["ToolCompletions"]
+
+class CompletingRun(Protocol):
+    """What a completion takes from the agent run whose tool asks (the agent loop)."""
+
+    agent: PreparedAgent
+    state: RunState
+    limits: Limits
+    execution: Execution
+    policies: tuple[Policy, ...]
+    calculate_cost: CostCalculator | None
 
 
 class ToolCompletions:
     """The completions of one agent run's tool calls, in this process."""
 
-    def __init__(self, loop: AgentLoop, models: Mapping[str, Any]) -> None:
+    def __init__(self, loop: CompletingRun, models: Mapping[str, Any]) -> None:
         self.loop = loop
         self.models = models
         # Emitted during the call in flight; the loop yields them once it ends.
@@ -99,7 +116,7 @@ class ToolCompletions:
                 f"The run needed more than {limits.max_steps} model steps.",
                 details={"limit": limits.max_steps},
             )
-        remaining = loop._remaining_output_tokens()
+        remaining = remaining_output_tokens(limits, state)
         wanted = request.max_output_tokens
         cap = (
             wanted if remaining is None else remaining if wanted is None else min(wanted, remaining)
@@ -139,7 +156,7 @@ class ToolCompletions:
                 add_cost(state, cost, sink.run.id)
         event = await sink.emit("model.completed", completed, usage=state.usage.to_json())
         self.events.append(event)
-        loop._check_token_budgets(result.usage)
+        check_token_budgets(limits, state, result.usage)
         return Completion(text, model_name, result.stop_reason, result.usage)
 
     async def _stream(self, gateway: Any, model_input: ModelInput) -> tuple[ModelResult, str]:
