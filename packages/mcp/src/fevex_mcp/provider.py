@@ -235,10 +235,10 @@ class MCPToolProvider:
         return await self._channel.run(context, read)
 
     async def _templates(self, context: ToolContext) -> tuple[dict[str, Any], list[str]]:
-        from fevex_mcp.resources import listed_templates
+        from fevex_mcp.resources import listed
 
         templates = await self._channel.listing(context, "resource_templates")
-        return listed_templates(templates, self._template_pins)
+        return listed(templates, self._template_pins, key="uri_template")
 
     async def _templated(self, uri: str, context: ToolContext) -> bool:
         """Whether ``uri`` matches a resource template the server lists (pin holding); a

@@ -27,7 +27,6 @@ __all__ = [
     "Listed",
     "list_value",
     "listed",
-    "listed_templates",
     "matching_template",
     "read_value",
     "resource_tools",
@@ -79,16 +78,18 @@ def resource_tools() -> list[RemoteTool]:
     ]
 
 
-def listed(resources: list[Any], pins: Pins) -> Listed:
-    """The resources whose pin holds, by URI, and the URIs withheld because they changed."""
+def listed(items: list[Any], pins: Pins, key: str = "uri") -> Listed:
+    """The items whose pin (name and MIME type) holds, by their ``key`` attribute (a
+    resource's ``uri``, a template's ``uri_template``), and the keys withheld because the
+    item changed."""
     available: dict[str, Any] = {}
     withheld: list[str] = []
-    for resource in resources:
-        uri = str(resource.uri)
-        if pins.holds(uri, {"name": resource.name, "mime_type": resource.mime_type}):
-            available[uri] = resource
+    for item in items:
+        named = str(getattr(item, key))
+        if pins.holds(named, {"name": item.name, "mime_type": item.mime_type}):
+            available[named] = item
         else:
-            withheld.append(uri)
+            withheld.append(named)
     return available, withheld
 
 
@@ -105,20 +106,6 @@ def list_value(available: dict[str, Any], withheld: list[str]) -> dict[str, Any]
         ],
         "withheld_changed": withheld,
     }
-
-
-def listed_templates(templates: list[Any], pins: Pins) -> Listed:
-    """The templates whose pin holds (name and MIME type), by URI template, and the
-    templates withheld because they changed."""
-    available: dict[str, Any] = {}
-    withheld: list[str] = []
-    for template in templates:
-        key = str(template.uri_template)
-        if pins.holds(key, {"name": template.name, "mime_type": template.mime_type}):
-            available[key] = template
-        else:
-            withheld.append(key)
-    return available, withheld
 
 
 def templates_value(available: dict[str, Any], withheld: list[str]) -> dict[str, Any]:
